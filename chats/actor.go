@@ -1,0 +1,667 @@
+package chats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Causes a turn's context is cancelled with.
+var (
+	errStopped  = errors.New("stopped by the person")
+	errShutdown = errors.New("the gateway is shutting down")
+)
+
+// actor owns one live chat. Every field is touched only on its goroutine.
+type actor struct {
+	s     *Service
+	id    string
+	inbox chan func() // unbuffered: a send succeeds only while the actor runs
+	done  chan struct{}
+
+	meta    Chat   // as last committed
+	seq     uint64 // last seq handed out (>= meta.Seq)
+	msgs    []Message
+	pending []*Message
+	subs    map[Subscriber]struct{}
+
+	b      batch // written but not yet committed
+	turn   *turn
+	flushT *time.Timer
+	flushC <-chan time.Time
+
+	quitting bool
+	broken   error
+}
+
+// batch is what the actor has decided but not yet committed. Its events are
+// published only after the commit.
+type batch struct {
+	events  []*Event
+	origins []Origin // parallel to events
+	putPend []*Message
+	delPend []string
+	clients [][2]string // client_id, message id
+	dirty   bool        // metadata changed without an event
+}
+
+func (b *batch) empty() bool {
+	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && !b.dirty
+}
+
+type turn struct {
+	id       string
+	cancel   context.CancelCauseFunc
+	text     strings.Builder
+	shown    int // code points of text already published as deltas
+	durable  bool
+	seq      uint64 // turn.started
+	stoppers []Origin
+	waiters  []chan struct{}
+}
+
+func loadActor(s *Service, id string) (*actor, error) {
+	a := &actor{s: s, id: id, inbox: make(chan func()), done: make(chan struct{}), subs: map[Subscriber]struct{}{}}
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		meta, ok, err := loadChat(tx, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("chat %s: %w", id, ErrNotFound)
+		}
+		a.meta, a.seq = meta, meta.Seq
+		err = eventsSince(tx, id, 0, func(ev *Event) error {
+			switch ev.Type {
+			case EvMessagePicked:
+				a.msgs = append(a.msgs, *ev.Message)
+			case EvTurnFinished, EvTurnFailed:
+				if ev.Message != nil {
+					a.msgs = append(a.msgs, *ev.Message)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if pb, _ := subBucket(tx, bucketPending, id, false); pb != nil {
+			err = pb.ForEach(func(k, v []byte) error {
+				m := &Message{}
+				if err := json.Unmarshal(v, m); err != nil {
+					return fmt.Errorf("chat %s: corrupt pending message %s: %w", id, k, err)
+				}
+				a.pending = append(a.pending, m)
+				return nil
+			})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortPending(a.pending)
+	a.meta.Pending = len(a.pending)
+	a.meta.State = StateIdle
+	if a.meta.Turn != "" {
+		// The process died while this turn ran: say so, and answer again.
+		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: "interrupted",
+			Error: "the gateway stopped while this turn ran; it is answered again"}, Origin{})
+		a.meta.Turn = ""
+		a.meta.Resume = true
+	}
+	return a, nil
+}
+
+func sortPending(p []*Message) {
+	for i := 1; i < len(p); i++ { // insertion sort: tiny, mostly sorted
+		for j := i; j > 0 && p[j].Seq < p[j-1].Seq; j-- {
+			p[j], p[j-1] = p[j-1], p[j]
+		}
+	}
+}
+
+func (a *actor) run() {
+	defer a.s.actors.Done()
+	idle := time.NewTimer(a.s.opt.Idle)
+	defer idle.Stop()
+	quit, abort := a.s.quit, a.s.abort
+	// Work left by the previous process (or a failed commit) starts now.
+	if err := a.flush(); err == nil {
+		a.maybeStart()
+	}
+	for {
+		select {
+		case f := <-a.inbox:
+			f()
+		case <-a.flushC:
+			a.flushC = nil
+			_ = a.flush()
+		case <-idle.C:
+			if a.turn == nil && len(a.subs) == 0 && len(a.pending) == 0 && a.b.empty() {
+				a.exit()
+				return
+			}
+		case <-quit:
+			quit = nil
+			a.quitting = true
+		case <-abort:
+			abort = nil
+			if a.turn != nil {
+				a.turn.cancel(errShutdown)
+			}
+		}
+		if a.quitting && a.turn == nil {
+			_ = a.flush()
+			a.exit()
+			return
+		}
+		if a.broken != nil && a.turn == nil {
+			a.exit()
+			return
+		}
+		idle.Reset(a.s.opt.Idle)
+	}
+}
+
+func (a *actor) exit() {
+	a.s.evict(a)
+	close(a.done)
+}
+
+// post hands f to the actor from another goroutine (the turn's).
+func (a *actor) post(f func()) {
+	select {
+	case a.inbox <- f:
+	case <-a.done:
+	}
+}
+
+func (a *actor) next() uint64 { a.seq++; return a.seq }
+
+// append adds an event to the batch, giving it the next seq.
+func (a *actor) append(ev *Event, o Origin) *Event {
+	ev.Chat, ev.Seq, ev.Time = a.id, a.next(), time.Now().UTC()
+	a.b.events = append(a.b.events, ev)
+	a.b.origins = append(a.b.origins, o)
+	return ev
+}
+
+func (a *actor) info() Chat {
+	c := a.meta
+	c.State = StateIdle
+	if a.turn != nil {
+		c.State = StateRunning
+	}
+	c.Pending = len(a.pending)
+	return c
+}
+
+// flush commits the batch, then publishes its events in order.
+func (a *actor) flush() error {
+	if a.broken != nil {
+		return a.broken
+	}
+	if a.flushT != nil {
+		a.flushT.Stop()
+		a.flushC = nil
+	}
+	if a.b.empty() {
+		return nil
+	}
+	b := a.b
+	a.b = batch{}
+	before := a.meta
+	meta := a.info()
+	meta.Seq = a.seq
+	meta.Turn = ""
+	if a.turn != nil {
+		meta.Turn = a.turn.id
+	}
+	meta.UpdatedAt = time.Now().UTC()
+	metaJSON, _ := json.Marshal(meta)
+	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketChats).Put([]byte(a.id), metaJSON); err != nil {
+			return err
+		}
+		if len(b.events) > 0 {
+			rb, err := subBucket(tx, bucketRecords, a.id, true)
+			if err != nil {
+				return err
+			}
+			for _, ev := range b.events {
+				if err := rb.Put(seqKey(ev.Seq), ev.JSON()); err != nil {
+					return err
+				}
+			}
+		}
+		if len(b.putPend)+len(b.delPend) > 0 {
+			pb, err := subBucket(tx, bucketPending, a.id, true)
+			if err != nil {
+				return err
+			}
+			for _, m := range b.putPend {
+				v, _ := json.Marshal(m)
+				if err := pb.Put([]byte(m.ID), v); err != nil {
+					return err
+				}
+			}
+			for _, id := range b.delPend {
+				if err := pb.Delete([]byte(id)); err != nil {
+					return err
+				}
+			}
+		}
+		if len(b.clients) > 0 {
+			cb, err := subBucket(tx, bucketClientIDs, a.id, true)
+			if err != nil {
+				return err
+			}
+			for _, c := range b.clients {
+				if err := cb.Put([]byte(c[0]), []byte(c[1])); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		a.breakDown(err)
+		return a.broken
+	}
+	a.meta = meta
+	for i, ev := range b.events {
+		a.publish(ev, b.origins[i])
+	}
+	if t := a.turn; t != nil && !t.durable && t.seq <= meta.Seq {
+		t.durable = true
+		a.showText(t, t.text.String())
+	}
+	if before.State != meta.State || before.Pending != meta.Pending || before.Title != meta.Title {
+		a.s.notifyList(meta, false, nil)
+	}
+	return nil
+}
+
+// breakDown handles a failed commit: memory is now ahead of the disk, so the
+// actor leaves the registry (the next request loads the chat as stored) and
+// stops its turn. Nothing it had not committed was acknowledged.
+func (a *actor) breakDown(err error) {
+	a.broken = fmt.Errorf("chat %s: write failed, nothing was changed: %w", a.id, err)
+	a.s.log.Error("commit failed", "chat", a.id, "err", err)
+	a.s.evict(a)
+	if a.turn != nil {
+		a.turn.cancel(a.broken)
+	}
+	for sub := range a.subs {
+		sub.Deliver(Delivery{Closed: a.id})
+	}
+	a.subs = map[Subscriber]struct{}{}
+}
+
+func (a *actor) publish(ev *Event, o Origin) {
+	for sub := range a.subs {
+		if sub == o.Sub && o.Req != "" {
+			continue
+		}
+		sub.Deliver(Delivery{Event: ev})
+	}
+	if o.Sub != nil {
+		if _, subscribed := a.subs[o.Sub]; o.Req != "" || !subscribed {
+			e := ev
+			if o.Req != "" {
+				e = ev.withReq(o.Req)
+			}
+			o.Sub.Deliver(Delivery{Event: e})
+		}
+	}
+}
+
+// showText publishes the turn's text not yet shown, once its start is durable:
+// before that, text waits so that no client sees a reply to a pickup a crash
+// could undo.
+func (a *actor) showText(t *turn, text string) {
+	if !t.durable || text == "" {
+		return
+	}
+	off := t.shown
+	t.shown += utf8.RuneCountInString(text)
+	ev := &Event{Type: EvReplyDelta, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: t.id, Offset: &off, Text: text}
+	for sub := range a.subs {
+		sub.Deliver(Delivery{Event: ev})
+	}
+}
+
+func (a *actor) open(ctx context.Context, since *uint64, sub Subscriber, req string) error {
+	if err := a.flush(); err != nil {
+		return err
+	}
+	if since != nil && *since <= a.meta.Seq {
+		var missed []*Event
+		err := a.s.store.db.View(func(tx *bolt.Tx) error {
+			return eventsSince(tx, a.id, *since, func(ev *Event) error { missed = append(missed, ev); return nil })
+		})
+		if err != nil {
+			return err
+		}
+		for _, ev := range missed {
+			sub.Deliver(Delivery{Event: ev})
+		}
+		sub.Deliver(Delivery{Snapshot: a.snapshot("chat.resumed", false, req)})
+	} else {
+		sub.Deliver(Delivery{Snapshot: a.snapshot("chat.snapshot", true, req)})
+	}
+	a.subs[sub] = struct{}{}
+	return nil
+}
+
+func (a *actor) snapshot(typ string, withMessages bool, req string) *Snapshot {
+	sn := &Snapshot{Type: typ, Chat: a.info(), Pending: make([]Message, 0, len(a.pending)), Seq: a.meta.Seq, Req: req,
+		Approvals: []struct{}{}, Recoveries: []struct{}{}}
+	if withMessages {
+		sn.Messages = append(make([]Message, 0, len(a.msgs)), a.msgs...)
+	}
+	for _, m := range a.pending {
+		sn.Pending = append(sn.Pending, *m)
+	}
+	if t := a.turn; t != nil {
+		sn.Running = &Running{Turn: t.id, Text: t.text.String(), Seq: t.seq}
+	}
+	return sn
+}
+
+func (a *actor) findPending(id string) int {
+	for i, m := range a.pending {
+		if m.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (a *actor) findPicked(id string) *Message {
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		if a.msgs[i].ID == id {
+			return &a.msgs[i]
+		}
+	}
+	return nil
+}
+
+// notPending explains why message id cannot be changed any more.
+func (a *actor) notPending(id string) error {
+	if a.findPicked(id) != nil {
+		return fmt.Errorf("message %s: %w", id, ErrInUse)
+	}
+	if m, err := a.storedMessage(id); err == nil && m != nil {
+		return fmt.Errorf("message %s was deleted: %w", id, ErrNotFound)
+	}
+	return fmt.Errorf("message %s: %w", id, ErrNotFound)
+}
+
+// storedMessage reads the message created by the event its id names.
+func (a *actor) storedMessage(id string) (*Message, error) {
+	seq, err := strconv.ParseUint(strings.TrimPrefix(id, "m"), 10, 64)
+	if err != nil || !strings.HasPrefix(id, "m") {
+		return nil, nil
+	}
+	var m *Message
+	err = a.s.store.db.View(func(tx *bolt.Tx) error {
+		rb, _ := subBucket(tx, bucketRecords, a.id, false)
+		if rb == nil {
+			return nil
+		}
+		v := rb.Get(seqKey(seq))
+		if v == nil {
+			return nil
+		}
+		var ev Event
+		if err := json.Unmarshal(v, &ev); err != nil {
+			return err
+		}
+		if ev.Type == EvMessageAccepted && ev.Message != nil {
+			m = ev.Message
+		}
+		return nil
+	})
+	return m, err
+}
+
+func (a *actor) send(ctx context.Context, text, clientID, mode string, o Origin, toks int) (Message, error) {
+	if a.broken != nil {
+		return Message{}, a.broken
+	}
+	var known string
+	err := a.s.store.db.View(func(tx *bolt.Tx) error {
+		if cb, _ := subBucket(tx, bucketClientIDs, a.id, false); cb != nil {
+			known = string(cb.Get([]byte(clientID)))
+		}
+		return nil
+	})
+	if err != nil {
+		return Message{}, err
+	}
+	if known != "" {
+		return a.resend(known, o)
+	}
+	seq := a.seq + 1
+	m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Role: provider.RoleUser, Text: text, Seq: seq,
+		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks}
+	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
+	m.Time = ev.Time
+	a.pending = append(a.pending, m)
+	a.b.putPend = append(a.b.putPend, m)
+	a.b.clients = append(a.b.clients, [2]string{clientID, m.ID})
+	if err := a.flush(); err != nil {
+		return Message{}, err
+	}
+	a.maybeStart()
+	return *m, nil
+}
+
+// resend answers a repeated client_id with the message it created, as it is now.
+func (a *actor) resend(id string, o Origin) (Message, error) {
+	var m Message
+	if i := a.findPending(id); i >= 0 {
+		m = *a.pending[i]
+	} else if p := a.findPicked(id); p != nil {
+		m = *p
+	} else if sm, err := a.storedMessage(id); err != nil || sm == nil {
+		return Message{}, fmt.Errorf("message %s: %w", id, ErrNotFound)
+	} else {
+		m = *sm
+		m.State = MsgDeleted
+	}
+	if o.Sub != nil {
+		ev := &Event{Type: EvMessageAccepted, Chat: a.id, Seq: m.Seq, Time: m.Time, Message: &m, Req: o.Req}
+		o.Sub.Deliver(Delivery{Event: ev})
+	}
+	return m, nil
+}
+
+func (a *actor) edit(ctx context.Context, id, text string, o Origin, toks int) (Message, error) {
+	if a.broken != nil {
+		return Message{}, a.broken
+	}
+	i := a.findPending(id)
+	if i < 0 {
+		return Message{}, a.notPending(id)
+	}
+	m := *a.pending[i]
+	m.Text, m.Tokens = text, toks
+	a.pending[i] = &m
+	a.append(&Event{Type: EvMessageUpdated, Message: &m}, o)
+	a.b.putPend = append(a.b.putPend, &m)
+	if err := a.flush(); err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}
+
+func (a *actor) delete(ctx context.Context, id string, o Origin) error {
+	if a.broken != nil {
+		return a.broken
+	}
+	i := a.findPending(id)
+	if i < 0 {
+		return a.notPending(id)
+	}
+	m := *a.pending[i]
+	m.State = MsgDeleted
+	a.pending = append(a.pending[:i], a.pending[i+1:]...)
+	a.append(&Event{Type: EvMessageDeleted, Message: &m}, o)
+	a.b.delPend = append(a.b.delPend, m.ID)
+	return a.flush()
+}
+
+func (a *actor) stop(o Origin) (chan struct{}, error) {
+	t := a.turn
+	if t == nil {
+		return nil, fmt.Errorf("chat %s: %w", a.id, ErrNoTurn)
+	}
+	t.stoppers = append(t.stoppers, o)
+	w := make(chan struct{})
+	t.waiters = append(t.waiters, w)
+	t.cancel(errStopped)
+	return w, nil
+}
+
+// maybeStart picks up every pending message, in order, into a new turn.
+func (a *actor) maybeStart() {
+	if a.turn != nil || a.quitting || a.broken != nil || (len(a.pending) == 0 && !a.meta.Resume) {
+		return
+	}
+	id := "t" + strconv.FormatUint(a.seq+uint64(len(a.pending))+1, 10)
+	for _, p := range a.pending {
+		m := *p
+		m.State, m.Turn = MsgPicked, id
+		a.msgs = append(a.msgs, m)
+		a.append(&Event{Type: EvMessagePicked, Message: &m, Turn: id}, Origin{})
+		a.b.delPend = append(a.b.delPend, m.ID)
+	}
+	a.pending = a.pending[:0]
+	ev := a.append(&Event{Type: EvTurnStarted, Turn: id}, Origin{})
+	a.meta.Resume = false
+	a.b.dirty = true
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t := &turn{id: id, cancel: cancel, seq: ev.Seq}
+	a.turn = t
+	in := runtime.TurnInput{Chain: a.meta.Chain, History: a.history()}
+	go func() {
+		tctx, stop := context.WithTimeout(ctx, a.s.opt.TurnTimeout)
+		defer stop()
+		res, err := a.s.opt.Turner.Run(tctx, in, func(text string) error {
+			a.post(func() { a.onDelta(t, text) })
+			return nil
+		})
+		if err != nil && tctx.Err() != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				err = cause
+			} else if errors.Is(tctx.Err(), context.DeadlineExceeded) {
+				err = fmt.Errorf("the turn took longer than %s", a.s.opt.TurnTimeout)
+			}
+		}
+		a.post(func() { a.onTurnDone(t, res, err) })
+	}()
+	// Commit the pickup together with the first text, or soon.
+	if a.flushT == nil {
+		a.flushT = time.NewTimer(a.s.opt.PickupDelay)
+	} else {
+		a.flushT.Reset(a.s.opt.PickupDelay)
+	}
+	a.flushC = a.flushT.C
+}
+
+// history is the conversation the model reads, oldest first.
+func (a *actor) history() []provider.Message {
+	h := make([]provider.Message, 0, len(a.msgs))
+	for _, m := range a.msgs {
+		if m.Role == provider.RoleAssistant && m.State != MsgDone {
+			continue // a failed turn's partial text is shown, not sent
+		}
+		h = append(h, provider.Message{Role: m.Role, Content: m.Text, Tokens: m.Tokens})
+	}
+	return h
+}
+
+func (a *actor) onDelta(t *turn, text string) {
+	if a.turn != t || text == "" {
+		return
+	}
+	t.text.WriteString(text)
+	if t.durable {
+		a.showText(t, text)
+		return
+	}
+	_ = a.flush() // first text: commit the pickup now, then show it
+}
+
+func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
+	if a.turn != t {
+		return
+	}
+	reply := res.Reply
+	if reply == "" {
+		reply = t.text.String()
+	}
+	stopped := errors.Is(err, errStopped)
+	var o Origin
+	if len(t.stoppers) > 0 {
+		o = t.stoppers[0]
+	}
+	var fin *Event
+	switch {
+	case a.broken != nil:
+	case err == nil || stopped:
+		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: tokens.Count(reply)}
+		seq := a.seq + 1
+		m.ID, m.Seq = "m"+strconv.FormatUint(seq, 10), seq
+		usage := res.Usage
+		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
+		m.Time = fin.Time
+		a.msgs = append(a.msgs, *m)
+	case errors.Is(err, errShutdown):
+		a.append(&Event{Type: EvTurnFailed, Turn: t.id, Class: "interrupted",
+			Error: "the gateway stopped while this turn ran; it is answered again at the next start"}, o)
+		a.meta.Resume = true
+	default:
+		class := string(provider.ClassOf(err))
+		if class == "" {
+			class = "internal"
+		}
+		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: class, Error: err.Error()}
+		if reply != "" {
+			seq := a.seq + 1
+			ev.Message = &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: "failed", Turn: t.id}
+		}
+		a.append(ev, o)
+		if ev.Message != nil {
+			ev.Message.Time = ev.Time
+			a.msgs = append(a.msgs, *ev.Message)
+		}
+	}
+	a.turn = nil
+	if err := a.flush(); err == nil && fin != nil && len(t.stoppers) > 1 {
+		// Everyone who pressed Stop gets the answer; the first got the event.
+		for _, so := range t.stoppers[1:] {
+			if so.Sub != nil {
+				so.Sub.Deliver(Delivery{Event: fin.withReq(so.Req)})
+			}
+		}
+	}
+	for _, w := range t.waiters {
+		close(w)
+	}
+	a.maybeStart()
+}

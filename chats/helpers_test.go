@@ -1,0 +1,213 @@
+package chats
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	bolt "go.etcd.io/bbolt"
+)
+
+// wait bounds every wait in these tests.
+const wait = 10 * time.Second
+
+// gate is a fake model: each answer streams "partial ", then waits for a
+// release (or cancellation), then streams the rest.
+type gate struct {
+	started chan string   // the last user message of each request
+	release chan struct{} // one receive lets one answer finish
+	open    bool          // answer at once
+}
+
+func newGate(open bool) *gate {
+	return &gate{started: make(chan string, 1000), release: make(chan struct{}, 1000), open: open}
+}
+
+func (g *gate) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	last := ""
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleUser {
+			last = m.Content
+		}
+	}
+	g.started <- last
+	if err := emit(provider.Delta{Text: "partial "}); err != nil {
+		return provider.Result{}, err
+	}
+	if !g.open {
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return provider.Result{Text: "partial "}, ctx.Err()
+		}
+	}
+	rest := "answer to " + last
+	if err := emit(provider.Delta{Text: rest}); err != nil {
+		return provider.Result{}, err
+	}
+	return provider.Result{Text: "partial " + rest, Usage: provider.Usage{InputTokens: 10, OutputTokens: 3}}, nil
+}
+
+// env is a service over a real bbolt file in a temp dir.
+type env struct {
+	t     *testing.T
+	path  string
+	db    *bolt.DB
+	store *Store
+	svc   *Service
+	gate  *gate
+}
+
+func newEnv(t *testing.T, g *gate) *env {
+	t.Helper()
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "mirror.db"), gate: g}
+	e.start()
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *env) start() {
+	e.t.Helper()
+	db, err := OpenDB(e.path, time.Second)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	store, err := NewStore(db)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: e.gate, Remote: "fake", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.db, e.store = db, store
+	e.svc = New(Options{Store: store, Turner: eng, Idle: time.Minute})
+}
+
+func (e *env) stop() {
+	if e.svc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e.svc.Close(ctx)
+	e.store.Close()
+	e.db.Close()
+	e.svc = nil
+}
+
+func (e *env) restart() {
+	e.stop()
+	e.start()
+}
+
+func (e *env) chat() Chat {
+	e.t.Helper()
+	c, err := e.svc.Create(context.Background(), "test", "", Origin{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// sub records deliveries.
+type sub struct {
+	mu     sync.Mutex
+	got    []Delivery
+	notify chan struct{}
+}
+
+func newSub() *sub { return &sub{notify: make(chan struct{}, 1)} }
+
+func (s *sub) Deliver(d Delivery) {
+	s.mu.Lock()
+	s.got = append(s.got, d)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sub) events() []*Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Event
+	for _, d := range s.got {
+		if d.Event != nil {
+			out = append(out, d.Event)
+		}
+	}
+	return out
+}
+
+// waitFor waits, bounded, until pred holds over the deliveries so far.
+func (s *sub) waitFor(t *testing.T, what string, pred func([]*Event) bool) []*Event {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		evs := s.events()
+		if pred(evs) {
+			return evs
+		}
+		select {
+		case <-s.notify:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; got %s", what, typesOf(evs))
+		}
+	}
+}
+
+func has(typ string, n int) func([]*Event) bool {
+	return func(evs []*Event) bool { return count(evs, typ) >= n }
+}
+
+func count(evs []*Event, typ string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func typesOf(evs []*Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		b.WriteString(ev.Type)
+		b.WriteString(" ")
+	}
+	return b.String()
+}
+
+// durable returns the stored events of a chat.
+func (e *env) durable(chat string) []*Event {
+	e.t.Helper()
+	var out []*Event
+	err := e.db.View(func(tx *bolt.Tx) error {
+		return eventsSince(tx, chat, 0, func(ev *Event) error { out = append(out, ev); return nil })
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func recvStarted(t *testing.T, g *gate) string {
+	t.Helper()
+	select {
+	case s := <-g.started:
+		return s
+	case <-time.After(wait):
+		t.Fatal("timed out waiting for a model request")
+		return ""
+	}
+}

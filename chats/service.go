@@ -1,0 +1,421 @@
+// Package chats owns the chats: one actor goroutine per live chat, the
+// registry that loads chats on demand and evicts idle ones, the pending queue
+// of each chat, and the record (bbolt) every chat event is written to before
+// anyone sees it.
+//
+// A chat's state changes only on its actor's goroutine, so whether a message
+// was picked up or deleted is decided in one place, in order.
+package chats
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Limits on what a client may store.
+const (
+	MaxTextBytes  = 256 << 10 // one message
+	MaxTitleRunes = 200
+	MaxClientID   = 128
+)
+
+// Turner runs one turn; *runtime.Engine implements it.
+type Turner interface {
+	Run(ctx context.Context, in runtime.TurnInput, onDelta func(text string) error) (runtime.TurnResult, error)
+	HasChain(name string) bool
+	ChatChain() string
+}
+
+// Options configure a Service.
+type Options struct {
+	Store  *Store
+	Turner Turner
+	// Idle is how long a chat with nothing to do stays in memory.
+	Idle time.Duration
+	// TurnTimeout bounds one turn.
+	TurnTimeout time.Duration
+	// PickupDelay is how long the start of a turn may wait to be committed
+	// together with its first text. Zero uses 20ms.
+	PickupDelay time.Duration
+	Log         *slog.Logger
+}
+
+// Service is the registry of chats and the API transports use.
+type Service struct {
+	opt    Options
+	store  *Store
+	log    *slog.Logger
+	seed   maphash.Seed
+	shards [64]shard
+
+	quit    chan struct{} // closed when shutdown begins: no new turns
+	abort   chan struct{} // closed when running turns must be cut short
+	actors  sync.WaitGroup
+	closeMu sync.Once
+
+	watchMu  sync.RWMutex
+	watchers map[ListWatcher]struct{}
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*actor
+}
+
+// New creates the service. Call Resume once to restart the work a previous
+// process left (pending messages, interrupted turns).
+func New(opt Options) *Service {
+	if opt.Idle <= 0 {
+		opt.Idle = 2 * time.Minute
+	}
+	if opt.TurnTimeout <= 0 {
+		opt.TurnTimeout = 10 * time.Minute
+	}
+	if opt.PickupDelay <= 0 {
+		opt.PickupDelay = 20 * time.Millisecond
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	s := &Service{opt: opt, store: opt.Store, log: opt.Log, seed: maphash.MakeSeed(),
+		quit: make(chan struct{}), abort: make(chan struct{}), watchers: map[ListWatcher]struct{}{}}
+	for i := range s.shards {
+		s.shards[i].m = map[string]*actor{}
+	}
+	return s
+}
+
+// Resume loads every chat that has work left from a previous run (pending
+// messages or a turn that was running), so that work goes on without anyone
+// opening the chat.
+func (s *Service) Resume(ctx context.Context) (int, error) {
+	var ids []string
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
+			var c Chat
+			if err := json.Unmarshal(v, &c); err != nil {
+				return nil // reported when the chat itself is loaded
+			}
+			if c.Pending > 0 || c.Turn != "" || c.Resume {
+				ids = append(ids, c.ID)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		if err := s.do(ctx, id, func(a *actor) error { return nil }); err != nil {
+			s.log.Warn("resume chat", "chat", id, "err", err)
+		}
+	}
+	return len(ids), nil
+}
+
+// Close stops the service: no new turns start; running turns get until ctx
+// is done to finish, then they are cut short and journaled as interrupted, to
+// resume at the next start. Everything is flushed before Close returns.
+func (s *Service) Close(ctx context.Context) {
+	s.closeMu.Do(func() { close(s.quit) })
+	// get checks quit and counts a new actor under its shard's lock: once
+	// every lock has been taken after quit, no actor can be added.
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		s.shards[i].mu.Unlock()
+	}
+	done := make(chan struct{})
+	go func() { s.actors.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		close(s.abort)
+		<-done
+	}
+}
+
+// Watch registers w for chat list changes until the returned func is called.
+func (s *Service) Watch(w ListWatcher) (cancel func()) {
+	s.watchMu.Lock()
+	s.watchers[w] = struct{}{}
+	s.watchMu.Unlock()
+	return func() {
+		s.watchMu.Lock()
+		delete(s.watchers, w)
+		s.watchMu.Unlock()
+	}
+}
+
+// notifyList tells every watcher but except (the one that asked, which
+// gets its own answer) that c changed.
+func (s *Service) notifyList(c Chat, created bool, except any) {
+	s.watchMu.RLock()
+	for w := range s.watchers {
+		if any(w) != except {
+			w.ChatChanged(c, created)
+		}
+	}
+	s.watchMu.RUnlock()
+}
+
+// List returns every chat, most recently updated first.
+func (s *Service) List(ctx context.Context) ([]Chat, error) {
+	var out []Chat
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
+			var c Chat
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("chat %s: corrupt metadata: %w", k, err)
+			}
+			c.State = StateIdle
+			if c.Turn != "" {
+				c.State = StateRunning
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].UpdatedAt.Equal(out[j].UpdatedAt) {
+			return out[i].UpdatedAt.After(out[j].UpdatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, err
+}
+
+// Create makes a new chat. An empty chain means the chat role's chain.
+func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Chat, error) {
+	title = strings.TrimSpace(title)
+	if title == "" {
+		title = "New chat"
+	}
+	if utf8.RuneCountInString(title) > MaxTitleRunes {
+		return Chat{}, fmt.Errorf("%w: title longer than %d characters", ErrBadInput, MaxTitleRunes)
+	}
+	if chain == "" {
+		chain = s.opt.Turner.ChatChain()
+	} else if !s.opt.Turner.HasChain(chain) {
+		return Chat{}, fmt.Errorf("%w: no chain %q in runtime.yaml", ErrBadInput, chain)
+	}
+	select {
+	case <-s.quit:
+		return Chat{}, ErrClosed
+	default:
+	}
+	now := time.Now().UTC()
+	c := Chat{ID: "c_" + randomID(), Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
+	ev := &Event{Type: EvChatCreated, Chat: c.ID, Seq: 1, Time: now, Title: title}
+	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
+		meta, _ := json.Marshal(c)
+		if err := tx.Bucket(bucketChats).Put([]byte(c.ID), meta); err != nil {
+			return err
+		}
+		b, err := subBucket(tx, bucketRecords, c.ID, true)
+		if err != nil {
+			return err
+		}
+		return b.Put(seqKey(1), ev.JSON())
+	})
+	if err != nil {
+		return Chat{}, fmt.Errorf("create chat: %w", err)
+	}
+	var except any
+	if o.Sub != nil {
+		except = o.Sub
+	}
+	s.notifyList(c, true, except)
+	return c, nil
+}
+
+// Origin identifies who asked: their copy of the resulting event carries Req,
+// and is delivered in order with the chat's other events even when the asker
+// has not opened the chat.
+type Origin struct {
+	Sub Subscriber
+	Req string
+}
+
+// Open subscribes sub to the chat. With since nil it delivers a chat.snapshot;
+// otherwise the stored events after since, then chat.resumed. Live events
+// follow in order until Unsubscribe.
+func (s *Service) Open(ctx context.Context, chat string, since *uint64, sub Subscriber, req string) error {
+	return s.do(ctx, chat, func(a *actor) error { return a.open(ctx, since, sub, req) })
+}
+
+// Unsubscribe stops live events of chat to sub. Whatever was delivered
+// before it returns came first.
+func (s *Service) Unsubscribe(ctx context.Context, chat string, sub Subscriber) error {
+	return s.do(ctx, chat, func(a *actor) error { delete(a.subs, sub); return nil })
+}
+
+// Send stores a message from a person. A clientID the chat has seen before
+// answers the message it created and stores nothing.
+func (s *Service) Send(ctx context.Context, chat, text, clientID, mode string, o Origin) (Message, error) {
+	if err := checkText(text); err != nil {
+		return Message{}, err
+	}
+	if clientID == "" || len(clientID) > MaxClientID {
+		return Message{}, fmt.Errorf("%w: client_id must be 1 to %d bytes", ErrBadInput, MaxClientID)
+	}
+	switch mode {
+	case "":
+		mode = ModeQueue
+	case ModeQueue, ModeRedirect:
+	default:
+		return Message{}, fmt.Errorf("%w: mode must be queue or redirect", ErrBadInput)
+	}
+	toks := tokens.Count(text) // counted once, off the chat's goroutine
+	var m Message
+	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.send(ctx, text, clientID, mode, o, toks); return })
+	return m, err
+}
+
+// Edit changes a pending message's text; once picked up it fails with ErrInUse.
+func (s *Service) Edit(ctx context.Context, chat, msg, text string, o Origin) (Message, error) {
+	if err := checkText(text); err != nil {
+		return Message{}, err
+	}
+	toks := tokens.Count(text)
+	var m Message
+	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.edit(ctx, msg, text, o, toks); return })
+	return m, err
+}
+
+// Delete removes a pending message; once picked up it fails with ErrInUse.
+func (s *Service) Delete(ctx context.Context, chat, msg string, o Origin) error {
+	return s.do(ctx, chat, func(a *actor) error { return a.delete(ctx, msg, o) })
+}
+
+// Stop ends the running turn; its partial reply is kept, marked stopped.
+// It returns when the turn has finished; ErrNoTurn when none runs.
+func (s *Service) Stop(ctx context.Context, chat string, o Origin) error {
+	var wait chan struct{}
+	err := s.do(ctx, chat, func(a *actor) (err error) { wait, err = a.stop(o); return })
+	if err != nil {
+		return err
+	}
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Get returns a chat's list entry.
+func (s *Service) Get(ctx context.Context, chat string) (Chat, error) {
+	var c Chat
+	err := s.do(ctx, chat, func(a *actor) error { c = a.info(); return nil })
+	return c, err
+}
+
+func checkText(text string) error {
+	switch {
+	case strings.TrimSpace(text) == "":
+		return fmt.Errorf("%w: text is empty", ErrBadInput)
+	case len(text) > MaxTextBytes:
+		return fmt.Errorf("%w: text is %d bytes; the limit is %d", ErrBadInput, len(text), MaxTextBytes)
+	case !utf8.ValidString(text):
+		return fmt.Errorf("%w: text is not valid UTF-8", ErrBadInput)
+	}
+	return nil
+}
+
+// do runs f on the chat's actor goroutine and returns its error. The chat is
+// loaded when it is not in memory.
+func (s *Service) do(ctx context.Context, id string, f func(a *actor) error) error {
+	for {
+		a, err := s.get(id)
+		if err != nil {
+			return err
+		}
+		res := make(chan error, 1)
+		select {
+		case a.inbox <- func() { res <- f(a) }:
+		case <-a.done:
+			continue // evicted meanwhile: load it again
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case err := <-res:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Service) shardOf(id string) *shard {
+	return &s.shards[maphash.String(s.seed, id)%uint64(len(s.shards))]
+}
+
+// get returns the live actor of chat id, loading it when needed.
+func (s *Service) get(id string) (*actor, error) {
+	if id == "" || len(id) > 64 {
+		return nil, fmt.Errorf("chat %q: %w", id, ErrNotFound)
+	}
+	sh := s.shardOf(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if a := sh.m[id]; a != nil {
+		return a, nil
+	}
+	select {
+	case <-s.quit:
+		return nil, ErrClosed
+	default:
+	}
+	a, err := loadActor(s, id)
+	if err != nil {
+		return nil, err
+	}
+	sh.m[id] = a
+	s.actors.Add(1)
+	go a.run()
+	return a, nil
+}
+
+// evict removes a from the registry; false when a was already replaced.
+func (s *Service) evict(a *actor) {
+	sh := s.shardOf(a.id)
+	sh.mu.Lock()
+	if sh.m[a.id] == a {
+		delete(sh.m, a.id)
+	}
+	sh.mu.Unlock()
+}
+
+// Live returns how many chats are in memory.
+func (s *Service) Live() int {
+	n := 0
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		n += len(s.shards[i].m)
+		s.shards[i].mu.Unlock()
+	}
+	return n
+}
+
+func randomID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,224 @@
+package chats
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Buckets owned by this package in the one database file.
+var (
+	bucketChats     = []byte("chats")      // chat id → Chat
+	bucketRecords   = []byte("records")    // chat id → bucket: seq (8 bytes, big endian) → Event
+	bucketPending   = []byte("pending")    // chat id → bucket: message id → Message
+	bucketClientIDs = []byte("client_ids") // chat id → bucket: client_id → message id
+)
+
+// ErrLocked is returned by Open when another process holds the database.
+var ErrLocked = errors.New("the database is in use by another mirror process")
+
+// Store is the chats' part of the bbolt database. Writes from every chat go
+// through one committer goroutine that folds all writes waiting at that moment
+// into one transaction: one fsync serves many chats, and a lone write is
+// committed at once instead of waiting for a batch timer.
+type Store struct {
+	db       *bolt.DB
+	writes   chan *write
+	stop     chan struct{}
+	finished chan struct{}
+	wg       sync.WaitGroup
+
+	// commitHook, when set (tests), runs inside every commit and may fail it.
+	commitHook func() error
+}
+
+type write struct {
+	fn   func(tx *bolt.Tx) error
+	done chan error
+}
+
+// maxGroup bounds how many writes share one transaction, so one commit never
+// grows without limit under load.
+const maxGroup = 512
+
+// OpenDB opens (creating if needed) the bbolt file at path with mode 0600. A
+// database held by another process is reported as ErrLocked after timeout.
+func OpenDB(path string, timeout time.Duration) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w (stop the other one, or use another --data dir)", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// NewStore creates the chats' buckets in db and starts the committer.
+func NewStore(db *bolt.DB) (*Store, error) {
+	err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketChats, bucketRecords, bucketPending, bucketClientIDs} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create buckets: %w", err)
+	}
+	s := &Store{db: db, writes: make(chan *write, maxGroup), stop: make(chan struct{}), finished: make(chan struct{})}
+	s.wg.Add(1)
+	go s.commitLoop()
+	return s, nil
+}
+
+// Close stops the committer after the writes already queued are committed.
+// It does not close the database, which belongs to whoever opened it.
+func (s *Store) Close() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// DB returns the underlying database, for read transactions.
+func (s *Store) DB() *bolt.DB { return s.db }
+
+// Write runs fn in a read-write transaction shared with other writers and
+// returns once that transaction is committed (or failed). fn may be run twice
+// if another write in its group fails, so it must only touch the transaction.
+func (s *Store) Write(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	w := &write{fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writes <- w:
+	case <-s.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, the write is committed or failed soon; waiting for it
+	// without the context keeps "acknowledged" and "committed" the same thing.
+	select {
+	case err := <-w.done:
+		return err
+	case <-s.finished:
+		select {
+		case err := <-w.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+func (s *Store) commitLoop() {
+	defer s.wg.Done()
+	defer close(s.finished)
+	group := make([]*write, 0, maxGroup)
+	for {
+		var first *write
+		select {
+		case first = <-s.writes:
+		case <-s.stop:
+			// Commit whatever is queued, then refuse the rest.
+			for {
+				select {
+				case w := <-s.writes:
+					s.commit([]*write{w})
+				default:
+					return
+				}
+			}
+		}
+		group = append(group[:0], first)
+	more:
+		for len(group) < maxGroup {
+			select {
+			case w := <-s.writes:
+				group = append(group, w)
+			default:
+				break more
+			}
+		}
+		s.commit(group)
+	}
+}
+
+// commit runs a group in one transaction. If any write fails, the group is
+// rolled back and each write is retried alone, so one bad write cannot take
+// the others with it.
+func (s *Store) commit(group []*write) {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, w := range group {
+			if err := w.fn(tx); err != nil {
+				return err
+			}
+		}
+		if s.commitHook != nil {
+			return s.commitHook()
+		}
+		return nil
+	})
+	if err == nil || len(group) == 1 {
+		for _, w := range group {
+			w.done <- err
+		}
+		return
+	}
+	for _, w := range group {
+		s.commit([]*write{w})
+	}
+}
+
+func seqKey(seq uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	return k[:]
+}
+
+// subBucket returns the chat's bucket inside parent, creating it when create.
+func subBucket(tx *bolt.Tx, parent []byte, chat string, create bool) (*bolt.Bucket, error) {
+	p := tx.Bucket(parent)
+	if create {
+		return p.CreateBucketIfNotExists([]byte(chat))
+	}
+	return p.Bucket([]byte(chat)), nil
+}
+
+// loadChat reads a chat's metadata.
+func loadChat(tx *bolt.Tx, id string) (Chat, bool, error) {
+	v := tx.Bucket(bucketChats).Get([]byte(id))
+	if v == nil {
+		return Chat{}, false, nil
+	}
+	var c Chat
+	if err := json.Unmarshal(v, &c); err != nil {
+		return Chat{}, false, fmt.Errorf("chat %s: corrupt metadata: %w", id, err)
+	}
+	return c, true, nil
+}
+
+// eventsSince calls fn for each stored event of chat with seq > since, in order.
+func eventsSince(tx *bolt.Tx, chat string, since uint64, fn func(*Event) error) error {
+	b, _ := subBucket(tx, bucketRecords, chat, false)
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	for k, v := c.Seek(seqKey(since + 1)); k != nil; k, v = c.Next() {
+		ev := &Event{}
+		if err := json.Unmarshal(v, ev); err != nil {
+			return fmt.Errorf("chat %s: corrupt record row %d: %w", chat, binary.BigEndian.Uint64(k), err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}

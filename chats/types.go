@@ -1,0 +1,169 @@
+package chats
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// Errors a caller maps to protocol codes. They are returned wrapped with
+// context; test with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrInUse    = errors.New("already in use: the assistant picked this message up")
+	ErrBadInput = errors.New("bad input")
+	ErrNoTurn   = errors.New("no turn is running")
+	ErrClosed   = errors.New("chats: service is shut down")
+)
+
+// Chat states as a chat list shows them.
+const (
+	StateIdle    = "idle"
+	StateRunning = "running"
+)
+
+// Message states.
+const (
+	MsgPending = "pending"
+	MsgPicked  = "picked"
+	MsgDeleted = "deleted"
+	MsgDone    = "done"
+)
+
+// Pending modes.
+const (
+	ModeQueue    = "queue"
+	ModeRedirect = "redirect"
+)
+
+// Event types this package writes into a chat's record.
+const (
+	EvChatCreated     = "chat.created"
+	EvMessageAccepted = "message.accepted"
+	EvMessageUpdated  = "message.updated"
+	EvMessageDeleted  = "message.deleted"
+	EvMessagePicked   = "message.picked"
+	EvTurnStarted     = "turn.started"
+	EvReplyDelta      = "reply.delta" // never stored
+	EvTurnFinished    = "turn.finished"
+	EvTurnFailed      = "turn.failed"
+)
+
+// Chat is a chat as a list shows it; it is also the stored chat metadata.
+type Chat struct {
+	ID        string    `json:"id"`
+	Title     string    `json:"title"`
+	Chain     string    `json:"chain"`
+	State     string    `json:"state"`
+	Pending   int       `json:"pending"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Seq       uint64    `json:"seq"`
+	// Turn is the running turn's id while one runs. It is stored, so a chat
+	// whose turn a crash interrupted is found and resumed at start.
+	Turn string `json:"turn,omitempty"`
+	// Resume says a turn was interrupted and the conversation waits for an
+	// answer, given as soon as the chat is loaded.
+	Resume bool `json:"resume,omitempty"`
+}
+
+// Message is a user or assistant message as clients see it.
+type Message struct {
+	ID       string    `json:"id"`
+	Role     string    `json:"role"`
+	Text     string    `json:"text"`
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	State    string    `json:"state,omitempty"`
+	Mode     string    `json:"mode,omitempty"`
+	ClientID string    `json:"client_id,omitempty"`
+	Turn     string    `json:"turn,omitempty"`
+	Stopped  bool      `json:"stopped,omitempty"`
+	// Tokens is the local token count of Text, computed once when the row is
+	// written and stored with it.
+	Tokens int `json:"tokens,omitempty"`
+}
+
+// Running is the turn in progress of a chat.
+type Running struct {
+	Turn string `json:"turn"`
+	Text string `json:"text"`
+	Seq  uint64 `json:"seq"`
+}
+
+// Event is one row of a chat's record, and the frame subscribers receive.
+// Once published it is shared by every subscriber and must not be changed.
+type Event struct {
+	Type    string          `json:"type"`
+	Chat    string          `json:"chat"`
+	Seq     uint64          `json:"seq"`
+	Time    time.Time       `json:"time"`
+	Message *Message        `json:"message,omitempty"`
+	Turn    string          `json:"turn,omitempty"`
+	Offset  *int            `json:"offset,omitempty"` // reply.delta, in Unicode code points
+	Text    string          `json:"text,omitempty"`   // reply.delta
+	Reply   *string         `json:"reply,omitempty"`  // turn.finished
+	Usage   *provider.Usage `json:"usage,omitempty"`
+	Model   string          `json:"model,omitempty"`
+	Stopped bool            `json:"stopped,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Class   string          `json:"class,omitempty"`
+	Title   string          `json:"title,omitempty"` // chat.created
+	Req     string          `json:"req,omitempty"`   // only on the requester's copy
+
+	once sync.Once
+	raw  []byte
+}
+
+// JSON returns the event's wire bytes, encoded once however many
+// subscribers receive it.
+func (e *Event) JSON() []byte {
+	e.once.Do(func() { e.raw, _ = json.Marshal(e) })
+	return e.raw
+}
+
+// withReq returns a copy of e carrying req, for the socket that asked.
+func (e *Event) withReq(req string) *Event {
+	c := &Event{Type: e.Type, Chat: e.Chat, Seq: e.Seq, Time: e.Time, Message: e.Message, Turn: e.Turn,
+		Offset: e.Offset, Text: e.Text, Reply: e.Reply, Usage: e.Usage, Model: e.Model, Stopped: e.Stopped,
+		Error: e.Error, Class: e.Class, Title: e.Title, Req: req}
+	return c
+}
+
+// Snapshot is the state of an opened chat (chat.snapshot), or the close of a
+// resume with since (chat.resumed, where Messages is nil).
+type Snapshot struct {
+	Type       string     `json:"type"`
+	Chat       Chat       `json:"chat"`
+	Messages   []Message  `json:"messages"`
+	Pending    []Message  `json:"pending"`
+	Running    *Running   `json:"running"`
+	Approvals  []struct{} `json:"approvals"`
+	Recoveries []struct{} `json:"recoveries"`
+	Seq        uint64     `json:"seq"`
+	Req        string     `json:"req,omitempty"`
+}
+
+// Delivery is one thing a subscriber receives. Exactly one field is set.
+type Delivery struct {
+	Event    *Event
+	Snapshot *Snapshot
+	// Closed names a chat that stopped delivering to this subscriber because
+	// it failed; the subscriber may open it again.
+	Closed string
+}
+
+// Subscriber receives a chat's deliveries in order. Deliver is called from the
+// chat's own goroutine and must never block: a transport queues what it gets.
+type Subscriber interface {
+	Deliver(d Delivery)
+}
+
+// ListWatcher receives every chat's list entry when it changes (created, title,
+// state, pending count). Like Deliver, it must not block.
+type ListWatcher interface {
+	ChatChanged(c Chat, created bool)
+}

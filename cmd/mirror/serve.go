@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/config/datadir"
+	"github.com/mirror-gateway/mirror/gateway"
+	mruntime "github.com/mirror-gateway/mirror/runtime"
+)
+
+// DBFile is the database's name inside the data dir.
+const DBFile = "mirror.db"
+
+// shutdownGrace is how long running turns get to finish at SIGTERM before
+// they are cut short and journaled, to resume at the next start.
+const shutdownGrace = 5 * time.Second
+
+// common flags of the commands that read the configuration.
+type common struct {
+	config, data string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "runtime.yaml to read (default ./runtime.yaml, built-in defaults when it is missing)")
+	fs.StringVar(&c.data, "data", "", "data directory (overrides data_dir)")
+}
+
+// load reads the configuration the flags name.
+func (c *common) load() (*config.Config, error) {
+	path, explicit := c.config, c.config != ""
+	if !explicit {
+		path = "runtime.yaml"
+	}
+	cfg, err := config.Load(path)
+	if err != nil && !explicit && errors.Is(err, fs.ErrNotExist) {
+		cfg, err = config.Default(), nil
+	}
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if c.data != "" {
+		abs, err := filepath.Abs(c.data)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		cfg.DataDir = abs
+	}
+	return cfg, nil
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}
+
+func token(args []string, stdout io.Writer, getenv func(string) string) error {
+	var c common
+	f := flag.NewFlagSet("token", flag.ContinueOnError)
+	c.register(f)
+	if err := parseFlags(f, args); err != nil {
+		return err
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return err
+	}
+	dir, err := datadir.Prepare(cfg.DataPath())
+	if err != nil {
+		return err
+	}
+	t, err := gateway.LoadToken(cfg, dir, getenv)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, t)
+	return nil
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	var c common
+	var addr string
+	f := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.register(f)
+	f.StringVar(&addr, "addr", "", "HOST:PORT to listen on (overrides listen)")
+	if err := parseFlags(f, args); err != nil {
+		return err
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return err
+	}
+	if addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return usageError{fmt.Errorf("--addr %q: %w", addr, err)}
+		}
+		cfg.Listen = addr
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	dir, err := datadir.Prepare(cfg.DataPath())
+	if err != nil {
+		return err
+	}
+	tok, err := gateway.LoadToken(cfg, dir, getenv)
+	if err != nil {
+		return err
+	}
+	dbPath := filepath.Join(dir, DBFile)
+	if err := datadir.CheckFile(dbPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	db, err := chats.OpenDB(dbPath, time.Second)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	engine, err := mruntime.New(cfg, getenv)
+	if err != nil {
+		return usageError{err}
+	}
+	store, err := chats.NewStore(db)
+	if err != nil {
+		return err
+	}
+	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
+		TurnTimeout: cfg.Limits.TurnTimeout, Log: log})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		svc.Close(context.Background())
+		store.Close()
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(), Log: log})
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
+
+	if n, err := svc.Resume(ctx); err != nil {
+		log.Error("resume chats", "err", err)
+	} else if n > 0 {
+		log.Info("resumed chats with work left", "chats", n)
+	}
+
+	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var serveErr error
+	select {
+	case <-sig.Done():
+		log.Info("shutting down")
+	case serveErr = <-served:
+	}
+	shutdown(hs, srv, svc, store)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+// shutdown stops accepting, closes sockets, lets running turns finish (or
+// journals them), and flushes every write.
+func shutdown(hs *http.Server, srv *gateway.Server, svc *chats.Service, store *chats.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	_ = hs.Shutdown(ctx)
+	srv.Close()
+	svc.Close(ctx)
+	store.Close()
+}

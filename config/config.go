@@ -1,0 +1,128 @@
+// Package config owns runtime.yaml: its schema, the built-in defaults, loading
+// with line-numbered errors, and validation. It imports nothing of ours, so every
+// other package may depend on it.
+package config
+
+import "time"
+
+// Config is the whole of runtime.yaml after defaults are applied.
+//
+// Lists and mappings given in the file replace the default ones whole; nested
+// keys of a struct replace only themselves, so a file names just what it changes.
+type Config struct {
+	// Listen is the HTTP address, host:port (loopback by default).
+	Listen string `yaml:"listen"`
+	// DataDir holds the database and the token; relative to Dir. See DataPath.
+	DataDir   string     `yaml:"data_dir"`
+	Auth      Auth       `yaml:"auth"`
+	Telegram  Telegram   `yaml:"telegram"`
+	Providers []Provider `yaml:"providers"`
+	Models    []Model    `yaml:"models"`
+	// Chains maps a chain name to the models tried in order.
+	Chains map[string][]string `yaml:"chains"`
+	Roles  Roles               `yaml:"roles"`
+	Limits Limits              `yaml:"limits"`
+	// BreakerHistoryDays and BreakerHistoryMax bound the breaker display
+	// history: entries older than the days, or past the count, are pruned.
+	BreakerHistoryDays int `yaml:"breaker_history_days"`
+	BreakerHistoryMax  int `yaml:"breaker_history_max"`
+	// BreakerPruneSchedule is when pruning runs, in robfig/cron standard
+	// syntax ("@every 1h", "0 3 * * *").
+	BreakerPruneSchedule string `yaml:"breaker_prune_schedule"`
+
+	// Dir is the folder runtime.yaml was read from ("" for built-in defaults);
+	// relative paths such as data_dir are resolved against it.
+	Dir string `yaml:"-"`
+
+	// file and lines remember where each key was read, so Validate can name
+	// the line of a problem; both are empty for a Config built in code.
+	file  string
+	lines map[string]int
+}
+
+// Auth configures how HTTP and WebSocket clients prove who they are.
+type Auth struct {
+	// TokenEnv names the environment variable holding the access token. When
+	// it is unset, a random token is created and kept in data_dir/token.
+	TokenEnv string `yaml:"token_env"`
+	// AllowedOrigins lists extra browser origins (scheme://host:port) allowed
+	// to open the WebSocket besides the listen address itself.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// Telegram configures the Bot API channel.
+type Telegram struct {
+	Enabled bool `yaml:"enabled"`
+	// TokenEnv names the environment variable holding the bot token.
+	TokenEnv string `yaml:"token_env"`
+	// APIEndpoint is the Bot API URL pattern; the first %s is the token, the
+	// second the method. Tests point it at a local fake.
+	APIEndpoint string `yaml:"api_endpoint"`
+	Mode        string `yaml:"mode"` // polling | webhook
+	// AllowedUsers are the Telegram user ids with access; anyone else gets a
+	// pairing code.
+	AllowedUsers []int64 `yaml:"allowed_users"`
+}
+
+// Provider is one model API the gateway can talk to.
+type Provider struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind"` // builtin | openai | gemini | anthropic
+	// BaseURL is the API root; Parse fills the kind's public endpoint when
+	// it is omitted (see DefaultBaseURL).
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the key; "" sends no
+	// key (local servers such as Ollama need none).
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeout bounds one whole request, stream included (0: no bound but the turn's).
+	Timeout time.Duration `yaml:"timeout"`
+	// Delay is the builtin provider's pause between streamed pieces; 0 streams at once.
+	Delay *time.Duration `yaml:"delay"`
+}
+
+// Model is one model of a provider with its context settings.
+type Model struct {
+	Name         string     `yaml:"name"`          // what chains call it
+	Provider     string     `yaml:"provider"`      // a providers[].name
+	Model        string     `yaml:"model"`         // the provider's own model name
+	Window       int        `yaml:"window"`        // context window in tokens
+	ContextLimit string     `yaml:"context_limit"` // auto | full | a token step such as 200k
+	MaxOutput    int        `yaml:"max_output"`    // longest answer asked for; 0: the response reserve
+	Compaction   Compaction `yaml:"compaction"`
+	Boundary     Boundary   `yaml:"boundary"`
+}
+
+// Compaction holds the soft and hard limits as shares of the window.
+// Soft must be below hard; both are in (0, 1].
+type Compaction struct {
+	// SoftRatio is where the chat is warned that a boundary is near.
+	SoftRatio float64 `yaml:"soft_ratio"`
+	// HardRatio is where a boundary is taken between turns.
+	HardRatio float64 `yaml:"hard_ratio"`
+}
+
+// Boundary configures what a boundary carries into the next conversation.
+type Boundary struct {
+	// ContinuityBudgetTokens caps the continuity message that opens the next
+	// conversation.
+	ContinuityBudgetTokens int `yaml:"continuity_budget_tokens"`
+}
+
+// Roles names the chain each role uses.
+type Roles struct {
+	Chat    string `yaml:"chat"`
+	Reflect string `yaml:"reflect"`
+}
+
+// Limits are the gateway's own resource bounds.
+type Limits struct {
+	// ProviderConcurrency caps model requests in flight across all chats.
+	ProviderConcurrency int `yaml:"provider_concurrency"`
+	// ChatIdle is how long a chat with nothing running stays in memory.
+	ChatIdle time.Duration `yaml:"chat_idle"`
+	// SocketBuffer is how many events may wait for one slow WebSocket client
+	// before it is disconnected (it then resumes with since, losing nothing).
+	SocketBuffer int `yaml:"socket_buffer"`
+	// TurnTimeout bounds one whole turn.
+	TurnTimeout time.Duration `yaml:"turn_timeout"`
+}

@@ -1,0 +1,150 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Provider kinds.
+const (
+	KindBuiltin   = "builtin"
+	KindOpenAI    = "openai"
+	KindGemini    = "gemini"
+	KindAnthropic = "anthropic"
+)
+
+// Telegram modes.
+const (
+	ModePolling = "polling"
+	ModeWebhook = "webhook"
+)
+
+// Named context limits; any other context_limit is a token count.
+const (
+	ContextAuto = "auto" // min(272000, window - response reserve)
+	ContextFull = "full" // the whole window less the response reserve
+)
+
+// BuiltinDelay is the builtin provider's default pause between streamed
+// pieces: slow enough that streaming, stop and queueing can be seen and tested.
+const BuiltinDelay = 30 * time.Millisecond
+
+// Default returns the built-in configuration: what runtime.yaml at the top of
+// the repository spells out, and what runs when there is no runtime.yaml. It
+// needs no key and no network. Each call returns a fresh copy.
+func Default() *Config {
+	return &Config{
+		Listen:  "127.0.0.1:8765",
+		DataDir: "./data",
+		Auth:    Auth{TokenEnv: "MIRROR_TOKEN"},
+		Telegram: Telegram{
+			Enabled:     false,
+			TokenEnv:    "TELEGRAM_BOT_TOKEN",
+			APIEndpoint: "https://api.telegram.org/bot%s/%s",
+			Mode:        ModePolling,
+		},
+		Providers: []Provider{defaultProvider(KindBuiltin, "builtin")},
+		Models: []Model{func() Model {
+			m := defaultModel()
+			m.Name, m.Provider, m.Model, m.Window = "default", "builtin", "echo", 128000
+			return m
+		}()},
+		Chains: map[string][]string{"default": {"default"}},
+		Roles:  Roles{Chat: "default", Reflect: "default"},
+		Limits: Limits{
+			ProviderConcurrency: 64,
+			ChatIdle:            2 * time.Minute,
+			SocketBuffer:        1024,
+			TurnTimeout:         10 * time.Minute,
+		},
+		BreakerHistoryDays:   30,
+		BreakerHistoryMax:    500,
+		BreakerPruneSchedule: "@every 1h",
+	}
+}
+
+// defaultModel is what a models[] item starts from before its keys are read:
+// everything but the names and the window, which differ for every model.
+func defaultModel() Model {
+	return Model{
+		ContextLimit: ContextAuto,
+		Compaction:   Compaction{SoftRatio: 0.20, HardRatio: 0.25},
+		Boundary:     Boundary{ContinuityBudgetTokens: 8000},
+	}
+}
+
+// defaultProvider is a provider of kind with its per-kind defaults filled.
+func defaultProvider(kind, name string) Provider {
+	p := Provider{Name: name, Kind: kind}
+	fillProvider(&p)
+	return p
+}
+
+// fillProvider sets the defaults that depend on the kind, once it is known.
+func fillProvider(p *Provider) {
+	if p.BaseURL == "" {
+		p.BaseURL = DefaultBaseURL(p.Kind)
+	}
+	if p.Kind == KindBuiltin && p.Delay == nil {
+		d := BuiltinDelay
+		p.Delay = &d
+	}
+}
+
+// DefaultBaseURL is the public API root of a provider kind, used when
+// base_url is omitted; "" for builtin and unknown kinds.
+func DefaultBaseURL(kind string) string {
+	switch kind {
+	case KindOpenAI:
+		return "https://api.openai.com/v1"
+	case KindGemini:
+		return "https://generativelanguage.googleapis.com/v1beta"
+	case KindAnthropic:
+		return "https://api.anthropic.com/v1"
+	}
+	return ""
+}
+
+// DataPath is data_dir resolved against the folder runtime.yaml was read
+// from, so `mirror serve --config /etc/mirror/runtime.yaml` finds its data
+// next to its config whatever the working directory. Paths stay as written
+// when the config came from the working directory or from the defaults.
+func (c *Config) DataPath() string {
+	if filepath.IsAbs(c.DataDir) || c.Dir == "" || c.Dir == "." {
+		return c.DataDir
+	}
+	return filepath.Join(c.Dir, c.DataDir)
+}
+
+// Secret returns the value of the environment variable envName, trimmed of
+// surrounding space (a trailing newline from `$(cat file)` is common), or ""
+// when envName is empty or unset. Secrets live only in the environment; the
+// value must never be logged or put in an error.
+func (c *Config) Secret(envName string) string {
+	if envName == "" {
+		return ""
+	}
+	return strings.TrimSpace(os.Getenv(envName))
+}
+
+// Provider returns the provider called name.
+func (c *Config) Provider(name string) (Provider, bool) {
+	for _, p := range c.Providers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Provider{}, false
+}
+
+// Model returns the model called name.
+func (c *Config) Model(name string) (Model, bool) {
+	for _, m := range c.Models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Model{}, false
+}

@@ -1,0 +1,417 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Validate checks every rule of runtime.yaml and reports all problems at
+// once, each with the line it was read from when the Config came from Parse.
+// It changes nothing: defaults are filled by Parse and Default.
+func (c *Config) Validate() error {
+	v := &validator{c: c}
+	v.top()
+	v.auth()
+	v.telegram()
+	v.providers()
+	v.models()
+	v.chains()
+	v.roles()
+	v.limits()
+	v.breakers()
+	sort.SliceStable(v.errs, func(i, j int) bool {
+		a, b := v.errs[i].Line, v.errs[j].Line
+		return a != 0 && (b == 0 || a < b) // known lines in file order, unknown last
+	})
+	return result(v.errs)
+}
+
+type validator struct {
+	c    *Config
+	errs []*Error
+}
+
+func (v *validator) fail(field, format string, args ...any) {
+	file := v.c.file
+	if file == "" {
+		file = DefaultFile
+	}
+	v.errs = append(v.errs, &Error{File: file, Line: v.c.line(field), Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// line finds the line of field, or of its nearest parent that was in the
+// file (a defaulted key has no line of its own).
+func (c *Config) line(field string) int {
+	for field != "" {
+		if l, ok := c.lines[field]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i < 0 {
+			break
+		}
+		field = field[:i]
+	}
+	return 0
+}
+
+func (v *validator) top() {
+	c := v.c
+	if host, port, err := net.SplitHostPort(c.Listen); err != nil {
+		v.fail("listen", "want host:port such as 127.0.0.1:8765, not %s", show(c.Listen))
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 || strings.HasPrefix(port, "+") {
+		v.fail("listen", "the port must be a number from 0 to 65535, not %s", show(port))
+	} else if strings.ContainsAny(host, " /") {
+		v.fail("listen", "want host:port such as 127.0.0.1:8765, not %s", show(c.Listen))
+	}
+	switch {
+	case c.DataDir == "":
+		v.fail("data_dir", "required: the folder for the database and the token, such as ./data")
+	case strings.ContainsRune(c.DataDir, 0):
+		v.fail("data_dir", "contains a NUL byte")
+	}
+}
+
+func (v *validator) auth() {
+	a := v.c.Auth
+	v.envName("auth.token_env", a.TokenEnv, false)
+	for i, o := range a.AllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			v.fail(fmt.Sprintf("auth.allowed_origins[%d]", i), "want an origin scheme://host[:port] such as https://chat.example.com, without path, not %s", show(o))
+		}
+	}
+}
+
+func (v *validator) telegram() {
+	t := v.c.Telegram
+	if t.Mode != ModePolling && t.Mode != ModeWebhook {
+		v.fail("telegram.mode", "want polling or webhook, not %s", show(t.Mode))
+	}
+	v.envName("telegram.token_env", t.TokenEnv, t.Enabled)
+	if strings.Count(t.APIEndpoint, "%s") != 2 || strings.Count(t.APIEndpoint, "%") != 2 {
+		v.fail("telegram.api_endpoint", "want a URL with exactly two %%s, the token then the method, such as https://api.telegram.org/bot%%s/%%s, and no other %%")
+	} else if !httpURL(fmt.Sprintf(t.APIEndpoint, "TOKEN", "getMe")) {
+		v.fail("telegram.api_endpoint", "want an http or https URL such as https://api.telegram.org/bot%%s/%%s")
+	}
+	for i, id := range t.AllowedUsers {
+		if id <= 0 {
+			v.fail(fmt.Sprintf("telegram.allowed_users[%d]", i), "want a Telegram user id (a positive number), not %d", id)
+		}
+	}
+}
+
+func (v *validator) providers() {
+	seen := map[string]int{}
+	for i, p := range v.c.Providers {
+		at := fmt.Sprintf("providers[%d]", i)
+		if v.name(at+".name", p.Name) {
+			if j, dup := seen[p.Name]; dup {
+				v.fail(at+".name", "%s is already the name of providers[%d]", show(p.Name), j)
+			} else {
+				seen[p.Name] = i
+			}
+		}
+		switch p.Kind {
+		case KindBuiltin:
+			if p.BaseURL != "" {
+				v.fail(at+".base_url", "the builtin provider takes no base_url")
+			}
+			if p.APIKeyEnv != "" {
+				v.fail(at+".api_key_env", "the builtin provider takes no key")
+			}
+		case KindOpenAI, KindGemini, KindAnthropic:
+			v.baseURL(at+".base_url", p.BaseURL)
+			v.envName(at+".api_key_env", p.APIKeyEnv, false)
+			if p.Delay != nil {
+				v.fail(at+".delay", "only the builtin provider has a delay")
+			}
+		case "":
+			v.fail(at+".kind", "required: builtin, openai, gemini or anthropic")
+		default:
+			v.fail(at+".kind", "want builtin, openai, gemini or anthropic, not %s", show(p.Kind))
+		}
+		if p.Timeout < 0 {
+			v.fail(at+".timeout", "must not be negative")
+		}
+		if p.Delay != nil && *p.Delay < 0 {
+			v.fail(at+".delay", "must not be negative")
+		}
+	}
+}
+
+// baseURL checks an API root. The value is never echoed: a URL may carry a
+// key in its query or user info, which is exactly what is refused here.
+func (v *validator) baseURL(field, s string) {
+	if s == "" {
+		v.fail(field, "required: the API root such as https://api.openai.com/v1")
+		return
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || !httpURL(s):
+		v.fail(field, "want an http or https URL such as https://api.openai.com/v1 or http://127.0.0.1:11434/v1")
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		v.fail(field, "must be a plain URL without user info, query or fragment; put a key in api_key_env (name the environment variable, not the secret)")
+	}
+}
+
+func (v *validator) models() {
+	providers := map[string]bool{}
+	var provNames []string
+	for _, p := range v.c.Providers {
+		providers[p.Name] = true
+		provNames = append(provNames, p.Name)
+	}
+	seen := map[string]int{}
+	for i, m := range v.c.Models {
+		at := fmt.Sprintf("models[%d]", i)
+		if v.name(at+".name", m.Name) {
+			if j, dup := seen[m.Name]; dup {
+				v.fail(at+".name", "%s is already the name of models[%d]", show(m.Name), j)
+			} else {
+				seen[m.Name] = i
+			}
+		}
+		switch {
+		case m.Provider == "":
+			v.fail(at+".provider", "required: the name of one of providers (%s)", list(provNames))
+		case !providers[m.Provider]:
+			v.fail(at+".provider", "no provider named %s (providers: %s)", show(m.Provider), list(provNames))
+		}
+		if strings.TrimSpace(m.Model) == "" {
+			v.fail(at+".model", "required: the provider's own name of the model, such as gpt-4o-mini")
+		}
+		windowOK := m.Window > 0 && m.Window <= maxTokens
+		if !windowOK {
+			v.fail(at+".window", "want the model's context window in tokens, a number from 1 to %d", maxTokens)
+		}
+		if n, err := ParseContextLimit(m.ContextLimit); err != nil {
+			v.fail(at+".context_limit", "%v, not %s", err, show(m.ContextLimit))
+		} else if windowOK && n > m.Window {
+			v.fail(at+".context_limit", "%d tokens is above the window of %d", n, m.Window)
+		}
+		if m.MaxOutput < 0 || (windowOK && m.MaxOutput >= m.Window) {
+			v.fail(at+".max_output", "want 0 (the response reserve) or a number of tokens below the window")
+		}
+		soft, hard := m.Compaction.SoftRatio, m.Compaction.HardRatio
+		softOK, hardOK := ratio(soft), ratio(hard)
+		if !softOK {
+			v.fail(at+".compaction.soft_ratio", "want a share of the window above 0 and at most 1, such as 0.20, not %g", soft)
+		}
+		if !hardOK {
+			v.fail(at+".compaction.hard_ratio", "want a share of the window above 0 and at most 1, such as 0.25, not %g", hard)
+		}
+		if softOK && hardOK && soft >= hard {
+			v.fail(at+".compaction.soft_ratio", "%g must be below hard_ratio %g: the warning comes before the boundary", soft, hard)
+		}
+		if b := m.Boundary.ContinuityBudgetTokens; b <= 0 || (windowOK && b >= m.Window) {
+			v.fail(at+".boundary.continuity_budget_tokens", "want a number of tokens above 0 and below the window, such as 8000")
+		}
+	}
+}
+
+// ratio reports whether r is in (0, 1]; NaN is not.
+func ratio(r float64) bool { return r > 0 && r <= 1 }
+
+func (v *validator) chains() {
+	models := map[string]bool{}
+	var modelNames []string
+	for _, m := range v.c.Models {
+		models[m.Name] = true
+		modelNames = append(modelNames, m.Name)
+	}
+	if len(v.c.Chains) == 0 {
+		v.fail("chains", "want at least one chain, such as default: [default]")
+		return
+	}
+	names := make([]string, 0, len(v.c.Chains))
+	for name := range v.c.Chains {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		at := join("chains", name)
+		v.name(at, name)
+		chain := v.c.Chains[name]
+		if len(chain) == 0 {
+			v.fail(at, "empty chain; list the models to try in order, such as [default]")
+		}
+		seen := map[string]int{}
+		for i, m := range chain {
+			item := fmt.Sprintf("%s[%d]", at, i)
+			if j, dup := seen[m]; dup {
+				v.fail(item, "%s is already %s[%d]", show(m), at, j)
+				continue
+			}
+			seen[m] = i
+			if !models[m] {
+				v.fail(item, "no model named %s (models: %s)", show(m), list(modelNames))
+			}
+		}
+	}
+}
+
+func (v *validator) roles() {
+	var names []string
+	for name := range v.c.Chains {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, r := range []struct{ field, chain string }{
+		{"roles.chat", v.c.Roles.Chat},
+		{"roles.reflect", v.c.Roles.Reflect},
+	} {
+		if r.chain == "" {
+			v.fail(r.field, "required: the name of one of chains (%s)", list(names))
+		} else if _, ok := v.c.Chains[r.chain]; !ok {
+			v.fail(r.field, "no chain named %s (chains: %s)", show(r.chain), list(names))
+		}
+	}
+}
+
+func (v *validator) limits() {
+	l := v.c.Limits
+	if l.ProviderConcurrency <= 0 {
+		v.fail("limits.provider_concurrency", "must be above 0")
+	}
+	if l.ChatIdle <= 0 {
+		v.fail("limits.chat_idle", "must be above 0, such as 2m")
+	}
+	if l.SocketBuffer <= 0 {
+		v.fail("limits.socket_buffer", "must be above 0")
+	}
+	if l.TurnTimeout <= 0 {
+		v.fail("limits.turn_timeout", "must be above 0, such as 10m")
+	}
+}
+
+func (v *validator) breakers() {
+	c := v.c
+	if c.BreakerHistoryDays <= 0 {
+		v.fail("breaker_history_days", "must be above 0")
+	}
+	if c.BreakerHistoryMax <= 0 {
+		v.fail("breaker_history_max", "must be above 0")
+	}
+	if _, err := cron.ParseStandard(c.BreakerPruneSchedule); err != nil {
+		v.fail("breaker_prune_schedule", "want a robfig/cron schedule such as \"@every 1h\" or \"0 3 * * *\": %v", err)
+	}
+}
+
+// name checks a name chains and roles refer to; it reports whether it is good.
+func (v *validator) name(field, s string) bool {
+	switch {
+	case s == "":
+		v.fail(field, "required")
+	case !nameRE.MatchString(s):
+		v.fail(field, "want a name of letters, digits, '.', '_' and '-' (at most 64), not %s", show(s))
+	default:
+		return true
+	}
+	return false
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// envName checks a *_env key. Its value is never echoed: a value that is not
+// a variable name is most likely the secret itself, pasted in the wrong place.
+func (v *validator) envName(field, s string, required bool) {
+	if s == "" {
+		if required {
+			v.fail(field, "required: the name of the environment variable holding the secret")
+		}
+		return
+	}
+	if !envRE.MatchString(s) || looksSecret(s) {
+		v.fail(field, "want the name of an environment variable, such as OPENAI_API_KEY (letters, digits and _); name the environment variable, not the secret")
+	}
+}
+
+var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// plainWord is a key or value that is safe and unambiguous to print bare.
+func plainWord(s string) bool { return wordRE.MatchString(s) }
+
+var wordRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,39}$`)
+
+// secretPrefixes start well-known API keys and tokens (case matters: HF_TOKEN
+// is a variable name, hf_... a token).
+var secretPrefixes = []string{"sk-", "sk_", "AIza", "ghp_", "gho_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "hf_", "Bearer "}
+
+// looksSecret guesses whether s is a secret rather than a name: a known key
+// prefix, a Telegram bot token's digits:..., or a long run of mixed-case
+// letters and digits with no underscore, which names almost never are.
+func looksSecret(s string) bool {
+	for _, p := range secretPrefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	if i := strings.IndexByte(s, ':'); i > 0 && strings.Trim(s[:i], "0123456789") == "" {
+		return true
+	}
+	var lower, upper, digit bool
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z':
+			lower = true
+		case r >= 'A' && r <= 'Z':
+			upper = true
+		case r >= '0' && r <= '9':
+			digit = true
+		}
+	}
+	return len(s) >= 24 && lower && upper && digit && !strings.Contains(s, "_")
+}
+
+// secretKey reports whether an unknown key's name says it holds a secret.
+func secretKey(key string) bool {
+	k := strings.ToLower(strings.ReplaceAll(key, "-", "_"))
+	switch k {
+	case "key", "apikey", "token", "secret", "password", "passwd", "credentials", "auth_token", "bearer":
+		return true
+	}
+	for _, suf := range []string{"_key", "_token", "_secret", "_password", "apikey"} {
+		if strings.HasSuffix(k, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// show quotes a value for an error message, unless it may be a secret or is
+// too long to be useful.
+func show(s string) string {
+	if len(s) > 64 || looksSecret(s) || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "(value not shown)"
+	}
+	return strconv.Quote(s)
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n
+		if !nameRE.MatchString(n) {
+			out[i] = show(n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}

@@ -1,0 +1,80 @@
+// Package web holds Mirror's browser client: the chat page, its script and
+// style sheet, and the login page, embedded with go:embed so the binary
+// serves them with no network, CDN or build step.
+//
+// The client speaks the WebSocket protocol of docs/protocol.md at /ws on the
+// page's own host. The files and the DOM contract that browser tests rely on
+// are described at the top of static/app.js.
+//
+// Serving (done by package gateway):
+//
+//	GET /          Index(), after auth
+//	GET /login     LoginPage(); a wrong token answers 401 with LoginPageWithError(msg)
+//	GET /static/*  the files of Static() (index.html loads /static/style.css,
+//	               /static/app.js, /static/markdown.js, /static/favicon.svg)
+//
+// The login page is self-contained (inline style, inline icon), so it renders
+// even when /static is behind auth.
+package web
+
+import (
+	"bytes"
+	"embed"
+	"html"
+	"io/fs"
+)
+
+//go:embed static
+var files embed.FS
+
+var (
+	static    fs.FS
+	indexHTML []byte
+	loginHTML []byte
+)
+
+// errorMarker is where LoginPageWithError puts its message in login.html.
+const errorMarker = "<!--mirror:error-->"
+
+func init() {
+	sub, err := fs.Sub(files, "static")
+	if err != nil {
+		panic("web: " + err.Error())
+	}
+	static = sub
+	indexHTML = mustRead("index.html")
+	loginHTML = mustRead("login.html")
+	if !bytes.Contains(loginHTML, []byte(errorMarker)) {
+		panic("web: login.html has no " + errorMarker)
+	}
+}
+
+func mustRead(name string) []byte {
+	b, err := fs.ReadFile(static, name)
+	if err != nil {
+		panic("web: " + err.Error())
+	}
+	return b
+}
+
+// Static returns the embedded static files (index.html, app.js, markdown.js,
+// style.css, favicon.svg, login.html) at the root of the returned FS, ready for
+// http.FileServerFS under /static/.
+func Static() fs.FS { return static }
+
+// Index returns the chat page (a copy the caller may keep).
+func Index() []byte { return bytes.Clone(indexHTML) }
+
+// LoginPage returns the login page: a form that POSTs field "token" to /login.
+func LoginPage() []byte { return LoginPageWithError("") }
+
+// LoginPageWithError returns the login page showing msg (HTML-escaped) as an
+// error above the button, e.g. "That token is not right." for a 401. An empty
+// msg gives the plain page.
+func LoginPageWithError(msg string) []byte {
+	if msg == "" {
+		return bytes.Clone(loginHTML)
+	}
+	p := `<p class="error" id="login-error" role="alert">` + html.EscapeString(msg) + `</p>`
+	return bytes.Replace(loginHTML, []byte(errorMarker), []byte(p), 1)
+}

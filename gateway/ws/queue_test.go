@@ -1,0 +1,50 @@
+package ws
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/mirror-gateway/mirror/chats"
+)
+
+func delta(turn string, off int, text string) chats.Delivery {
+	return chats.Delivery{Event: &chats.Event{Type: chats.EvReplyDelta, Chat: "c", Turn: turn, Offset: &off, Text: text}}
+}
+
+func TestQueueMergesDeltasAndKeepsDurableEvents(t *testing.T) {
+	c := &conn{hub: &Hub{opt: Options{Buffer: 8}}, wake: make(chan struct{}, 1)}
+	c.Deliver(delta("t1", 0, "Hel"))
+	c.Deliver(delta("t1", 3, "lo"))
+	c.Deliver(delta("t1", 5, " wörld 😀"))
+	c.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvTurnFinished, Chat: "c", Seq: 9}})
+	c.Deliver(delta("t2", 0, "a"))
+	c.Deliver(delta("t3", 0, "b")) // another turn: not merged
+	if len(c.q) != 4 {
+		t.Fatalf("queue has %d items, want 4", len(c.q))
+	}
+	var d map[string]any
+	if err := json.Unmarshal(c.q[0].delta.JSON(), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d["text"] != "Hello wörld 😀" || d["offset"].(float64) != 0 {
+		t.Fatalf("merged delta %v", d)
+	}
+	if c.q[1].raw == nil {
+		t.Fatal("durable event was not kept")
+	}
+}
+
+func TestQueueOverflowDisconnectsInsteadOfDropping(t *testing.T) {
+	c := &conn{hub: &Hub{opt: Options{Buffer: 3}}, wake: make(chan struct{}, 1)}
+	for i := range 4 {
+		c.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageAccepted, Chat: "c", Seq: uint64(i + 1)}})
+	}
+	if c.closeCode != CloseTooSlow || len(c.q) != 0 {
+		t.Fatalf("close %d, queue %d", c.closeCode, len(c.q))
+	}
+	// Nothing more is queued for a socket that is going away.
+	c.Deliver(delta("t", 0, "x"))
+	if len(c.q) != 0 {
+		t.Fatal("queued after overflow")
+	}
+}

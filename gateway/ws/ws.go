@@ -1,0 +1,464 @@
+// Package ws speaks Mirror's WebSocket protocol (docs/protocol.md): it parses
+// client frames, turns them into calls on the chats service, and writes each
+// socket's events in order through a bounded, coalescing send queue, so a slow
+// client can never hold up a chat.
+package ws
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+	"github.com/mirror-gateway/mirror/chats"
+)
+
+// Protocol limits and close codes.
+const (
+	MaxFrame          = 1 << 20
+	CloseUnauthorized = 4401
+	CloseTooSlow      = websocket.CloseTryAgainLater // 1013
+
+	writeWait  = 10 * time.Second
+	pingPeriod = 30 * time.Second
+	pongWait   = 75 * time.Second
+)
+
+// Options configure the WebSocket endpoint.
+type Options struct {
+	Chats *chats.Service
+	// Authorized reports whether the upgrade request carries a valid token
+	// (Bearer header or cookie); a request with a wrong one never gets here.
+	Authorized func(r *http.Request) bool
+	// CheckToken compares a token sent in a hello frame.
+	CheckToken func(token string) bool
+	// CheckOrigin decides whether a browser Origin may open a socket.
+	CheckOrigin func(r *http.Request) bool
+	// Buffer is how many frames may wait for one socket.
+	Buffer int
+	Log    *slog.Logger
+}
+
+// Hub accepts sockets and closes them all at shutdown.
+type Hub struct {
+	opt      Options
+	upgrader websocket.Upgrader
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	wg       sync.WaitGroup
+	closed   bool
+}
+
+// New creates a Hub.
+func New(opt Options) *Hub {
+	if opt.Buffer <= 0 {
+		opt.Buffer = 1024
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	h := &Hub{opt: opt, conns: map[*conn]struct{}{}}
+	h.upgrader = websocket.Upgrader{
+		ReadBufferSize: 4096, WriteBufferSize: 4096,
+		CheckOrigin: opt.CheckOrigin,
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			http.Error(w, reason.Error(), status)
+		},
+	}
+	return h
+}
+
+// ServeHTTP upgrades the request and runs the socket until it closes.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.opt.CheckOrigin(r) {
+		http.Error(w, "websocket: origin not allowed", http.StatusForbidden)
+		return
+	}
+	wc, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	c := &conn{hub: h, ws: wc, authed: h.opt.Authorized(r), wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), session: "s_" + randomID(), opened: map[string]bool{}}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		wc.Close()
+		return
+	}
+	h.conns[c] = struct{}{}
+	h.wg.Add(2)
+	h.mu.Unlock()
+	go c.writeLoop()
+	c.readLoop()
+}
+
+// Close closes every socket with 1001 (going away) and waits for them.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	for c := range h.conns {
+		c.shut(websocket.CloseGoingAway, "server shutting down")
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// Count returns the number of open sockets.
+func (h *Hub) Count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+// conn is one socket. The read loop handles requests in order; the write
+// loop drains the queue.
+type conn struct {
+	hub     *Hub
+	ws      *websocket.Conn
+	session string
+	authed  bool
+	started bool // the first frame was handled
+	unwatch func()
+	opened  map[string]bool // chats this socket receives live events of
+	ops     sync.WaitGroup  // requests that outlive the read (turn.stop)
+
+	mu        sync.Mutex
+	q         []item
+	closeCode int // set: the writer sends this close frame and ends
+	closeMsg  string
+	wake      chan struct{}
+	stop      chan struct{} // closed when the socket ends
+	stopOnce  sync.Once
+}
+
+// item is one queued frame; a reply.delta stays an event so the next delta
+// of the same turn can be merged into it.
+type item struct {
+	raw   []byte
+	delta *chats.Event
+}
+
+// Deliver implements chats.Subscriber. It never blocks.
+func (c *conn) Deliver(d chats.Delivery) {
+	switch {
+	case d.Event != nil && d.Event.Type == chats.EvReplyDelta:
+		c.push(item{delta: d.Event})
+	case d.Event != nil:
+		c.push(item{raw: d.Event.JSON()})
+	case d.Snapshot != nil:
+		b, _ := json.Marshal(d.Snapshot)
+		c.push(item{raw: b})
+	case d.Closed != "":
+		c.send(map[string]any{"type": "chat.closed", "chat": d.Closed})
+	}
+}
+
+// ChatChanged implements chats.ListWatcher.
+func (c *conn) ChatChanged(ch chats.Chat, created bool) {
+	typ := "chat.updated"
+	if created {
+		typ = "chat.created"
+	}
+	c.send(map[string]any{"type": typ, "chat": ch})
+}
+
+// send queues a small frame; nil values (an absent req, say) are left out.
+func (c *conn) send(m map[string]any) {
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		c.hub.opt.Log.Error("encode frame", "err", err)
+		return
+	}
+	c.push(item{raw: b})
+}
+
+func (c *conn) push(it item) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeCode != 0 {
+		return
+	}
+	if it.delta != nil && len(c.q) > 0 {
+		if last := c.q[len(c.q)-1].delta; last != nil && last.Chat == it.delta.Chat && last.Turn == it.delta.Turn &&
+			*it.delta.Offset == *last.Offset+utf8.RuneCountInString(last.Text) {
+			d := it.delta
+			c.q[len(c.q)-1].delta = &chats.Event{Type: d.Type, Chat: d.Chat, Seq: d.Seq, Time: d.Time, Turn: d.Turn,
+				Offset: last.Offset, Text: last.Text + d.Text}
+			return
+		}
+	}
+	if len(c.q) >= c.hub.opt.Buffer {
+		// Too far behind: drop the socket rather than an event. The client
+		// resumes with since and loses nothing.
+		c.closeCode, c.closeMsg = CloseTooSlow, "client too slow; reconnect and resume with since"
+		c.q = nil
+	} else {
+		c.q = append(c.q, it)
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// shut makes the writer send a close frame and end the socket.
+func (c *conn) shut(code int, msg string) {
+	c.mu.Lock()
+	if c.closeCode == 0 {
+		c.closeCode, c.closeMsg = code, msg
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) writeLoop() {
+	defer c.hub.wg.Done()
+	defer c.end()
+	ping := time.NewTicker(pingPeriod)
+	defer ping.Stop()
+	var batch []item
+	for {
+		select {
+		case <-c.wake:
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				return
+			}
+			continue
+		case <-c.stop:
+			return
+		}
+		c.mu.Lock()
+		batch, c.q = c.q, batch[:0]
+		code, msg := c.closeCode, c.closeMsg
+		c.mu.Unlock()
+		for _, it := range batch {
+			b := it.raw
+			if it.delta != nil {
+				b = it.delta.JSON()
+			}
+			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+				return
+			}
+		}
+		clear(batch)
+		if code != 0 {
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, msg), time.Now().Add(writeWait))
+			return
+		}
+	}
+}
+
+// end tears the socket down once; both loops call it.
+func (c *conn) end() {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		c.ws.Close()
+	})
+}
+
+func (c *conn) readLoop() {
+	defer c.hub.wg.Done()
+	defer func() {
+		c.end()
+		c.ops.Wait()
+		if c.unwatch != nil {
+			c.unwatch()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for chat := range c.opened {
+			_ = c.hub.opt.Chats.Unsubscribe(ctx, chat, c)
+		}
+		cancel()
+		c.hub.mu.Lock()
+		delete(c.hub.conns, c)
+		c.hub.mu.Unlock()
+	}()
+	c.ws.SetReadLimit(MaxFrame) // gorilla closes with 1009 past it
+	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
+	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
+	for {
+		typ, data, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
+		if typ != websocket.TextMessage {
+			c.fail("", "", "bad_frame", "frames are JSON text")
+			continue
+		}
+		if !c.handle(data) {
+			// Let the writer send the close frame before the socket goes.
+			select {
+			case <-c.stop:
+			case <-time.After(writeWait):
+			}
+			return
+		}
+	}
+}
+
+// frame is every field a client frame may carry.
+type frame struct {
+	Type     string  `json:"type"`
+	Req      string  `json:"req"`
+	Token    string  `json:"token"`
+	Client   string  `json:"client"`
+	Watch    *bool   `json:"watch"`
+	Title    string  `json:"title"`
+	Chain    string  `json:"chain"`
+	Chat     string  `json:"chat"`
+	Since    *uint64 `json:"since"`
+	Text     *string `json:"text"`
+	ClientID string  `json:"client_id"`
+	Mode     string  `json:"mode"`
+	Message  string  `json:"message"`
+}
+
+// handle answers one frame; false ends the socket.
+func (c *conn) handle(data []byte) bool {
+	var f frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		var req struct {
+			Req string `json:"req"`
+		}
+		_ = json.Unmarshal(data, &req)
+		c.fail(req.Req, "", "bad_frame", "frame is not a JSON object of the protocol: "+jsonProblem(err))
+		return true
+	}
+	first := !c.started
+	c.started = true
+	if f.Type == "hello" {
+		if !c.authed {
+			if f.Token == "" || !c.hub.opt.CheckToken(f.Token) {
+				c.shut(CloseUnauthorized, "unauthorized")
+				return false
+			}
+			c.authed = true
+		}
+		if c.unwatch == nil && (f.Watch == nil || *f.Watch) {
+			c.unwatch = c.hub.opt.Chats.Watch(c)
+		}
+		list, err := c.hub.opt.Chats.List(context.Background())
+		if err != nil {
+			c.fail(f.Req, "", "internal", "could not list chats")
+			return true
+		}
+		if list == nil {
+			list = []chats.Chat{}
+		}
+		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "req": omit(f.Req)})
+		return true
+	}
+	if !c.authed {
+		c.shut(CloseUnauthorized, "unauthorized: send hello with the token first")
+		return false
+	}
+	if first && c.unwatch == nil {
+		c.unwatch = c.hub.opt.Chats.Watch(c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc := c.hub.opt.Chats
+	o := chats.Origin{Sub: c, Req: f.Req}
+	need := func(ok bool, what string) bool {
+		if !ok {
+			c.fail(f.Req, f.Chat, "bad_frame", f.Type+" needs "+what)
+		}
+		return ok
+	}
+	var err error
+	switch f.Type {
+	case "chat.create":
+		var ch chats.Chat
+		if ch, err = svc.Create(ctx, f.Title, f.Chain, o); err == nil {
+			c.send(map[string]any{"type": "chat.created", "chat": ch, "req": omit(f.Req)})
+		}
+	case "chat.open":
+		if need(f.Chat != "", "chat") {
+			if err = svc.Open(ctx, f.Chat, f.Since, c, f.Req); err == nil {
+				c.opened[f.Chat] = true
+			}
+		}
+	case "chat.close":
+		if need(f.Chat != "", "chat") {
+			if err = svc.Unsubscribe(ctx, f.Chat, c); err == nil {
+				delete(c.opened, f.Chat)
+				c.send(map[string]any{"type": "chat.closed", "chat": f.Chat, "req": omit(f.Req)})
+			}
+		}
+	case "message.send":
+		if need(f.Chat != "" && f.Text != nil && f.ClientID != "", "chat, text and client_id") {
+			_, err = svc.Send(ctx, f.Chat, *f.Text, f.ClientID, f.Mode, o)
+		}
+	case "message.edit":
+		if need(f.Chat != "" && f.Message != "" && f.Text != nil, "chat, message and text") {
+			_, err = svc.Edit(ctx, f.Chat, f.Message, *f.Text, o)
+		}
+	case "message.delete":
+		if need(f.Chat != "" && f.Message != "", "chat and message") {
+			err = svc.Delete(ctx, f.Chat, f.Message, o)
+		}
+	case "turn.stop":
+		if need(f.Chat != "", "chat") {
+			// Stopping waits for the turn to wind down; the socket keeps reading.
+			c.ops.Add(1)
+			go func() {
+				defer c.ops.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := svc.Stop(ctx, f.Chat, o); err != nil {
+					c.failErr(f.Req, f.Chat, err)
+				}
+			}()
+		}
+	case "":
+		c.fail(f.Req, f.Chat, "bad_frame", "frame has no type")
+	default:
+		c.fail(f.Req, f.Chat, "unknown_type", fmt.Sprintf("unknown frame type %q", f.Type))
+	}
+	if err != nil {
+		c.failErr(f.Req, f.Chat, err)
+	}
+	return true
+}
+
+func (c *conn) failErr(req, chat string, err error) {
+	code := "internal"
+	msg := err.Error()
+	switch {
+	case errors.Is(err, chats.ErrInUse):
+		code = "in_use"
+	case errors.Is(err, chats.ErrNotFound), errors.Is(err, chats.ErrNoTurn):
+		code = "not_found"
+	case errors.Is(err, chats.ErrBadInput):
+		code = "bad_frame"
+	case errors.Is(err, chats.ErrClosed):
+		msg = "the gateway is shutting down"
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = "the chat did not answer in time"
+	default:
+		c.hub.opt.Log.Error("request failed", "chat", chat, "err", err)
+	}
+	c.fail(req, chat, code, msg)
+}
+
+func (c *conn) fail(req, chat, code, msg string) {
+	c.send(map[string]any{"type": "error", "code": code, "message": msg, "req": omit(req), "chat": omit(chat)})
+}

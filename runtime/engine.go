@@ -1,0 +1,161 @@
+// Package runtime runs one turn of the assistant: it builds the model-facing
+// view of a conversation, asks the chain of models for an answer under the
+// global provider concurrency cap, and streams the answer back. It never
+// imports chats or gateway: chats hands it the conversation it may read.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
+	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+)
+
+// SystemPrompt is the fixed prompt every chat request starts with.
+const SystemPrompt = "You are Mirror, a helpful assistant reached through a chat gateway. Answer clearly and concisely."
+
+// Model is one configured model bound to its provider.
+type Model struct {
+	Name      string // config models[].name
+	Provider  provider.Provider
+	Remote    string // the provider's own model name
+	Window    int
+	MaxOutput int
+}
+
+// Engine runs turns. It is safe for concurrent use by every chat.
+type Engine struct {
+	models map[string]*Model
+	chains map[string][]*Model
+	roles  config.Roles
+	sem    chan struct{}
+}
+
+// New binds the configured models to providers built from cfg. getenv reads
+// secrets (api_key_env); nil means os.Getenv.
+func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	provs := make(map[string]provider.Provider, len(cfg.Providers))
+	for _, p := range cfg.Providers {
+		switch p.Kind {
+		case "builtin":
+			delay := 30 * time.Millisecond
+			if p.Delay != nil {
+				delay = *p.Delay
+			}
+			provs[p.Name] = builtin.New(delay)
+		case "openai":
+			var key string
+			if p.APIKeyEnv != "" {
+				key = getenv(p.APIKeyEnv)
+			}
+			var hc *http.Client
+			if p.Timeout > 0 {
+				hc = &http.Client{Timeout: p.Timeout}
+			}
+			provs[p.Name] = openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: key, HTTPClient: hc})
+		default:
+			return nil, fmt.Errorf("provider %s: kind %s is not available in this version of mirror yet", p.Name, p.Kind)
+		}
+	}
+	models := make([]*Model, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		models = append(models, &Model{Name: m.Name, Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput})
+	}
+	return NewEngine(models, cfg.Chains, cfg.Roles, cfg.Limits.ProviderConcurrency)
+}
+
+// NewEngine binds already built models into chains. concurrency caps the
+// model requests in flight across every chat.
+func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, concurrency int) (*Engine, error) {
+	e := &Engine{models: map[string]*Model{}, chains: map[string][]*Model{}, roles: roles,
+		sem: make(chan struct{}, max(1, concurrency))}
+	for _, m := range models {
+		e.models[m.Name] = m
+	}
+	for name, list := range chains {
+		for _, mn := range list {
+			m, ok := e.models[mn]
+			if !ok {
+				return nil, fmt.Errorf("chain %s: no model %s", name, mn)
+			}
+			e.chains[name] = append(e.chains[name], m)
+		}
+	}
+	if _, ok := e.chains[roles.Chat]; !ok {
+		return nil, fmt.Errorf("role chat: no chain %q", roles.Chat)
+	}
+	return e, nil
+}
+
+// HasChain reports whether name is a configured chain.
+func (e *Engine) HasChain(name string) bool { _, ok := e.chains[name]; return ok }
+
+// ChatChain is the chain the chat role uses, for chats that name none.
+func (e *Engine) ChatChain() string { return e.roles.Chat }
+
+// TurnInput is what a turn reads: the chain to ask and the conversation so far,
+// oldest first, ending with the messages the turn picked up.
+type TurnInput struct {
+	Chain   string
+	History []provider.Message
+}
+
+// TurnResult is a turn's answer.
+type TurnResult struct {
+	Reply string
+	Usage provider.Usage
+	Model string
+}
+
+// Run answers one turn. onDelta receives streamed text in order; if it returns
+// an error the turn stops with it. On cancellation Run returns the partial
+// reply with ctx's error.
+func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
+	chain := e.chains[in.Chain]
+	if len(chain) == 0 {
+		return TurnResult{}, fmt.Errorf("no chain %q", in.Chain)
+	}
+	msgs := make([]provider.Message, 0, len(in.History)+1)
+	msgs = append(msgs, provider.Message{Role: provider.RoleSystem, Content: SystemPrompt})
+	msgs = append(msgs, in.History...)
+
+	var lastErr error
+	for _, m := range chain {
+		streamed := false
+		res, err := e.ask(ctx, m, msgs, func(d provider.Delta) error {
+			streamed = true
+			return onDelta(d.Text)
+		})
+		if err == nil || streamed || ctx.Err() != nil || !provider.ClassOf(err).Retryable() {
+			// Text already shown is never replayed by another model, and a
+			// caller error would fail the same way everywhere.
+			return TurnResult{Reply: res.Text, Usage: res.Usage, Model: m.Name}, err
+		}
+		lastErr = err
+	}
+	return TurnResult{}, lastErr
+}
+
+func (e *Engine) ask(ctx context.Context, m *Model, msgs []provider.Message, emit func(provider.Delta) error) (provider.Result, error) {
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return provider.Result{}, ctx.Err()
+	}
+	defer func() { <-e.sem }()
+	res, err := m.Provider.Stream(ctx, provider.Request{Model: m.Remote, Messages: msgs, MaxTokens: m.MaxOutput}, emit)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return res, err
+}

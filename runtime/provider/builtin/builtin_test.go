@@ -1,0 +1,235 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const sys = "You are Mirror, a helpful assistant reached through a chat gateway. Answer clearly and concisely."
+
+func user(s string) provider.Message { return provider.Message{Role: provider.RoleUser, Content: s} }
+
+var goldenCases = []struct {
+	name string
+	req  provider.Request
+}{
+	{"hello", provider.Request{Messages: []provider.Message{
+		{Role: provider.RoleSystem, Content: sys}, user("Hello there!")}}},
+	{"history", provider.Request{Messages: []provider.Message{
+		{Role: provider.RoleSystem, Content: sys, Tokens: 20},
+		user("What is the weather?"),
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{"city":"Lisbon"}`}}},
+		{Role: provider.RoleTool, ToolCallID: "call_1", Content: `{"temp":21}`},
+		{Role: provider.RoleAssistant, Content: "It is 21 °C in Lisbon."},
+		user("  And   tomorrow?\n\nThanks  "),
+	}}},
+	{"truncated", provider.Request{Messages: []provider.Message{user(strings.Repeat("Grüße aus Köln, wie geht es dir heute? ", 10))}}},
+	{"markdown", provider.Request{Messages: []provider.Message{user("Show me some MARKDOWN, please.")}}},
+	{"long", provider.Request{Messages: []provider.Message{user("Give me a long answer")}}},
+	{"both", provider.Request{Messages: []provider.Message{user("long markdown")}}},
+	{"no-user", provider.Request{Messages: []provider.Message{{Role: provider.RoleSystem, Content: sys}}}},
+	{"empty", provider.Request{}},
+	// "belong" and "markdowns" are not keywords: whole words only.
+	{"not-keywords", provider.Request{Messages: []provider.Message{user("These belong to the markdowns folder")}}},
+}
+
+func TestGolden(t *testing.T) {
+	m := New(0)
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := m.Stream(context.Background(), tc.req, func(provider.Delta) error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != Answer(tc.req) {
+				t.Fatal("streamed text differs from Answer")
+			}
+			path := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(res.Text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create)", err)
+			}
+			if res.Text != string(want) {
+				t.Fatalf("answer differs from %s:\n--- got\n%s\n--- want\n%s", path, res.Text, want)
+			}
+			// Deterministic: a second run gives the same bytes.
+			if again := Answer(tc.req); again != res.Text {
+				t.Fatal("second answer differs")
+			}
+		})
+	}
+}
+
+func TestStreamOrderAndUsage(t *testing.T) {
+	req := provider.Request{
+		Messages: []provider.Message{{Role: provider.RoleSystem, Content: sys, Tokens: 20}, user("long")},
+		Tools:    []provider.Tool{{Name: "weather", Parameters: []byte(`{"type":"object"}`)}},
+	}
+	var got []string
+	res, err := New(0).Stream(context.Background(), req, func(d provider.Delta) error {
+		got = append(got, d.Text)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pieces(Answer(req), wordsPerPiece)
+	if len(got) != len(want) || len(got) < 50 {
+		t.Fatalf("got %d pieces, want %d (> 50)", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("piece %d = %q, want %q", i, got[i], want[i])
+		}
+		if n := len(strings.Fields(got[i])); n == 0 || n > wordsPerPiece {
+			t.Fatalf("piece %d has %d words: %q", i, n, got[i])
+		}
+	}
+	if strings.Join(got, "") != res.Text {
+		t.Fatal("pieces do not add up to Result.Text")
+	}
+	if len(res.ToolCalls) != 0 || res.FinishReason != "stop" {
+		t.Fatalf("tool calls %v, finish %q", res.ToolCalls, res.FinishReason)
+	}
+	wantUsage := provider.Usage{InputTokens: 20 + tokens.Count("long") + tokens.Overhead(2), OutputTokens: tokens.Count(res.Text)}
+	if res.Usage != wantUsage {
+		t.Fatalf("usage %+v, want %+v", res.Usage, wantUsage)
+	}
+}
+
+func TestCancelDuringDelay(t *testing.T) {
+	// An hour between pieces: the stream can only end this test by honouring
+	// the cancellation that arrives with the first piece.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []string
+	done := make(chan struct{})
+	var (
+		res provider.Result
+		err error
+	)
+	go func() {
+		defer close(done)
+		res, err = New(time.Hour).Stream(ctx, provider.Request{Messages: []provider.Message{user("hi")}}, func(d provider.Delta) error {
+			got = append(got, d.Text)
+			cancel()
+			return nil
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stream did not return after cancel")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if len(got) != 1 || res.Text != got[0] || res.Text == "" {
+		t.Fatalf("partial text %q, pieces %q", res.Text, got)
+	}
+	if res.FinishReason != "" || res.Usage.OutputTokens != tokens.Count(res.Text) {
+		t.Fatalf("partial result %+v", res)
+	}
+}
+
+func TestCancelZeroDelay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	res, err := New(0).Stream(ctx, provider.Request{Messages: []provider.Message{user("long")}}, func(d provider.Delta) error {
+		if n++; n == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || n != 3 {
+		t.Fatalf("err = %v after %d pieces", err, n)
+	}
+	if want := strings.Join(pieces(Answer(provider.Request{Messages: []provider.Message{user("long")}}), wordsPerPiece)[:3], ""); res.Text != want {
+		t.Fatalf("partial %q, want %q", res.Text, want)
+	}
+}
+
+func TestEmitError(t *testing.T) {
+	boom := errors.New("socket gone")
+	n := 0
+	res, err := New(0).Stream(context.Background(), provider.Request{Messages: []provider.Message{user("hi")}}, func(d provider.Delta) error {
+		if n++; n == 2 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if first := pieces(res.Text, wordsPerPiece); len(first) != 1 {
+		t.Fatalf("partial text %q should hold the one accepted piece", res.Text)
+	}
+}
+
+func TestDelayBetweenPieces(t *testing.T) {
+	const d = 2 * time.Millisecond
+	req := provider.Request{Messages: []provider.Message{user("hi")}}
+	n := len(pieces(Answer(req), wordsPerPiece))
+	start := time.Now()
+	if _, err := New(d).Stream(context.Background(), req, func(provider.Delta) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < time.Duration(n-1)*d {
+		t.Fatalf("%d pieces took %s, want at least %s", n, el, time.Duration(n-1)*d)
+	}
+}
+
+func TestPieces(t *testing.T) {
+	for _, s := range []string{"", "a", "  lead", "a b c d e f g", "line one\nline two\n\n", "tab\tsep  \r\n", "ünï cödé «x» …"} {
+		ps := pieces(s, wordsPerPiece)
+		if strings.Join(ps, "") != s {
+			t.Errorf("pieces(%q) = %q do not concatenate back", s, ps)
+		}
+		for _, p := range ps {
+			if p == "" {
+				t.Errorf("pieces(%q) has an empty piece", s)
+			}
+			if i := strings.IndexByte(p, '\n'); i >= 0 && strings.TrimSpace(p[i:]) != "" {
+				t.Errorf("piece %q continues past a line break", p)
+			}
+		}
+	}
+}
+
+func FuzzPieces(f *testing.F) {
+	f.Add("hello world, this is a test\nof pieces")
+	f.Add("  \n\n x")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got := strings.Join(pieces(s, wordsPerPiece), ""); got != s {
+			t.Fatalf("lost bytes: %q -> %q", s, got)
+		}
+	})
+}
+
+func BenchmarkStream(b *testing.B) {
+	m := New(0)
+	req := provider.Request{Messages: []provider.Message{{Role: provider.RoleSystem, Content: sys}, user("long")}}
+	emit := func(provider.Delta) error { return nil }
+	for b.Loop() {
+		if _, err := m.Stream(context.Background(), req, emit); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

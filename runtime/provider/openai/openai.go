@@ -1,0 +1,303 @@
+// Package openai is the provider for OpenAI's Chat Completions API and the
+// servers that speak it (Ollama, llama.cpp, vLLM, OpenRouter, ...). It
+// streams over SSE, assembles text and tool calls, reads the usage the
+// server reports, and maps failures into provider.Error classes. The API key
+// is sent only in the Authorization header and is redacted from every error.
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// DefaultBaseURL is used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// Defaults of the timeouts a Client applies when Config leaves them zero.
+const (
+	// DefaultHeaderTimeout bounds the wait for response headers. It is long
+	// because local servers answer only after loading the model and reading
+	// the whole prompt.
+	DefaultHeaderTimeout = 3 * time.Minute
+	// DefaultIdleTimeout bounds the silence between two reads of a stream,
+	// so a half-open connection does not hang a chat forever. Reasoning
+	// models can think for minutes before their first token.
+	DefaultIdleTimeout = 10 * time.Minute
+)
+
+// Config configures a Client.
+type Config struct {
+	// Name is the provider's name in config, used in errors.
+	Name string
+	// BaseURL is the API root, e.g. https://api.openai.com/v1 or
+	// http://127.0.0.1:11434/v1; requests go to BaseURL + "/chat/completions".
+	BaseURL string
+	// APIKey is sent as a bearer token. Empty sends no Authorization header
+	// (Ollama, llama.cpp and vLLM need none).
+	APIKey string
+	// HTTPClient sends the requests. nil uses a client with dial, TLS and
+	// response-header timeouts but no overall timeout, since a stream may
+	// last minutes. A client with Timeout set cuts long answers short.
+	HTTPClient *http.Client
+	// HeaderTimeout is the response-header timeout of the default client
+	// (ignored when HTTPClient is set); 0 means DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// IdleTimeout ends a stream that sends nothing for this long as a
+	// network error; 0 means DefaultIdleTimeout, negative disables it.
+	IdleTimeout time.Duration
+}
+
+// Client streams chat completions. It is safe for concurrent use.
+type Client struct {
+	name     string
+	url      string
+	key      string
+	hc       *http.Client
+	idle     time.Duration
+	redactor redactor
+}
+
+// New returns a client for cfg.
+func New(cfg Config) *Client {
+	base := strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = DefaultHTTPClient(cfg.HeaderTimeout)
+	}
+	idle := cfg.IdleTimeout
+	if idle == 0 {
+		idle = DefaultIdleTimeout
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "openai"
+	}
+	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle,
+		redactor: redactor{key: cfg.APIKey}}
+}
+
+// DefaultHTTPClient returns the client New uses when Config.HTTPClient is nil:
+// bounded dial, TLS handshake and response-header waits (headerTimeout, or
+// DefaultHeaderTimeout when 0), the environment's proxy, and no overall
+// timeout.
+func DefaultHTTPClient(headerTimeout time.Duration) *http.Client {
+	if headerTimeout <= 0 {
+		headerTimeout = DefaultHeaderTimeout
+	}
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: headerTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   16,
+	}}
+}
+
+// Stream sends req and streams the answer. Text goes to emit as it arrives;
+// tool calls are returned whole in the Result. On failure the Result holds
+// the text received so far (never half-assembled tool calls) and the error is
+// a *provider.Error, ctx's error (wrapped) or emit's error.
+func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	body, err := encodeRequest(req)
+	if err != nil {
+		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: c.redactor.redact(err.Error())}
+	}
+	// The idle watchdog cancels this context; the caller's ctx is checked
+	// first wherever an error is classified, so its cancellation wins.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: c.redactor.redact(err.Error())}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if c.key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.key)
+	}
+
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
+		}
+		return provider.Result{}, c.transportError(err, "")
+	}
+	defer resp.Body.Close()
+
+	var r io.Reader = resp.Body
+	if c.idle > 0 {
+		ir := newIdleReader(resp.Body, c.idle, func() { cancel(errIdle) })
+		defer ir.stop()
+		r = ir
+	}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// A server that stalls here is cut by the idle watchdog; what
+		// arrived by then is enough to classify the failure.
+		raw, rerr := io.ReadAll(io.LimitReader(r, maxErrorBody))
+		if rerr != nil && ctx.Err() != nil {
+			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
+		}
+		return provider.Result{}, c.statusError(resp, raw)
+	}
+
+	// A server that ignores stream:true sends one JSON completion. Decide by
+	// the first byte rather than Content-Type, which some servers get wrong:
+	// an SSE stream never starts with '{'.
+	br := bufio.NewReaderSize(r, 64<<10)
+	r = br
+	if startsWithBrace(br) {
+		return c.readWhole(ctx, rctx, r, emit)
+	}
+
+	var st stream
+	err = st.read(r, emit)
+	res := st.result()
+	var (
+		ee *emitError
+		se *streamError
+		de *decodeError
+	)
+	switch {
+	case err == nil:
+		if !st.complete() {
+			return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork, Message: "stream broke mid-reply: it ended without [DONE] or a finish reason"}
+		}
+		return res, nil
+	case ctx.Err() != nil:
+		return partial(res), fmt.Errorf("%s: %w", c.name, ctx.Err())
+	case errors.As(err, &ee):
+		return partial(res), ee.err
+	case errors.As(err, &se):
+		return partial(res), c.bodyError(0, nil, se.body)
+	case errors.Is(context.Cause(rctx), errIdle):
+		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+			Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
+	case errors.As(err, &de):
+		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+			Message: "stream broke mid-reply: " + c.redactor.redact(de.Error())}
+	default:
+		return partial(res), c.transportError(err, "stream broke mid-reply: ")
+	}
+}
+
+// errIdle is the cancellation cause set by the idle watchdog.
+var errIdle = errors.New("stream idle")
+
+// partial keeps only what is safe to use from an interrupted answer: the text.
+func partial(r provider.Result) provider.Result {
+	return provider.Result{Text: r.Text, Usage: r.Usage}
+}
+
+// readWhole handles a non-streamed JSON completion (or error) body.
+func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(provider.Delta) error) (provider.Result, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, maxLine))
+	if err != nil {
+		if ctx.Err() != nil {
+			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
+		}
+		if errors.Is(context.Cause(rctx), errIdle) {
+			return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+				Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
+		}
+		return provider.Result{}, c.transportError(err, "reading reply: ")
+	}
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				Content   *string        `json:"content"`
+				ToolCalls []wireToolCall `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *wireUsage      `json:"usage"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &whole); err != nil {
+		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassServer,
+			Message: "reply is not a chat completion: " + c.redactor.redact(snippet(raw))}
+	}
+	if len(whole.Error) > 0 && string(whole.Error) != "null" {
+		return provider.Result{}, c.bodyError(0, nil, raw)
+	}
+	if len(whole.Choices) == 0 {
+		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassServer, Message: "reply has no choices"}
+	}
+	ch := whole.Choices[0]
+	var res provider.Result
+	if ch.Message.Content != nil {
+		res.Text = *ch.Message.Content
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		res.ToolCalls = append(res.ToolCalls, provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	if ch.FinishReason != nil {
+		res.FinishReason = *ch.FinishReason
+	}
+	res.Usage = whole.Usage.usage()
+	if res.Text != "" {
+		if err := emit(provider.Delta{Text: res.Text}); err != nil {
+			return provider.Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// startsWithBrace reports whether the first non-blank byte of br is '{',
+// without consuming anything.
+func startsWithBrace(br *bufio.Reader) bool {
+	for n := 1; n <= 512; n++ {
+		b, err := br.Peek(n)
+		if len(b) < n || err != nil {
+			return false
+		}
+		switch b[n-1] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// idleReader cancels the request when no Read returns for d.
+type idleReader struct {
+	r     io.Reader
+	d     time.Duration
+	timer *time.Timer
+}
+
+func newIdleReader(r io.Reader, d time.Duration, onIdle func()) *idleReader {
+	return &idleReader{r: r, d: d, timer: time.AfterFunc(d, onIdle)}
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 {
+		ir.timer.Reset(ir.d)
+	}
+	return n, err
+}
+
+func (ir *idleReader) stop() { ir.timer.Stop() }

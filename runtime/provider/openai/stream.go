@@ -1,0 +1,328 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// maxLine bounds one SSE line (and a non-streamed body). Real chunks are far
+// smaller, but one chunk may carry a whole tool call's arguments (Ollama
+// sends them in one piece), so allow well past 1 MiB.
+const maxLine = 16 << 20
+
+// Wire shapes of a streamed chunk. Only what Mirror uses is decoded; absent
+// and null fields decode to zero values.
+type wireChunk struct {
+	Choices []wireChoice    `json:"choices"`
+	Usage   *wireUsage      `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+}
+
+type wireChoice struct {
+	Index int `json:"index"`
+	Delta struct {
+		Content   string          `json:"content"`
+		Refusal   string          `json:"refusal"`
+		ToolCalls []wireCallDelta `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason string `json:"finish_reason"`
+}
+
+type wireCallDelta struct {
+	// Index is a pointer because a few servers omit it; see addCall.
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	// DeepSeek's name for cached prompt tokens.
+	PromptCacheHitTokens int `json:"prompt_cache_hit_tokens"`
+}
+
+// usage converts the wire usage; InputTokens is prompt_tokens, which
+// includes the cached tokens.
+func (u *wireUsage) usage() provider.Usage {
+	if u == nil {
+		return provider.Usage{}
+	}
+	cached := u.PromptCacheHitTokens
+	if u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens > 0 {
+		cached = u.PromptTokensDetails.CachedTokens
+	}
+	return provider.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedTokens: cached}
+}
+
+// emitError carries the caller's emit error out of the stream unchanged.
+type emitError struct{ err error }
+
+func (e *emitError) Error() string { return e.err.Error() }
+func (e *emitError) Unwrap() error { return e.err }
+
+// streamError is an error event the server sent inside the stream; body is
+// the event's JSON.
+type streamError struct{ body []byte }
+
+func (e *streamError) Error() string { return "error event in stream" }
+
+// decodeError is a stream whose bytes are not SSE chunks (typically a chunk
+// cut off by a broken connection).
+type decodeError struct{ msg string }
+
+func (e *decodeError) Error() string { return e.msg }
+
+// stream assembles one streamed answer.
+type stream struct {
+	text    strings.Builder
+	calls   []*callBuf
+	byIndex map[int]*callBuf
+	finish  string
+	usage   provider.Usage
+	done    bool // [DONE] seen
+}
+
+type callBuf struct {
+	id, name string
+	args     strings.Builder
+}
+
+// complete reports whether the server said the answer ended. A stream cut
+// without either signal may be missing its tail and is never treated as
+// complete.
+func (s *stream) complete() bool { return s.done || s.finish != "" }
+
+func (s *stream) result() provider.Result {
+	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: s.finish}
+	for _, c := range s.calls {
+		r.ToolCalls = append(r.ToolCalls, provider.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
+	}
+	return r
+}
+
+// read parses SSE from r until [DONE] or EOF, applying each chunk in order.
+// It follows the SSE rules Mirror can meet: lines end in LF, CRLF or CR;
+// ":" starts a comment; "field: value" drops one space after the colon;
+// data lines of one event join with LF; a blank line ends the event. An
+// event left open at EOF is still applied (some servers omit the final blank
+// line); if the connection cut it short its JSON fails to decode.
+func (s *stream) read(r io.Reader, emit func(provider.Delta) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	sc.Split(lineSplitter())
+	var (
+		data    []byte
+		hasData bool
+		event   string
+		first   = true
+	)
+	dispatch := func() error {
+		if !hasData {
+			event = ""
+			return nil
+		}
+		err := s.event(event, data, emit)
+		data, hasData, event = data[:0], false, ""
+		return err
+	}
+	for sc.Scan() {
+		line := sc.Bytes()
+		if first {
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
+			first = false
+		}
+		if len(line) == 0 {
+			if err := dispatch(); err != nil {
+				return err
+			}
+			if s.done {
+				return nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue // comment, used as keep-alive
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "data":
+			if bytes.Equal(value, []byte("[DONE]")) {
+				// Done needs no blank line before or after it: a server
+				// that holds the connection open after it must not hang
+				// the reply.
+				if err := dispatch(); err != nil {
+					return err
+				}
+				s.done = true
+				return nil
+			}
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+			hasData = true
+		case "event":
+			event = string(value)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return &decodeError{msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
+		}
+		return err
+	}
+	return dispatch()
+}
+
+// event applies one SSE event. Its data is normally one JSON chunk; a run of
+// concatenated JSON values (servers that forget the blank lines) is applied
+// value by value.
+func (s *stream) event(name string, data []byte, emit func(provider.Delta) error) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil
+	}
+	if bytes.Equal(data, []byte("[DONE]")) {
+		s.done = true
+		return nil
+	}
+	if name == "error" {
+		return &streamError{body: bytes.Clone(data)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		var ch wireChunk
+		err := dec.Decode(&ch)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &decodeError{msg: "undecodable chunk: " + err.Error() + ": " + snippet(data)}
+		}
+		if len(ch.Error) > 0 && string(ch.Error) != "null" {
+			return &streamError{body: bytes.Clone(data)}
+		}
+		if err := s.apply(&ch, emit); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
+	if ch.Usage != nil {
+		s.usage = ch.Usage.usage()
+	}
+	for i := range ch.Choices {
+		c := &ch.Choices[i]
+		if c.Index != 0 {
+			continue // Mirror asks for one choice
+		}
+		// A refusal is the model's answer too; show it like text.
+		for _, text := range []string{c.Delta.Content, c.Delta.Refusal} {
+			if text == "" {
+				continue
+			}
+			if err := emit(provider.Delta{Text: text}); err != nil {
+				return &emitError{err: err}
+			}
+			s.text.WriteString(text)
+		}
+		for j := range c.Delta.ToolCalls {
+			s.addCall(&c.Delta.ToolCalls[j])
+		}
+		if c.FinishReason != "" {
+			s.finish = c.FinishReason
+		}
+	}
+	return nil
+}
+
+// addCall merges one tool-call fragment. Fragments are keyed by index: the
+// first fragment of an index brings id and name, later ones bring argument
+// pieces. Without an index (some servers), a new id starts a new call and
+// anything else continues the last one.
+func (s *stream) addCall(d *wireCallDelta) {
+	var c *callBuf
+	switch {
+	case d.Index != nil:
+		if s.byIndex == nil {
+			s.byIndex = map[int]*callBuf{}
+		}
+		c = s.byIndex[*d.Index]
+		if c == nil {
+			c = &callBuf{}
+			s.byIndex[*d.Index] = c
+			s.calls = append(s.calls, c)
+		}
+	case len(s.calls) == 0 || (d.ID != "" && s.calls[len(s.calls)-1].id != "" && s.calls[len(s.calls)-1].id != d.ID):
+		c = &callBuf{}
+		s.calls = append(s.calls, c)
+	default:
+		c = s.calls[len(s.calls)-1]
+	}
+	if c.id == "" {
+		c.id = d.ID
+	}
+	if c.name == "" {
+		c.name = d.Function.Name
+	}
+	c.args.WriteString(d.Function.Arguments)
+}
+
+// lineSplitter returns a bufio.SplitFunc for SSE lines ending in LF, CRLF
+// or a lone CR. It remembers how far it has already looked, so a long line
+// arriving in many small reads is scanned once, not once per read.
+func lineSplitter() bufio.SplitFunc {
+	scanned := 0
+	return func(data []byte, atEOF bool) (int, []byte, error) {
+		if atEOF && len(data) == 0 {
+			return 0, nil, nil
+		}
+		if i := bytes.IndexAny(data[scanned:], "\r\n"); i >= 0 {
+			i += scanned
+			if data[i] == '\n' {
+				scanned = 0
+				return i + 1, data[:i], nil
+			}
+			if i+1 < len(data) {
+				scanned = 0
+				if data[i+1] == '\n' {
+					return i + 2, data[:i], nil
+				}
+				return i + 1, data[:i], nil
+			}
+			if !atEOF {
+				scanned = i // a CR at the end: wait to see whether LF follows
+				return 0, nil, nil
+			}
+			scanned = 0
+			return i + 1, data[:i], nil
+		}
+		if atEOF {
+			scanned = 0
+			return len(data), data, nil
+		}
+		scanned = len(data)
+		return 0, nil, nil
+	}
+}

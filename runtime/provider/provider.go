@@ -1,0 +1,143 @@
+// Package provider defines the small streaming interface every model API
+// adapter implements, the messages it carries, and the typed error classes an
+// adapter maps its provider's failures into.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Message roles.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one entry of the model-facing conversation.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Tokens is the stored local count of Content (0 when unknown).
+	Tokens int `json:"tokens,omitempty"`
+}
+
+// ToolCall is one call the model asked for. Arguments is the raw JSON text.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a tool definition offered to the model.
+type Tool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Parameters is the JSON Schema of the arguments.
+	Parameters []byte `json:"parameters"`
+}
+
+// Request is one model request.
+type Request struct {
+	// Model is the provider's own model name (config models[].model).
+	Model    string
+	Messages []Message
+	Tools    []Tool
+	// MaxTokens caps the answer; 0 leaves it to the provider.
+	MaxTokens int
+}
+
+// Usage is what the provider reports it billed for one request.
+type Usage struct {
+	InputTokens  int `json:"input"`
+	OutputTokens int `json:"output"`
+	CachedTokens int `json:"cached"`
+}
+
+// Delta is one streamed piece of an answer.
+type Delta struct {
+	Text string
+}
+
+// Result is a complete answer.
+type Result struct {
+	Text      string
+	ToolCalls []ToolCall
+	Usage     Usage
+	// FinishReason is the provider's reason (stop, length, tool_calls, ...).
+	FinishReason string
+}
+
+// Provider streams one answer. Stream calls emit for each piece of text in
+// order, from the calling goroutine, and returns the assembled result. If emit
+// returns an error, Stream stops and returns it. When ctx is cancelled, Stream
+// returns ctx.Err() (possibly wrapped) together with what was assembled so far.
+type Provider interface {
+	Stream(ctx context.Context, req Request, emit func(Delta) error) (Result, error)
+}
+
+// Class is a typed failure class, the same for every provider.
+type Class string
+
+// The classes a provider error maps into.
+const (
+	ClassAuth          Class = "auth"           // bad or missing key
+	ClassPermission    Class = "permission"     // key valid, access denied
+	ClassNotFound      Class = "not_found"      // unknown model or route
+	ClassRateLimited   Class = "rate_limited"   // 429; RetryAfter may be set
+	ClassQuota         Class = "quota"          // billing / exhausted quota: retrying will not help
+	ClassContextLength Class = "context_length" // request larger than the model accepts
+	ClassOverloaded    Class = "overloaded"     // provider busy (503/529)
+	ClassServer        Class = "server"         // provider 5xx
+	ClassBadRequest    Class = "bad_request"    // the provider refused the request as malformed
+	ClassNetwork       Class = "network"        // could not reach the provider, or the stream broke
+)
+
+// Error is a provider failure with its class. Message never contains a key.
+type Error struct {
+	Provider   string
+	Class      Class
+	Status     int           // HTTP status, 0 when none
+	Code       string        // provider's own error code, if any
+	Message    string        // provider's message, secrets redacted
+	RetryAfter time.Duration // from headers or body, 0 when none
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%s: %s", e.Provider, e.Class)
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return s
+}
+
+// ClassOf returns the class of err, or "" when err is not a provider error.
+func ClassOf(err error) Class {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Class
+	}
+	return ""
+}
+
+// Retryable reports whether the same request may succeed when tried again
+// later or on another model of the chain.
+func (c Class) Retryable() bool {
+	switch c {
+	case ClassRateLimited, ClassOverloaded, ClassServer, ClassNetwork:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,134 @@
+// Package tokens counts tokens locally with tiktoken, offline: the BPE tables
+// are embedded in the binary (tiktoken-go-loader), so the gateway never
+// downloads anything. Each encoding is loaded lazily, once per process, and
+// shared; every function here is safe for concurrent use.
+//
+// Counts are of plain text: special-token markers such as <|endoftext|> in
+// user text are counted as ordinary text, never interpreted (and never panic).
+package tokens
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+)
+
+// Encoding names.
+const (
+	O200kBase  = "o200k_base"  // gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series
+	CL100kBase = "cl100k_base" // gpt-4, gpt-3.5, text-embedding-3 / ada-002
+)
+
+// Chat formatting overhead, after OpenAI's cookbook ("How to count tokens
+// with tiktoken"): every message is wrapped as <|start|>{role}<|message|>
+// {content}<|end|>, about MessageOverhead tokens beyond its content, and every
+// reply is primed with <|start|>assistant<|message|>, ReplyOverhead tokens
+// once per request. It is an estimate; callers correct it with what the
+// provider billed.
+const (
+	MessageOverhead = 3
+	ReplyOverhead   = 3
+)
+
+// Overhead is the formatting overhead of a request carrying n messages.
+func Overhead(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return n*MessageOverhead + ReplyOverhead
+}
+
+// The loader is a package global of tiktoken-go and must be set before the
+// first GetEncoding anywhere in the process; init runs before any caller can
+// reach GetEncoding through this package. Without it tiktoken-go fetches the
+// tables from the internet at run time.
+func init() {
+	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+}
+
+// Counter counts tokens with one encoding. The zero value is not usable; get
+// one from For or Get.
+type Counter struct {
+	name string
+	once sync.Once
+	enc  *tiktoken.Tiktoken
+	err  error
+}
+
+var (
+	o200k  = &Counter{name: O200kBase}
+	cl100k = &Counter{name: CL100kBase}
+)
+
+// Get returns the shared counter of the named encoding, or nil when the
+// encoding is not one Mirror carries.
+func Get(encoding string) *Counter {
+	switch encoding {
+	case O200kBase:
+		return o200k
+	case CL100kBase:
+		return cl100k
+	}
+	return nil
+}
+
+// For returns the counter for a model name. The name may carry a vendor
+// prefix ("openai/gpt-4o") and any suffix ("gpt-4o-2024-08-06"). gpt-4 and
+// gpt-3.5 chat models and the text-embedding family use cl100k_base;
+// everything else, including unknown and non-OpenAI models, uses o200k_base,
+// the encoding of every current OpenAI model and a reasonable estimate for
+// the rest.
+func For(model string) *Counter {
+	m := strings.ToLower(strings.TrimSpace(model))
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	switch {
+	// gpt-4o, gpt-4.1 and gpt-4.5 share the gpt-4 prefix; check them first.
+	case strings.HasPrefix(m, "gpt-4o"), strings.HasPrefix(m, "gpt-4.1"), strings.HasPrefix(m, "gpt-4.5"),
+		strings.HasPrefix(m, "chatgpt-4o"):
+		return o200k
+	case strings.HasPrefix(m, "gpt-4"), strings.HasPrefix(m, "gpt-3.5"), strings.HasPrefix(m, "gpt-35"),
+		strings.HasPrefix(m, "text-embedding-"):
+		return cl100k
+	}
+	return o200k
+}
+
+// Count counts text with o200k_base, the default encoding.
+func Count(text string) int { return o200k.Count(text) }
+
+// Encoding is the counter's encoding name.
+func (c *Counter) Encoding() string { return c.name }
+
+// Load loads the encoding now (it is loaded on first use otherwise) and
+// reports whether it could be loaded. Startup may call it to pay the load cost
+// (~150 ms for o200k) before the first message arrives.
+func (c *Counter) Load() error {
+	c.once.Do(func() { c.enc, c.err = tiktoken.GetEncoding(c.name) })
+	return c.err
+}
+
+// Count returns the number of tokens in text. Should the embedded tables ever
+// fail to load, it returns a deliberately high estimate (bytes/2.8, above
+// every measured text) rather than 0, so budgets stay on the safe side.
+func (c *Counter) Count(text string) int {
+	if text == "" {
+		return 0
+	}
+	if c.Load() != nil {
+		return (len(text)*10 + 27) / 28
+	}
+	return len(c.enc.EncodeOrdinary(text))
+}
+
+// Encode returns the token ids of text, treating special-token markers as
+// plain text. It returns nil when the encoding cannot be loaded.
+func (c *Counter) Encode(text string) []int {
+	if c.Load() != nil {
+		return nil
+	}
+	return c.enc.EncodeOrdinary(text)
+}
