@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	github.com/chromedp/chromedp v0.23.1
-	github.com/go-telegram-bot-api/telegram-bot-api/v5 v5.5.1
 	github.com/gorilla/websocket v1.5.3
 	github.com/pkoukk/tiktoken-go v0.1.8
 	github.com/pkoukk/tiktoken-go-loader v0.0.2
@@ -12,6 +11,7 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sys v0.45.0
 )
 
 require (
@@ -19,5 +19,4 @@ require (
 	github.com/dlclark/regexp2 v1.10.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/google/uuid v1.3.0 // indirect
-	golang.org/x/sys v0.45.0 // indirect
 )

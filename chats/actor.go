@@ -30,6 +30,7 @@ type actor struct {
 	done  chan struct{}
 
 	meta    Chat   // as last committed
+	listed  Chat   // as list watchers last heard of it
 	seq     uint64 // last seq handed out (>= meta.Seq)
 	msgs    []Message
 	pending []*Message
@@ -113,6 +114,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 	sortPending(a.pending)
 	a.meta.Pending = len(a.pending)
 	a.meta.State = StateIdle
+	a.listed = a.meta
 	if a.meta.Turn != "" {
 		// The process died while this turn ran: say so, and answer again.
 		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: "interrupted",
@@ -221,7 +223,6 @@ func (a *actor) flush() error {
 	}
 	b := a.b
 	a.b = batch{}
-	before := a.meta
 	meta := a.info()
 	meta.Seq = a.seq
 	meta.Turn = ""
@@ -287,7 +288,8 @@ func (a *actor) flush() error {
 		t.durable = true
 		a.showText(t, t.text.String())
 	}
-	if before.State != meta.State || before.Pending != meta.Pending || before.Title != meta.Title {
+	if l := a.listed; l.State != meta.State || l.Pending != meta.Pending || l.Title != meta.Title {
+		a.listed = meta
 		a.s.notifyList(meta, false, nil)
 	}
 	return nil
@@ -459,6 +461,10 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, o Origin,
 		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks}
 	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
 	m.Time = ev.Time
+	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
+		a.meta.Title = titleFrom(text) // a chat is named by what it was first asked
+		a.b.dirty = true
+	}
 	a.pending = append(a.pending, m)
 	a.b.putPend = append(a.b.putPend, m)
 	a.b.clients = append(a.b.clients, [2]string{clientID, m.ID})
@@ -664,4 +670,23 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		close(w)
 	}
 	a.maybeStart()
+}
+
+// titleFrom makes a chat title of a first message: its first line, cut at a
+// word near 48 characters.
+func titleFrom(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	line = strings.Join(strings.Fields(line), " ")
+	r := []rune(line)
+	if len(r) <= 48 {
+		return line
+	}
+	cut := 48
+	for i := 48; i > 24; i-- {
+		if r[i] == ' ' {
+			cut = i
+			break
+		}
+	}
+	return strings.TrimRight(string(r[:cut]), " ,.;:") + "…"
 }

@@ -383,3 +383,25 @@ func TestBadInputIsRefused(t *testing.T) {
 		t.Fatalf("bad input stored %d events", n)
 	}
 }
+
+func TestFirstMessageNamesAnUntitledChat(t *testing.T) {
+	e := newEnv(t, newGate(true))
+	c, err := e.svc.Create(bg, "", "", Origin{})
+	if err != nil || c.Title != DefaultTitle {
+		t.Fatalf("%+v %v", c, err)
+	}
+	long := "Plan the garden: tomatoes, beans, a lot of basil and something for the shade\nand more"
+	if _, err := e.svc.Send(bg, c.ID, long, "1", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.svc.Get(bg, c.ID)
+	if got.Title != "Plan the garden: tomatoes, beans, a lot of basil…" {
+		t.Fatalf("title %q", got.Title)
+	}
+	if _, err := e.svc.Send(bg, c.ID, "second", "2", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.svc.Get(bg, c.ID); again.Title != got.Title {
+		t.Fatalf("title changed to %q", again.Title)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
 )
 
 // wait bounds every wait in these tests.
@@ -211,3 +212,5 @@ func recvStarted(t *testing.T, g *gate) string {
 		return ""
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -26,6 +26,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// DefaultTitle names a chat created without a title, until its first message
+// names it.
+const DefaultTitle = "New chat"
+
 // Limits on what a client may store.
 const (
 	MaxTextBytes  = 256 << 10 // one message
@@ -202,7 +206,7 @@ func (s *Service) List(ctx context.Context) ([]Chat, error) {
 func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Chat, error) {
 	title = strings.TrimSpace(title)
 	if title == "" {
-		title = "New chat"
+		title = DefaultTitle
 	}
 	if utf8.RuneCountInString(title) > MaxTitleRunes {
 		return Chat{}, fmt.Errorf("%w: title longer than %d characters", ErrBadInput, MaxTitleRunes)

@@ -74,7 +74,8 @@ type Provider struct {
 	// APIKeyEnv names the environment variable holding the key; "" sends no
 	// key (local servers such as Ollama need none).
 	APIKeyEnv string `yaml:"api_key_env"`
-	// Timeout bounds one whole request, stream included (0: no bound but the turn's).
+	// Timeout bounds the wait for an answer to start (0: the adapter default);
+	// a stream that keeps flowing is bounded only by the turn.
 	Timeout time.Duration `yaml:"timeout"`
 	// Delay is the builtin provider's pause between streamed pieces; 0 streams at once.
 	Delay *time.Duration `yaml:"delay"`

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
@@ -58,11 +57,9 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 			if p.APIKeyEnv != "" {
 				key = getenv(p.APIKeyEnv)
 			}
-			var hc *http.Client
-			if p.Timeout > 0 {
-				hc = &http.Client{Timeout: p.Timeout}
-			}
-			provs[p.Name] = openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: key, HTTPClient: hc})
+			// timeout bounds the wait for the answer to start, never a
+			// stream that is still flowing.
+			provs[p.Name] = openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: key, HeaderTimeout: p.Timeout})
 		default:
 			return nil, fmt.Errorf("provider %s: kind %s is not available in this version of mirror yet", p.Name, p.Kind)
 		}
