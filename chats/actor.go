@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -36,13 +37,18 @@ type actor struct {
 	pending []*Message
 	subs    map[Subscriber]struct{}
 
-	b      batch // written but not yet committed
-	turn   *turn
-	flushT *time.Timer
-	flushC <-chan time.Time
+	b    batch // written but not yet committed
+	turn *turn
+
+	approvals  map[string]*waiting  // by approval id, while a call waits for the person
+	recoveries map[string]*Recovery // by recovery id, until answered
+	settled    map[string]string    // call id → repeat|skip, for the next turn
+	flushT     *time.Timer
+	flushC     <-chan time.Time
 
 	quitting bool
 	broken   error
+	dropHeld []string // held recovery answers applied, to delete at the next commit
 }
 
 // batch is what the actor has decided but not yet committed. Its events are
@@ -53,11 +59,12 @@ type batch struct {
 	putPend []*Message
 	delPend []string
 	clients [][2]string // client_id, message id
+	outputs [][2]string // handle, whole tool output
 	dirty   bool        // metadata changed without an event
 }
 
 func (b *batch) empty() bool {
-	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && !b.dirty
+	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && len(b.outputs) == 0 && !b.dirty
 }
 
 type turn struct {
@@ -69,10 +76,21 @@ type turn struct {
 	seq      uint64 // turn.started
 	stoppers []Origin
 	waiters  []chan struct{}
+	aborted  bool // cut short by shutdown: open calls stay open, to recover
+}
+
+// waiting is an approval a turn is blocked on.
+type waiting struct {
+	Approval
+	answer chan bool
 }
 
 func loadActor(s *Service, id string) (*actor, error) {
-	a := &actor{s: s, id: id, inbox: make(chan func()), done: make(chan struct{}), subs: map[Subscriber]struct{}{}}
+	a := &actor{s: s, id: id, inbox: make(chan func()), done: make(chan struct{}), subs: map[Subscriber]struct{}{},
+		approvals: map[string]*waiting{}, recoveries: map[string]*Recovery{}, settled: map[string]string{}}
+	started := map[string]*Event{} // tool.call rows by call id, until their result
+	openApprovals := map[string]*Approval{}
+	var held [][2]string
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		meta, ok, err := loadChat(tx, id)
 		if err != nil {
@@ -84,12 +102,31 @@ func loadActor(s *Service, id string) (*actor, error) {
 		a.meta, a.seq = meta, meta.Seq
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
 			switch ev.Type {
-			case EvMessagePicked:
+			case EvMessagePicked, EvAssistantStep:
 				a.msgs = append(a.msgs, *ev.Message)
 			case EvTurnFinished, EvTurnFailed:
 				if ev.Message != nil {
 					a.msgs = append(a.msgs, *ev.Message)
 				}
+			case EvToolCall:
+				started[ev.Call.ID] = ev
+			case EvToolResult:
+				delete(started, ev.Result.CallID)
+				delete(a.settled, ev.Result.CallID)
+				a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq,
+					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone})
+			case EvApprovalRequested:
+				openApprovals[ev.Approval.ID] = ev.Approval
+			case EvApprovalResolved:
+				delete(openApprovals, ev.Approval.ID)
+			case EvRecoveryRequested:
+				r := *ev.Recovery
+				a.recoveries[r.ID] = &r
+			case EvRecoveryResolved:
+				if r := a.recoveries[ev.Recovery.ID]; r != nil {
+					a.settled[r.Call.ID] = ev.Recovery.Action
+				}
+				delete(a.recoveries, ev.Recovery.ID)
 			}
 			return nil
 		})
@@ -106,22 +143,17 @@ func loadActor(s *Service, id string) (*actor, error) {
 				return nil
 			})
 		}
+		held = heldAnswers(tx, id)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	a.recoverAfterCrash(started, openApprovals, held)
 	sortPending(a.pending)
 	a.meta.Pending = len(a.pending)
 	a.meta.State = StateIdle
 	a.listed = a.meta
-	if a.meta.Turn != "" {
-		// The process died while this turn ran: say so, and answer again.
-		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: "interrupted",
-			Error: "the gateway stopped while this turn ran; it is answered again"}, Origin{})
-		a.meta.Turn = ""
-		a.meta.Resume = true
-	}
 	return a, nil
 }
 
@@ -160,6 +192,7 @@ func (a *actor) run() {
 		case <-abort:
 			abort = nil
 			if a.turn != nil {
+				a.turn.aborted = true // its open calls stay open, to recover
 				a.turn.cancel(errShutdown)
 			}
 		}
@@ -263,6 +296,26 @@ func (a *actor) flush() error {
 				}
 			}
 		}
+		if len(a.dropHeld) > 0 {
+			if hb := tx.Bucket(bucketHeld); hb != nil {
+				for _, id := range a.dropHeld {
+					if err := hb.Delete([]byte(id)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if len(b.outputs) > 0 {
+			ob, err := subBucket(tx, bucketOutputs, a.id, true)
+			if err != nil {
+				return err
+			}
+			for _, o := range b.outputs {
+				if err := ob.Put([]byte(o[0]), []byte(o[1])); err != nil {
+					return err
+				}
+			}
+		}
 		if len(b.clients) > 0 {
 			cb, err := subBucket(tx, bucketClientIDs, a.id, true)
 			if err != nil {
@@ -281,6 +334,7 @@ func (a *actor) flush() error {
 		return a.broken
 	}
 	a.meta = meta
+	a.dropHeld = nil
 	for i, ev := range b.events {
 		a.publish(ev, b.origins[i])
 	}
@@ -369,10 +423,24 @@ func (a *actor) open(ctx context.Context, since *uint64, sub Subscriber, req str
 
 func (a *actor) snapshot(typ string, withMessages bool, req string) *Snapshot {
 	sn := &Snapshot{Type: typ, Chat: a.info(), Pending: make([]Message, 0, len(a.pending)), Seq: a.meta.Seq, Req: req,
-		Approvals: []struct{}{}, Recoveries: []struct{}{}}
+		Approvals: []Approval{}, Recoveries: []Recovery{}}
 	if withMessages {
-		sn.Messages = append(make([]Message, 0, len(a.msgs)), a.msgs...)
+		sn.Messages = make([]Message, 0, len(a.msgs))
+		for _, m := range a.msgs {
+			if m.Role == provider.RoleTool || (m.State == MsgStep && strings.TrimSpace(m.Text) == "") {
+				continue // tool traffic is shown live, not in the transcript
+			}
+			sn.Messages = append(sn.Messages, m)
+		}
 	}
+	for _, w := range a.approvals {
+		sn.Approvals = append(sn.Approvals, w.Approval)
+	}
+	for _, r := range a.recoveries {
+		sn.Recoveries = append(sn.Recoveries, *r)
+	}
+	sort.Slice(sn.Approvals, func(i, j int) bool { return sn.Approvals[i].Time.Before(sn.Approvals[j].Time) })
+	sort.Slice(sn.Recoveries, func(i, j int) bool { return sn.Recoveries[i].Time.Before(sn.Recoveries[j].Time) })
 	for _, m := range a.pending {
 		sn.Pending = append(sn.Pending, *m)
 	}
@@ -544,8 +612,8 @@ func (a *actor) stop(o Origin) (chan struct{}, error) {
 
 // maybeStart picks up every pending message, in order, into a new turn.
 func (a *actor) maybeStart() {
-	if a.turn != nil || a.quitting || a.broken != nil || (len(a.pending) == 0 && !a.meta.Resume) {
-		return
+	if a.turn != nil || a.quitting || a.broken != nil || len(a.recoveries) > 0 || (len(a.pending) == 0 && !a.meta.Resume) {
+		return // an interrupted call waits for its answer before anything else runs
 	}
 	id := "t" + strconv.FormatUint(a.seq+uint64(len(a.pending))+1, 10)
 	for _, p := range a.pending {
@@ -563,7 +631,8 @@ func (a *actor) maybeStart() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &turn{id: id, cancel: cancel, seq: ev.Seq}
 	a.turn = t
-	in := runtime.TurnInput{Chain: a.meta.Chain, History: a.history()}
+	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, History: a.history(), Host: &host{a: a, t: t}, Settle: a.settled}
+	a.settled = map[string]string{}
 	go func() {
 		tctx, stop := context.WithTimeout(ctx, a.s.opt.TurnTimeout)
 		defer stop()
@@ -589,14 +658,37 @@ func (a *actor) maybeStart() {
 	a.flushC = a.flushT.C
 }
 
-// history is the conversation the model reads, oldest first.
+// history is the conversation the model reads, oldest first. A call left
+// without a result before a later message gets one saying so, as providers
+// require; calls open at the very end are the next turn's to settle.
 func (a *actor) history() []provider.Message {
 	h := make([]provider.Message, 0, len(a.msgs))
+	var open []provider.ToolCall
+	closeOpen := func() {
+		for _, c := range open {
+			h = append(h, provider.Message{Role: provider.RoleTool, ToolCallID: c.ID, Content: "Not run: the turn ended before this call."})
+		}
+		open = nil
+	}
 	for _, m := range a.msgs {
-		if m.Role == provider.RoleAssistant && m.State != MsgDone {
+		switch {
+		case m.Role == provider.RoleTool:
+			for i, c := range open {
+				if c.ID == m.ToolCallID {
+					open = append(open[:i:i], open[i+1:]...)
+					break
+				}
+			}
+			h = append(h, provider.Message{Role: m.Role, Content: m.Text, ToolCallID: m.ToolCallID, Tokens: m.Tokens})
+			continue
+		case m.Role == provider.RoleAssistant && m.State != MsgDone && m.State != MsgStep:
 			continue // a failed turn's partial text is shown, not sent
 		}
-		h = append(h, provider.Message{Role: m.Role, Content: m.Text, Tokens: m.Tokens})
+		closeOpen()
+		h = append(h, provider.Message{Role: m.Role, Content: m.Text, ToolCalls: m.ToolCalls, Tokens: m.Tokens})
+		if m.State == MsgStep {
+			open = append([]provider.ToolCall(nil), m.ToolCalls...)
+		}
 	}
 	return h
 }
@@ -638,6 +730,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		m.Time = fin.Time
 		a.msgs = append(a.msgs, *m)
 	case errors.Is(err, errShutdown):
+		t.aborted = true
 		a.append(&Event{Type: EvTurnFailed, Turn: t.id, Class: "interrupted",
 			Error: "the gateway stopped while this turn ran; it is answered again at the next start"}, o)
 		a.meta.Resume = true

@@ -55,7 +55,9 @@ type Options struct {
 	// PickupDelay is how long the start of a turn may wait to be committed
 	// together with its first text. Zero uses 20ms.
 	PickupDelay time.Duration
-	Log         *slog.Logger
+	// Ledger serves /changes and /rewind; nil when no file tools run.
+	Ledger Ledger
+	Log    *slog.Logger
 }
 
 // Service is the registry of chats and the API transports use.

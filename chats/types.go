@@ -50,7 +50,50 @@ const (
 	EvReplyDelta      = "reply.delta" // never stored
 	EvTurnFinished    = "turn.finished"
 	EvTurnFailed      = "turn.failed"
+
+	EvAssistantStep     = "assistant.message" // an answer that asks for tool calls
+	EvToolCall          = "tool.call"         // journaled before the call runs
+	EvToolResult        = "tool.result"       // journaled after
+	EvApprovalRequested = "approval.requested"
+	EvApprovalResolved  = "approval.resolved"
+	EvRecoveryRequested = "recovery.requested"
+	EvRecoveryResolved  = "recovery.resolved"
+	EvRewind            = "rewind"
 )
+
+// MsgStep is the state of an assistant message that asked for tool calls.
+const MsgStep = "step"
+
+// Approval is a tool call waiting for the person's permission.
+type Approval struct {
+	ID     string            `json:"id"`
+	Call   provider.ToolCall `json:"call"`
+	Tool   string            `json:"tool"`
+	Turn   string            `json:"turn"`
+	Time   time.Time         `json:"requested_at"`
+	Allow  *bool             `json:"allow,omitempty"`  // on approval.resolved
+	Reason string            `json:"reason,omitempty"` // why it resolved without an answer
+}
+
+// Recovery is a tool call that was running when the process died. It belongs
+// to its chat, whose turn waits until it is answered with repeat or skip.
+type Recovery struct {
+	ID     string            `json:"id"`
+	Call   provider.ToolCall `json:"call"`
+	Turn   string            `json:"turn"`
+	Time   time.Time         `json:"created_at"`
+	Action string            `json:"action,omitempty"` // on recovery.resolved
+}
+
+// ToolOutcome is the stored result of a tool call.
+type ToolOutcome struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Content string `json:"content"` // what the model read
+	IsError bool   `json:"is_error,omitempty"`
+	Handle  string `json:"handle,omitempty"` // the whole output, when Content is a preview
+	Size    int    `json:"size"`             // bytes of the whole output
+}
 
 // Chat is a chat as a list shows it; it is also the stored chat metadata.
 type Chat struct {
@@ -85,6 +128,10 @@ type Message struct {
 	// Tokens is the local token count of Text, computed once when the row is
 	// written and stored with it.
 	Tokens int `json:"tokens,omitempty"`
+	// ToolCalls are what an assistant step asked for; ToolCallID names the
+	// call a tool message answers.
+	ToolCalls  []provider.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string              `json:"tool_call_id,omitempty"`
 }
 
 // Running is the turn in progress of a chat.
@@ -97,22 +144,26 @@ type Running struct {
 // Event is one row of a chat's record, and the frame subscribers receive.
 // Once published it is shared by every subscriber and must not be changed.
 type Event struct {
-	Type    string          `json:"type"`
-	Chat    string          `json:"chat"`
-	Seq     uint64          `json:"seq"`
-	Time    time.Time       `json:"time"`
-	Message *Message        `json:"message,omitempty"`
-	Turn    string          `json:"turn,omitempty"`
-	Offset  *int            `json:"offset,omitempty"` // reply.delta, in Unicode code points
-	Text    string          `json:"text,omitempty"`   // reply.delta
-	Reply   *string         `json:"reply,omitempty"`  // turn.finished
-	Usage   *provider.Usage `json:"usage,omitempty"`
-	Model   string          `json:"model,omitempty"`
-	Stopped bool            `json:"stopped,omitempty"`
-	Error   string          `json:"error,omitempty"`
-	Class   string          `json:"class,omitempty"`
-	Title   string          `json:"title,omitempty"` // chat.created
-	Req     string          `json:"req,omitempty"`   // only on the requester's copy
+	Type     string             `json:"type"`
+	Chat     string             `json:"chat"`
+	Seq      uint64             `json:"seq"`
+	Time     time.Time          `json:"time"`
+	Message  *Message           `json:"message,omitempty"`
+	Turn     string             `json:"turn,omitempty"`
+	Offset   *int               `json:"offset,omitempty"` // reply.delta, in Unicode code points
+	Text     string             `json:"text,omitempty"`   // reply.delta
+	Reply    *string            `json:"reply,omitempty"`  // turn.finished
+	Usage    *provider.Usage    `json:"usage,omitempty"`
+	Model    string             `json:"model,omitempty"`
+	Stopped  bool               `json:"stopped,omitempty"`
+	Error    string             `json:"error,omitempty"`
+	Class    string             `json:"class,omitempty"`
+	Title    string             `json:"title,omitempty"` // chat.created
+	Call     *provider.ToolCall `json:"call,omitempty"`
+	Result   *ToolOutcome       `json:"result,omitempty"`
+	Approval *Approval          `json:"approval,omitempty"`
+	Recovery *Recovery          `json:"recovery,omitempty"`
+	Req      string             `json:"req,omitempty"` // only on the requester's copy
 
 	once sync.Once
 	raw  []byte
@@ -129,7 +180,8 @@ func (e *Event) JSON() []byte {
 func (e *Event) withReq(req string) *Event {
 	c := &Event{Type: e.Type, Chat: e.Chat, Seq: e.Seq, Time: e.Time, Message: e.Message, Turn: e.Turn,
 		Offset: e.Offset, Text: e.Text, Reply: e.Reply, Usage: e.Usage, Model: e.Model, Stopped: e.Stopped,
-		Error: e.Error, Class: e.Class, Title: e.Title, Req: req}
+		Error: e.Error, Class: e.Class, Title: e.Title, Call: e.Call, Result: e.Result, Approval: e.Approval,
+		Recovery: e.Recovery, Req: req}
 	return c
 }
 
@@ -141,8 +193,8 @@ type Snapshot struct {
 	Messages   []Message  `json:"messages"`
 	Pending    []Message  `json:"pending"`
 	Running    *Running   `json:"running"`
-	Approvals  []struct{} `json:"approvals"`
-	Recoveries []struct{} `json:"recoveries"`
+	Approvals  []Approval `json:"approvals"`
+	Recoveries []Recovery `json:"recoveries"`
 	Seq        uint64     `json:"seq"`
 	Req        string     `json:"req,omitempty"`
 }

@@ -29,6 +29,7 @@ type Config struct {
 	// BreakerPruneSchedule is when pruning runs, in robfig/cron standard
 	// syntax ("@every 1h", "0 3 * * *").
 	BreakerPruneSchedule string `yaml:"breaker_prune_schedule"`
+	Tools                Tools  `yaml:"tools"`
 
 	// Dir is the folder runtime.yaml was read from ("" for built-in defaults);
 	// relative paths such as data_dir are resolved against it.
@@ -126,4 +127,42 @@ type Limits struct {
 	SocketBuffer int `yaml:"socket_buffer"`
 	// TurnTimeout bounds one whole turn.
 	TurnTimeout time.Duration `yaml:"turn_timeout"`
+}
+
+// Tools configures the tools the assistant may call and where they work.
+type Tools struct {
+	// Workspace is the folder every file tool and the shell are confined to;
+	// "" means data_dir/workspace. Relative to Dir. See WorkspacePath.
+	Workspace string `yaml:"workspace"`
+	// Policies says, per built-in tool, whether a call runs (allow), waits
+	// for a person's approval (ask) or is refused (deny).
+	Policies ToolPolicies `yaml:"policies"`
+	// ShellTimeout bounds one shell command; a call may ask for less.
+	ShellTimeout time.Duration `yaml:"shell_timeout"`
+	// OutputLimit is how many characters of a tool result the model reads;
+	// a longer result is stored whole and the model gets a preview with a
+	// handle.
+	OutputLimit int `yaml:"output_limit"`
+}
+
+// ToolPolicies holds one policy per built-in tool. It is a struct rather than
+// a mapping so that an unknown tool name is refused at load with its line,
+// and a file that names one tool keeps the defaults of the others.
+type ToolPolicies struct {
+	ReadFile  string `yaml:"read_file"`
+	WriteFile string `yaml:"write_file"`
+	EditFile  string `yaml:"edit_file"`
+	ListDir   string `yaml:"list_dir"`
+	Shell     string `yaml:"shell"`
+}
+
+// Map returns the policies keyed by tool name.
+func (p ToolPolicies) Map() map[string]string {
+	return map[string]string{
+		"read_file":  p.ReadFile,
+		"write_file": p.WriteFile,
+		"edit_file":  p.EditFile,
+		"list_dir":   p.ListDir,
+		"shell":      p.Shell,
+	}
 }

@@ -54,6 +54,11 @@ func TestDefaultContract(t *testing.T) {
 		{"breaker_history_max", c.BreakerHistoryMax, 500},
 		{"breaker_prune_schedule", c.BreakerPruneSchedule, "@every 1h"},
 		{"limits", c.Limits, Limits{64, 2 * time.Minute, 1024, 10 * time.Minute}},
+		{"tools.workspace", c.Tools.Workspace, ""},
+		{"tools.policies", c.Tools.Policies.Map(), map[string]string{
+			"read_file": "allow", "list_dir": "allow", "write_file": "ask", "edit_file": "ask", "shell": "ask"}},
+		{"tools.shell_timeout", c.Tools.ShellTimeout, 2 * time.Minute},
+		{"tools.output_limit", c.Tools.OutputLimit, 16000},
 	}
 	for _, tc := range checks {
 		if !reflect.DeepEqual(tc.got, tc.want) {
@@ -265,6 +270,15 @@ func TestParseErrors(t *testing.T) {
 		{"turn_timeout", "limits:\n  turn_timeout: -1m\n", "runtime.yaml:2: limits.turn_timeout: must be above 0, such as 10m"},
 		{"history days", "breaker_history_days: 0\n", "runtime.yaml:1: breaker_history_days: must be above 0"},
 		{"history max", "breaker_history_max: -1\n", "runtime.yaml:1: breaker_history_max: must be above 0"},
+		// tools.
+		{"unknown tool", "tools:\n  policies:\n    shell: allow\n    rm_rf: allow\n", "runtime.yaml:4: tools.policies.rm_rf: unknown key; known keys here: edit_file, list_dir, read_file, shell, write_file"},
+		{"bad policy", "tools:\n  policies: {shell: maybe}\n", "runtime.yaml:2: tools.policies.shell: want allow, ask or deny, not \"maybe\""},
+		{"empty policy", "tools:\n  policies:\n    write_file: \"\"\n", "runtime.yaml:3: tools.policies.write_file: want allow, ask or deny, not \"\""},
+		{"policies as list", "tools:\n  policies: [shell]\n", "runtime.yaml:2: tools.policies: want a mapping of keys, not a list"},
+		{"shell_timeout", "tools:\n  shell_timeout: 0s\n", "runtime.yaml:2: tools.shell_timeout: must be above 0, such as 2m"},
+		{"output_limit small", "tools:\n  output_limit: 10\n", "runtime.yaml:2: tools.output_limit: want a number of characters from 500 to 1073741824, such as 16000"},
+		{"workspace NUL", "tools:\n  workspace: \"a\\0b\"\n", "runtime.yaml:2: tools.workspace: contains a NUL byte"},
+
 		{"schedule", "breaker_prune_schedule: every hour\n", "runtime.yaml:1: breaker_prune_schedule: want a robfig/cron schedule such as \"@every 1h\" or \"0 3 * * *\": ..."},
 	}
 	for _, tc := range tests {
@@ -362,6 +376,40 @@ func TestLoad(t *testing.T) {
 	})
 	if got := Default().DataPath(); got != "./data" {
 		t.Errorf("Default().DataPath() = %q, want ./data", got)
+	}
+}
+
+func TestTools(t *testing.T) {
+	// Naming one policy keeps the defaults of the others.
+	c, err := Parse([]byte("tools:\n  policies:\n    shell: deny\n  output_limit: 2000\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Tools.Policies.Shell = PolicyDeny
+	want.Tools.OutputLimit = 2000
+	if !reflect.DeepEqual(stripped(c), want) {
+		t.Errorf("got %+v\nwant %+v", stripped(c).Tools, want.Tools)
+	}
+
+	dir := t.TempDir()
+	tests := []struct {
+		name, dataDir, cfgDir, workspace, want string
+	}{
+		{"default under data_dir", "./data", "", "", filepath.Join("data", "workspace")},
+		{"default under relative data_dir of a file", "state", dir, "", filepath.Join(dir, "state", "workspace")},
+		{"absolute", "./data", dir, "/srv/ws", "/srv/ws"},
+		{"relative to the file", "./data", dir, "ws", filepath.Join(dir, "ws")},
+		{"relative to the working directory", "./data", ".", "ws", "ws"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.DataDir, c.Dir, c.Tools.Workspace = tc.dataDir, tc.cfgDir, tc.workspace
+			if got := filepath.Clean(c.WorkspacePath()); got != filepath.Clean(tc.want) {
+				t.Errorf("WorkspacePath() = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

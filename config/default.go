@@ -21,6 +21,13 @@ const (
 	ModeWebhook = "webhook"
 )
 
+// Tool policies (tools.policies in runtime.yaml).
+const (
+	PolicyAllow = "allow" // the call runs
+	PolicyAsk   = "ask"   // the call waits for a person's approval
+	PolicyDeny  = "deny"  // the call is refused; the model is told why
+)
+
 // Named context limits; any other context_limit is a token count.
 const (
 	ContextAuto = "auto" // min(272000, window - response reserve)
@@ -62,6 +69,17 @@ func Default() *Config {
 		BreakerHistoryDays:   30,
 		BreakerHistoryMax:    500,
 		BreakerPruneSchedule: "@every 1h",
+		Tools: Tools{
+			Policies: ToolPolicies{
+				ReadFile:  PolicyAllow,
+				ListDir:   PolicyAllow,
+				WriteFile: PolicyAsk,
+				EditFile:  PolicyAsk,
+				Shell:     PolicyAsk,
+			},
+			ShellTimeout: 2 * time.Minute,
+			OutputLimit:  16000,
+		},
 	}
 }
 
@@ -116,6 +134,19 @@ func (c *Config) DataPath() string {
 		return c.DataDir
 	}
 	return filepath.Join(c.Dir, c.DataDir)
+}
+
+// WorkspacePath is the folder the tools are confined to: tools.workspace
+// resolved like data_dir, or data_dir/workspace when it is empty.
+func (c *Config) WorkspacePath() string {
+	w := c.Tools.Workspace
+	switch {
+	case w == "":
+		return filepath.Join(c.DataPath(), "workspace")
+	case filepath.IsAbs(w) || c.Dir == "" || c.Dir == ".":
+		return w
+	}
+	return filepath.Join(c.Dir, w)
 }
 
 // Secret returns the value of the environment variable envName, trimmed of

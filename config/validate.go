@@ -26,6 +26,7 @@ func (c *Config) Validate() error {
 	v.roles()
 	v.limits()
 	v.breakers()
+	v.tools()
 	sort.SliceStable(v.errs, func(i, j int) bool {
 		a, b := v.errs[i].Line, v.errs[j].Line
 		return a != 0 && (b == 0 || a < b) // known lines in file order, unknown last
@@ -304,6 +305,34 @@ func (v *validator) breakers() {
 	}
 	if _, err := cron.ParseStandard(c.BreakerPruneSchedule); err != nil {
 		v.fail("breaker_prune_schedule", "want a robfig/cron schedule such as \"@every 1h\" or \"0 3 * * *\": %v", err)
+	}
+}
+
+// minOutputLimit keeps a preview of a long tool result (its head, its tail
+// and the line naming the handle) readable.
+const minOutputLimit = 500
+
+func (v *validator) tools() {
+	t := v.c.Tools
+	if strings.ContainsRune(t.Workspace, 0) {
+		v.fail("tools.workspace", "contains a NUL byte")
+	}
+	p := t.Policies
+	for _, f := range []struct{ field, policy string }{
+		{"read_file", p.ReadFile}, {"write_file", p.WriteFile}, {"edit_file", p.EditFile},
+		{"list_dir", p.ListDir}, {"shell", p.Shell},
+	} {
+		switch f.policy {
+		case PolicyAllow, PolicyAsk, PolicyDeny:
+		default:
+			v.fail("tools.policies."+f.field, "want allow, ask or deny, not %s", show(f.policy))
+		}
+	}
+	if t.ShellTimeout <= 0 {
+		v.fail("tools.shell_timeout", "must be above 0, such as 2m")
+	}
+	if t.OutputLimit < minOutputLimit || t.OutputLimit > maxTokens {
+		v.fail("tools.output_limit", "want a number of characters from %d to %d, such as 16000", minOutputLimit, maxTokens)
 	}
 }
 

@@ -31,6 +31,7 @@ type Model struct {
 
 // Engine runs turns. It is safe for concurrent use by every chat.
 type Engine struct {
+	tools  Tools // nil: no tools offered
 	models map[string]*Model
 	chains map[string][]*Model
 	roles  config.Roles
@@ -94,63 +95,24 @@ func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, 
 	return e, nil
 }
 
+// SetTools offers t to the model in every turn that has a Host. Call it
+// before the first turn.
+func (e *Engine) SetTools(t Tools) { e.tools = t }
+
 // HasChain reports whether name is a configured chain.
 func (e *Engine) HasChain(name string) bool { _, ok := e.chains[name]; return ok }
 
 // ChatChain is the chain the chat role uses, for chats that name none.
 func (e *Engine) ChatChain() string { return e.roles.Chat }
 
-// TurnInput is what a turn reads: the chain to ask and the conversation so far,
-// oldest first, ending with the messages the turn picked up.
-type TurnInput struct {
-	Chain   string
-	History []provider.Message
-}
-
-// TurnResult is a turn's answer.
-type TurnResult struct {
-	Reply string
-	Usage provider.Usage
-	Model string
-}
-
-// Run answers one turn. onDelta receives streamed text in order; if it returns
-// an error the turn stops with it. On cancellation Run returns the partial
-// reply with ctx's error.
-func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
-	chain := e.chains[in.Chain]
-	if len(chain) == 0 {
-		return TurnResult{}, fmt.Errorf("no chain %q", in.Chain)
-	}
-	msgs := make([]provider.Message, 0, len(in.History)+1)
-	msgs = append(msgs, provider.Message{Role: provider.RoleSystem, Content: SystemPrompt})
-	msgs = append(msgs, in.History...)
-
-	var lastErr error
-	for _, m := range chain {
-		streamed := false
-		res, err := e.ask(ctx, m, msgs, func(d provider.Delta) error {
-			streamed = true
-			return onDelta(d.Text)
-		})
-		if err == nil || streamed || ctx.Err() != nil || !provider.ClassOf(err).Retryable() {
-			// Text already shown is never replayed by another model, and a
-			// caller error would fail the same way everywhere.
-			return TurnResult{Reply: res.Text, Usage: res.Usage, Model: m.Name}, err
-		}
-		lastErr = err
-	}
-	return TurnResult{}, lastErr
-}
-
-func (e *Engine) ask(ctx context.Context, m *Model, msgs []provider.Message, emit func(provider.Delta) error) (provider.Result, error) {
+func (e *Engine) ask(ctx context.Context, m *Model, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():
 		return provider.Result{}, ctx.Err()
 	}
 	defer func() { <-e.sem }()
-	res, err := m.Provider.Stream(ctx, provider.Request{Model: m.Remote, Messages: msgs, MaxTokens: m.MaxOutput}, emit)
+	res, err := m.Provider.Stream(ctx, req, emit)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}

@@ -1,0 +1,383 @@
+package chats
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+	bolt "go.etcd.io/bbolt"
+)
+
+// More buckets of this package.
+var (
+	bucketOutputs = []byte("tool_outputs") // chat id → bucket: handle → whole tool output
+	bucketHeld    = []byte("held_answers") // recovery id → action, for a chat that could not take it
+)
+
+// Ledger is the file-tool change ledger a chat's /changes and /rewind read.
+type Ledger interface {
+	// Changes describes the chat's file changes, sanitized, as text.
+	Changes(chat string) (string, error)
+	// Rewind restores the workspace to before turn, and describes what it did.
+	Rewind(chat string, turn uint64) (string, error)
+}
+
+// exec runs f on the actor's goroutine and returns its error; the turn's
+// goroutine uses it to journal.
+func (a *actor) exec(f func() error) error {
+	res := make(chan error, 1)
+	select {
+	case a.inbox <- func() { res <- f() }:
+	case <-a.done:
+		return ErrClosed
+	}
+	return <-res
+}
+
+// host is the chat side of a running turn (runtime.Host).
+type host struct {
+	a *actor
+	t *turn
+}
+
+func (h *host) Step(text string, calls []provider.ToolCall) error {
+	return h.a.exec(func() error {
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		seq := h.a.seq + 1
+		m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: text,
+			State: MsgStep, Turn: h.t.id, ToolCalls: calls, Tokens: tokens.Count(text)}
+		ev := h.a.append(&Event{Type: EvAssistantStep, Turn: h.t.id, Message: m}, Origin{})
+		m.Time = ev.Time
+		h.a.msgs = append(h.a.msgs, *m)
+		return h.a.flush()
+	})
+}
+
+func (h *host) CallStarted(call provider.ToolCall) error {
+	return h.a.exec(func() error {
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		c := call
+		h.a.append(&Event{Type: EvToolCall, Turn: h.t.id, Call: &c}, Origin{})
+		return h.a.flush()
+	})
+}
+
+func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error) {
+	var w *waiting
+	err := h.a.exec(func() error {
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		w = &waiting{Approval: Approval{ID: "a_" + h.a.id + "_" + randomID(), Call: call, Tool: call.Name, Turn: h.t.id, Time: time.Now().UTC()},
+			answer: make(chan bool, 1)}
+		ap := w.Approval
+		h.a.append(&Event{Type: EvApprovalRequested, Turn: h.t.id, Approval: &ap}, Origin{})
+		h.a.approvals[w.ID] = w
+		return h.a.flush()
+	})
+	if err != nil {
+		return false, err
+	}
+	select {
+	case ok := <-w.answer:
+		return ok, nil
+	case <-ctx.Done():
+		// Stop cancels the question; an answer racing it is simply not read.
+		_ = h.a.exec(func() error {
+			if _, still := h.a.approvals[w.ID]; still && !h.t.aborted {
+				h.a.resolveApproval(w, false, "stopped", Origin{})
+				return h.a.flush()
+			}
+			return nil
+		})
+		return false, ctx.Err()
+	}
+}
+
+func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) error {
+	return h.a.exec(func() error {
+		if h.t.aborted {
+			return nil // shutdown: the call stays open and becomes a recovery
+		}
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		out := &ToolOutcome{CallID: call.ID, Name: call.Name, Content: res.Content, IsError: res.IsError, Handle: res.Handle, Size: len(res.Full)}
+		if res.Full == "" {
+			out.Size = len(res.Content)
+		}
+		ev := h.a.append(&Event{Type: EvToolResult, Turn: h.t.id, Result: out}, Origin{})
+		if res.IsError {
+			ev.Error = firstLine(res.Content)
+		}
+		if res.Handle != "" {
+			h.a.b.outputs = append(h.a.b.outputs, [2]string{res.Handle, res.Full})
+		}
+		h.a.msgs = append(h.a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
+			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: tokens.Count(res.Content)})
+		return h.a.flush()
+	})
+}
+
+func (h *host) Redirects() ([]provider.Message, error) {
+	var out []provider.Message
+	err := h.a.exec(func() error {
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		kept := h.a.pending[:0]
+		for _, p := range h.a.pending {
+			if p.Mode != ModeRedirect {
+				kept = append(kept, p)
+				continue
+			}
+			m := *p
+			m.State, m.Turn = MsgPicked, h.t.id
+			h.a.msgs = append(h.a.msgs, m)
+			h.a.append(&Event{Type: EvMessagePicked, Message: &m, Turn: h.t.id}, Origin{})
+			h.a.b.delPend = append(h.a.b.delPend, m.ID)
+			out = append(out, provider.Message{Role: provider.RoleUser, Content: m.Text, Tokens: m.Tokens})
+		}
+		h.a.pending = kept
+		return h.a.flush()
+	})
+	return out, err
+}
+
+func (a *actor) usable() error {
+	if a.broken != nil {
+		return a.broken
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+func (a *actor) resolveApproval(w *waiting, allow bool, reason string, o Origin) {
+	delete(a.approvals, w.ID)
+	ap := w.Approval
+	ap.Allow, ap.Reason = &allow, reason
+	a.append(&Event{Type: EvApprovalResolved, Turn: w.Turn, Approval: &ap}, o)
+	w.answer <- allow
+}
+
+func (a *actor) answerApproval(id string, allow bool, o Origin) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	w := a.approvals[id]
+	if w == nil {
+		return fmt.Errorf("approval %s is not waiting (answered already, or its turn ended): %w", id, ErrNotFound)
+	}
+	a.resolveApproval(w, allow, "", o)
+	return a.flush()
+}
+
+func (a *actor) answerRecovery(id, action string, o Origin) error {
+	if err := a.usable(); err != nil {
+		return err
+	}
+	r := a.recoveries[id]
+	if r == nil {
+		return fmt.Errorf("recovery %s is not waiting (answered already?): %w", id, ErrNotFound)
+	}
+	delete(a.recoveries, id)
+	res := *r
+	res.Action = action
+	a.append(&Event{Type: EvRecoveryResolved, Turn: r.Turn, Recovery: &res}, o)
+	a.settled[r.Call.ID] = action
+	a.meta.Resume = true
+	if err := a.flush(); err != nil {
+		return err
+	}
+	a.maybeStart()
+	return nil
+}
+
+// recoverAfterCrash turns what a dead process left open into records: an
+// interrupted turn, unanswered approvals, and calls without results, each of
+// which becomes one recovery (never two for the same call).
+func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[string]*Approval, held [][2]string) {
+	if a.meta.Turn != "" {
+		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: "interrupted",
+			Error: "the gateway stopped while this turn ran; it goes on when the chat is back"}, Origin{})
+		a.meta.Turn = ""
+		a.meta.Resume = true
+	}
+	for _, ap := range approvals {
+		allow, r := false, *ap
+		r.Allow, r.Reason = &allow, "interrupted"
+		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
+	}
+	recovering := map[string]bool{}
+	for _, r := range a.recoveries {
+		recovering[r.Call.ID] = true
+	}
+	// In record order, so recoveries are asked in the order calls ran.
+	var open []*Event
+	for _, ev := range started {
+		if !recovering[ev.Call.ID] && a.settled[ev.Call.ID] == "" {
+			open = append(open, ev)
+		}
+	}
+	sortEvents(open)
+	for _, ev := range open {
+		r := &Recovery{ID: "r_" + a.id + "_" + randomID(), Call: *ev.Call, Turn: ev.Turn, Time: time.Now().UTC()}
+		rc := *r
+		a.append(&Event{Type: EvRecoveryRequested, Turn: ev.Turn, Recovery: &rc, Call: &rc.Call}, Origin{})
+		a.recoveries[r.ID] = r
+		a.meta.Resume = true
+	}
+	for _, h := range held {
+		if r := a.recoveries[h[0]]; r != nil {
+			delete(a.recoveries, h[0])
+			res := *r
+			res.Action = h[1]
+			a.append(&Event{Type: EvRecoveryResolved, Turn: r.Turn, Recovery: &res}, Origin{})
+			a.settled[r.Call.ID] = h[1]
+		}
+		a.b.dirty = true
+		a.dropHeld = append(a.dropHeld, h[0])
+	}
+}
+
+func sortEvents(evs []*Event) {
+	for i := 1; i < len(evs); i++ {
+		for j := i; j > 0 && evs[j].Seq < evs[j-1].Seq; j-- {
+			evs[j], evs[j-1] = evs[j-1], evs[j]
+		}
+	}
+}
+
+// heldAnswers reads the recovery answers kept for chat while it was away.
+func heldAnswers(tx *bolt.Tx, chat string) [][2]string {
+	b := tx.Bucket(bucketHeld)
+	if b == nil {
+		return nil
+	}
+	var out [][2]string
+	prefix := []byte("r_" + chat + "_")
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		out = append(out, [2]string{string(k), string(v)})
+	}
+	return out
+}
+
+// chatOf returns the chat an approval or recovery id belongs to.
+func chatOf(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "a_")
+	if !ok {
+		if rest, ok = strings.CutPrefix(id, "r_"); !ok {
+			return "", false
+		}
+	}
+	i := strings.LastIndexByte(rest, '_')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// AnswerApproval allows or denies a call waiting for permission, from any
+// transport; the answer reaches the chat that owns it.
+func (s *Service) AnswerApproval(ctx context.Context, id string, allow bool, o Origin) error {
+	chat, ok := chatOf(id)
+	if !ok || !strings.HasPrefix(id, "a_") {
+		return fmt.Errorf("approval %q: %w", id, ErrNotFound)
+	}
+	return s.do(ctx, chat, func(a *actor) error { return a.answerApproval(id, allow, o) })
+}
+
+// AnswerRecovery answers an interrupted call with runtime.Repeat or
+// runtime.Skip. It reaches the chat that owns the call, whichever transport
+// it came from. When that chat cannot take it now the answer is held, and
+// delivered is false; it is delivered when the chat is loaded again.
+func (s *Service) AnswerRecovery(ctx context.Context, id, action string, o Origin) (delivered bool, err error) {
+	if action != runtime.Repeat && action != runtime.Skip {
+		return false, fmt.Errorf("%w: action must be repeat or skip", ErrBadInput)
+	}
+	chat, ok := chatOf(id)
+	if !ok || !strings.HasPrefix(id, "r_") {
+		return false, fmt.Errorf("recovery %q: %w", id, ErrNotFound)
+	}
+	err = s.do(ctx, chat, func(a *actor) error { return a.answerRecovery(id, action, o) })
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrBadInput), ctx.Err() != nil:
+		return false, err
+	}
+	// The chat is unavailable (shutting down, or its last write failed):
+	// keep the answer for when it is back.
+	if herr := s.store.Write(ctx, func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketHeld)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(id), []byte(action))
+	}); herr != nil {
+		return false, fmt.Errorf("%w (and holding the answer failed: %v)", err, herr)
+	}
+	return false, nil
+}
+
+// Command runs a slash command of a chat (/changes, /rewind N) and returns
+// what it says.
+func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (string, error) {
+	fields := strings.Fields(text)
+	if len(fields) == 0 || !strings.HasPrefix(fields[0], "/") {
+		return "", fmt.Errorf("%w: a command starts with /, such as /changes", ErrBadInput)
+	}
+	switch fields[0] {
+	case "/changes":
+		if s.opt.Ledger == nil {
+			return "No file tools are configured, so there are no changes.", nil
+		}
+		var out string
+		err := s.do(ctx, chat, func(a *actor) (err error) { out, err = s.opt.Ledger.Changes(a.id); return })
+		return out, err
+	case "/rewind":
+		if len(fields) != 2 {
+			return "", fmt.Errorf("%w: usage: /rewind N (a turn number from /changes)", ErrBadInput)
+		}
+		n, err := strconv.ParseUint(strings.TrimPrefix(fields[1], "t"), 10, 64)
+		if err != nil || n == 0 {
+			return "", fmt.Errorf("%w: /rewind takes a turn number, such as /rewind 12", ErrBadInput)
+		}
+		if s.opt.Ledger == nil {
+			return "", fmt.Errorf("%w: no file tools are configured", ErrBadInput)
+		}
+		var out string
+		err = s.do(ctx, chat, func(a *actor) error {
+			if a.turn != nil {
+				return fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
+			}
+			report, err := s.opt.Ledger.Rewind(a.id, n)
+			if err != nil {
+				return err
+			}
+			out = report
+			a.append(&Event{Type: EvRewind, Turn: "t" + strconv.FormatUint(n, 10), Text: report}, o)
+			return a.flush()
+		})
+		return out, err
+	case "/stop":
+		return "Stopped.", s.Stop(ctx, chat, o)
+	}
+	return "", fmt.Errorf("%w: unknown command %s (known: /changes, /rewind N, /stop)", ErrBadInput, fields[0])
+}

@@ -1,0 +1,391 @@
+// Package monitor owns Mirror's breakers: the circuits that open when a
+// provider model, a tool loop or the Telegram Bot API keeps failing.
+//
+// It owns three bbolt buckets in the one database file that cmd opens:
+//
+//   - "breakers": the current state of every breaker that has ever changed
+//     state, by breaker id, so an open breaker stays open across a restart;
+//   - "breaker_records": the canonical records, append-only and never pruned:
+//     every transition with its time, reason, trips and whether it was made
+//     by hand;
+//   - "breaker_display": the display history, one entry per closed incident,
+//     which Prune trims to breaker_history_days and breaker_history_max.
+//
+// Unresolved breakers (open or half open) are always shown, whatever their age
+// or the limits; the limits bound only the history of closed incidents.
+//
+// The package imports nothing of Mirror's but config; it knows no transport.
+// The gateway turns Snapshot into GET /api/breakers and calls Reset for
+// POST /api/breakers/{id}/reset.
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/robfig/cron/v3"
+	bolt "go.etcd.io/bbolt"
+)
+
+// State is where a breaker is in its cycle.
+type State string
+
+// The states of a breaker, spelled as the contract's BREAKER object spells them.
+const (
+	Closed   State = "closed"    // requests flow
+	Open     State = "open"      // requests are refused until the cooldown is over
+	HalfOpen State = "half_open" // one probe is let through to see if it works again
+)
+
+// Kind says what a breaker guards.
+type Kind string
+
+// The kinds of breaker.
+const (
+	KindProvider Kind = "provider"  // one model of one provider
+	KindToolLoop Kind = "tool_loop" // the same tool call failing again and again in one turn
+	KindTelegram Kind = "telegram"  // the Bot API
+)
+
+// Errors.
+var (
+	// ErrOpen is matched (errors.Is) by every *OpenError.
+	ErrOpen = errors.New("breaker open")
+	// ErrNotFound is returned by Reset for an id no breaker has.
+	ErrNotFound = errors.New("no such breaker")
+	// ErrClosed is returned by Start after Close.
+	ErrClosed = errors.New("monitor closed")
+)
+
+// Thresholds tune when breakers trip and how long they stay open. A zero
+// field takes its default (see DefaultThresholds).
+type Thresholds struct {
+	// Failures trips a breaker after this many consecutive failures.
+	Failures int
+	// Window, WindowMinRequests and WindowRatio trip a breaker when at least
+	// WindowRatio of at least WindowMinRequests requests in the last Window
+	// failed: a flaky upstream that fails every other request never reaches
+	// Failures in a row but is still unusable.
+	Window            time.Duration
+	WindowMinRequests int
+	WindowRatio       float64
+	// Cooldown is how long a breaker stays open after it first trips; each
+	// failed probe doubles it, up to MaxCooldown.
+	Cooldown    time.Duration
+	MaxCooldown time.Duration
+	// ProbeTimeout lets another probe through when the one in flight has not
+	// reported for this long, so a lost done call cannot wedge a breaker in
+	// half open forever.
+	ProbeTimeout time.Duration
+	// ToolLoopFailures trips a tool-loop breaker when the same call fails
+	// this many times in one turn.
+	ToolLoopFailures int
+}
+
+// DefaultThresholds are the thresholds used for zero fields.
+var DefaultThresholds = Thresholds{
+	Failures:          5,
+	Window:            time.Minute,
+	WindowMinRequests: 10,
+	WindowRatio:       0.5,
+	Cooldown:          30 * time.Second,
+	MaxCooldown:       10 * time.Minute,
+	ProbeTimeout:      2 * time.Minute,
+	ToolLoopFailures:  3,
+}
+
+func (t Thresholds) withDefaults() Thresholds {
+	d := DefaultThresholds
+	if t.Failures > 0 {
+		d.Failures = t.Failures
+	}
+	if t.Window > 0 {
+		d.Window = t.Window
+	}
+	if t.WindowMinRequests > 0 {
+		d.WindowMinRequests = t.WindowMinRequests
+	}
+	if t.WindowRatio > 0 {
+		d.WindowRatio = t.WindowRatio
+	}
+	if t.Cooldown > 0 {
+		d.Cooldown = t.Cooldown
+	}
+	if t.MaxCooldown > 0 {
+		d.MaxCooldown = t.MaxCooldown
+	}
+	if d.MaxCooldown < d.Cooldown {
+		d.MaxCooldown = d.Cooldown
+	}
+	if t.ProbeTimeout > 0 {
+		d.ProbeTimeout = t.ProbeTimeout
+	}
+	if t.ToolLoopFailures > 0 {
+		d.ToolLoopFailures = t.ToolLoopFailures
+	}
+	return d
+}
+
+// Options configure a Monitor. The zero value is usable.
+type Options struct {
+	// Clock tells the time; tests pass a fake one. Default time.Now.
+	Clock func() time.Time
+	// Log receives transitions and storage failures. Default: discarded.
+	Log        *slog.Logger
+	Thresholds Thresholds
+}
+
+// Monitor holds every breaker of the process. Its methods are safe for
+// concurrent use.
+type Monitor struct {
+	db    *bolt.DB
+	clock func() time.Time
+	log   *slog.Logger
+	th    Thresholds
+
+	historyDays int
+	historyMax  int
+	schedule    string
+
+	hub   *hub
+	stats stats
+
+	mu       sync.Mutex
+	breakers map[string]*Breaker
+	tools    map[string]*toolTurn // chat → failures of its running turn
+
+	cronMu sync.Mutex
+	cron   *cron.Cron
+	closed bool
+
+	closeOnce sync.Once
+
+	// pruned, when set (tests), receives the result of every scheduled prune.
+	pruned chan int
+}
+
+// Open creates the monitor's buckets in db if needed and loads the breakers
+// stored there, so a breaker that was open when the process stopped is open
+// again. The history limits and the prune schedule come from cfg. The
+// database stays the caller's: Close does not close it.
+func Open(db *bolt.DB, cfg *config.Config, opts Options) (*Monitor, error) {
+	if db == nil || cfg == nil {
+		return nil, errors.New("monitor: Open needs a database and a config")
+	}
+	m := &Monitor{
+		db:          db,
+		clock:       opts.Clock,
+		log:         opts.Log,
+		th:          opts.Thresholds.withDefaults(),
+		historyDays: cfg.BreakerHistoryDays,
+		historyMax:  cfg.BreakerHistoryMax,
+		schedule:    cfg.BreakerPruneSchedule,
+		breakers:    map[string]*Breaker{},
+		tools:       map[string]*toolTurn{},
+	}
+	if m.clock == nil {
+		m.clock = time.Now
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	// config.Validate refuses these; a Config built in code may still carry
+	// zeros, which would otherwise hide the whole history.
+	def := config.Default()
+	if m.historyDays <= 0 {
+		m.historyDays = def.BreakerHistoryDays
+	}
+	if m.historyMax <= 0 {
+		m.historyMax = def.BreakerHistoryMax
+	}
+	if m.schedule == "" {
+		m.schedule = def.BreakerPruneSchedule
+	}
+	if err := m.load(); err != nil {
+		return nil, err
+	}
+	m.hub = newHub(m.log)
+	return m, nil
+}
+
+// Start starts the cron job that prunes the display history on
+// breaker_prune_schedule (robfig/cron standard syntax, so "@every 1h" and
+// "0 3 * * *" both work). Breakers work without it; only pruning waits.
+// History applies the limits when it reads, so the display is right between
+// runs too. Calling Start twice is harmless.
+func (m *Monitor) Start() error {
+	sched, err := cron.ParseStandard(m.schedule)
+	if err != nil {
+		return fmt.Errorf("monitor: breaker_prune_schedule %q: %w", m.schedule, err)
+	}
+	m.cronMu.Lock()
+	defer m.cronMu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if m.cron != nil {
+		return nil
+	}
+	logger := cronLogger{m.log}
+	// SkipIfStillRunning: a prune that outlasts its interval (a huge history
+	// on a slow disk) must not pile up a second one behind it.
+	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)))
+	c.Schedule(sched, cron.FuncJob(m.pruneJob))
+	c.Start()
+	m.cron = c
+	return nil
+}
+
+func (m *Monitor) pruneJob() {
+	removed, err := m.Prune(m.now())
+	if err != nil {
+		m.log.Error("breaker history prune failed", "err", err)
+	} else if removed > 0 {
+		m.log.Info("breaker history pruned", "removed", removed)
+	}
+	if m.pruned != nil {
+		select {
+		case m.pruned <- removed:
+		default:
+		}
+	}
+}
+
+// Close stops the prune job, waiting for a run in progress, and delivers the
+// notifications already queued to subscribers. Breakers keep working in
+// memory afterwards (callers shutting down may still report), but nothing
+// more is published. It does not close the database.
+func (m *Monitor) Close() {
+	m.closeOnce.Do(func() {
+		m.cronMu.Lock()
+		m.closed = true
+		c := m.cron
+		m.cronMu.Unlock()
+		if c != nil {
+			<-c.Stop().Done()
+		}
+		m.hub.close()
+	})
+}
+
+// Subscribe calls fn with the view of a breaker after each of its state
+// changes is stored. Calls come from one goroutine of the monitor, in the
+// order the changes happened, never under a breaker's lock, so fn may call
+// back into the monitor; fn should return quickly, since later notifications
+// wait for it. cancel stops further calls (one already running finishes).
+func (m *Monitor) Subscribe(fn func(BreakerView)) (cancel func()) {
+	return m.hub.subscribe(fn)
+}
+
+// Provider returns the breaker of one model of one provider, creating it
+// closed on first use. Pass the provider's name (providers[].name) and the
+// provider's own model name (models[].model): the breaker guards the upstream,
+// so two configured models that call the same upstream model share it. Its id
+// is "provider:PROVIDER/MODEL".
+func (m *Monitor) Provider(provider, model string) *Breaker {
+	scope := provider + "/" + model
+	return m.breaker(string(KindProvider)+":"+scope, KindProvider, scope)
+}
+
+// Telegram returns the breaker of the Bot API, id "telegram:bot".
+func (m *Monitor) Telegram() *Breaker {
+	return m.breaker(string(KindTelegram)+":bot", KindTelegram, "bot")
+}
+
+func (m *Monitor) breaker(id string, kind Kind, scope string) *Breaker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.breakers[id]
+	if b == nil {
+		b = &Breaker{m: m, id: id, kind: kind, scope: scope, state: Closed}
+		m.breakers[id] = b
+	}
+	return b
+}
+
+func (m *Monitor) lookup(id string) *Breaker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.breakers[id]
+}
+
+func (m *Monitor) all() []*Breaker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	bs := make([]*Breaker, 0, len(m.breakers))
+	for _, b := range m.breakers {
+		bs = append(bs, b)
+	}
+	return bs
+}
+
+// Reset closes an open or half-open breaker by hand; the canonical record
+// and the history entry say it was manual. It reports false, with no error,
+// when the breaker was already closed (nothing is recorded then), and
+// ErrNotFound for an id no breaker has.
+func (m *Monitor) Reset(id string) (reset bool, err error) {
+	b := m.lookup(id)
+	if b == nil {
+		return false, fmt.Errorf("reset %q: %w", id, ErrNotFound)
+	}
+	now := m.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == Closed {
+		return false, nil
+	}
+	b.transition(now, Closed, "reset by hand", true)
+	return true, nil
+}
+
+// Unresolved returns every open and half-open breaker, newest first,
+// whatever its age: the history limits never hide one.
+func (m *Monitor) Unresolved() []BreakerView {
+	views := []BreakerView{}
+	for _, b := range m.all() {
+		if v := b.View(); v.State != Closed {
+			views = append(views, v)
+		}
+	}
+	sort.Slice(views, func(i, j int) bool {
+		a, b := views[i], views[j]
+		if !a.OpenedAt.Equal(*b.OpenedAt) {
+			return a.OpenedAt.After(*b.OpenedAt)
+		}
+		return a.ID < b.ID
+	})
+	return views
+}
+
+// Snapshot is the body of GET /api/breakers.
+type Snapshot struct {
+	Unresolved []BreakerView `json:"unresolved"`
+	History    []DayGroup    `json:"history"`
+}
+
+// Snapshot returns the unresolved breakers and the display history together.
+func (m *Monitor) Snapshot() (Snapshot, error) {
+	h, err := m.History()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return Snapshot{Unresolved: m.Unresolved(), History: h}, nil
+}
+
+// now is the clock in UTC without a monotonic reading, so stored and shown
+// times are RFC 3339 UTC and compare the same after a restart.
+func (m *Monitor) now() time.Time { return m.clock().UTC() }
+
+// cronLogger sends cron's logs to slog; its Info lines fire on every wake, so
+// they go to Debug.
+type cronLogger struct{ l *slog.Logger }
+
+func (c cronLogger) Info(msg string, kv ...any) { c.l.Debug("cron: "+msg, kv...) }
+func (c cronLogger) Error(err error, msg string, kv ...any) {
+	c.l.Error("cron: "+msg, append(kv, "err", err)...)
+}

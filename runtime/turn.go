@@ -1,0 +1,257 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// MaxSteps bounds the model requests of one turn: a model that keeps calling
+// tools is stopped rather than left to loop.
+const MaxSteps = 50
+
+// Policies of a tool.
+const (
+	PolicyAllow = "allow"
+	PolicyAsk   = "ask"
+	PolicyDeny  = "deny"
+)
+
+// Recovery actions for a call a crash interrupted.
+const (
+	Repeat = "repeat"
+	Skip   = "skip"
+)
+
+// ToolResult is what one tool call gave.
+type ToolResult struct {
+	Content string // what the model reads (a preview when Full is long)
+	Full    string // the whole output, kept
+	Handle  string // names Full when Content is a preview
+	IsError bool
+}
+
+// Tools runs tool calls; *tools.Registry implements it.
+type Tools interface {
+	Definitions() []provider.Tool
+	Policy(name string) string
+	Check(call provider.ToolCall) error
+	Run(ctx context.Context, call provider.ToolCall, chat string, turn uint64) ToolResult
+}
+
+// Host is what a turn needs from the chat it runs in: a journal that is
+// durable when each method returns, the person's approvals, and the redirect
+// messages waiting at a tool boundary.
+type Host interface {
+	// Step stores an assistant message that asks for tool calls.
+	Step(text string, calls []provider.ToolCall) error
+	// CallStarted journals a call before it runs.
+	CallStarted(call provider.ToolCall) error
+	// Approve asks the person about a call; it blocks until they answer or
+	// ctx is done.
+	Approve(ctx context.Context, call provider.ToolCall) (bool, error)
+	// CallFinished journals a call's result.
+	CallFinished(call provider.ToolCall, res ToolResult) error
+	// Redirects returns the messages sent to steer the running turn, now
+	// picked up.
+	Redirects() ([]provider.Message, error)
+}
+
+// TurnInput is what a turn reads: the chain to ask and the conversation so far,
+// oldest first, ending with the messages the turn picked up.
+type TurnInput struct {
+	Chat    string
+	Turn    uint64
+	Chain   string
+	History []provider.Message
+	// Host journals tool calls; nil offers the model no tools.
+	Host Host
+	// Settle says, by call id, what to do with calls the history left
+	// without a result because a crash interrupted them: Repeat or Skip.
+	// Open calls not named here had not started, and run as usual.
+	Settle map[string]string
+}
+
+// TurnResult is a turn's answer.
+type TurnResult struct {
+	Reply string // the final answer (on failure or stop: the partial one)
+	Usage provider.Usage
+	Model string
+	Steps int
+}
+
+// SkippedResult is what the model reads for an interrupted call that was not
+// repeated.
+const SkippedResult = "This call was interrupted (the gateway stopped while it ran) and was not repeated."
+
+// Run answers one turn, calling tools as the model asks. onDelta receives
+// streamed text in order; if it returns an error the turn stops with it. On
+// cancellation Run returns the partial reply with ctx's error.
+func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
+	chain := e.chains[in.Chain]
+	if len(chain) == 0 {
+		return TurnResult{}, fmt.Errorf("no chain %q", in.Chain)
+	}
+	msgs := make([]provider.Message, 0, len(in.History)+8)
+	msgs = append(msgs, provider.Message{Role: provider.RoleSystem, Content: SystemPrompt})
+	msgs = append(msgs, in.History...)
+	var out TurnResult
+	tools := e.tools
+	if in.Host == nil {
+		tools = nil
+	}
+	var defs []provider.Tool
+	if tools != nil {
+		defs = tools.Definitions()
+		// A resumed turn first settles the calls its history left open.
+		for _, call := range openCalls(in.History) {
+			res, err := e.settle(ctx, in, call)
+			if err != nil {
+				return out, err
+			}
+			msgs = append(msgs, toolMessage(call, res))
+		}
+	}
+	for {
+		if out.Steps == MaxSteps {
+			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
+		}
+		out.Steps++
+		res, model, err := e.answer(ctx, chain, provider.Request{Messages: msgs, Tools: defs}, onDelta)
+		out.Usage.InputTokens += res.Usage.InputTokens
+		out.Usage.OutputTokens += res.Usage.OutputTokens
+		out.Usage.CachedTokens += res.Usage.CachedTokens
+		out.Reply, out.Model = res.Text, model
+		if err != nil || len(res.ToolCalls) == 0 || tools == nil {
+			return out, err
+		}
+		if err := in.Host.Step(res.Text, res.ToolCalls); err != nil {
+			return out, err
+		}
+		msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+		for _, call := range res.ToolCalls {
+			if err := in.Host.CallStarted(call); err != nil {
+				return out, err
+			}
+			r, err := e.runCall(ctx, in, call)
+			if err != nil {
+				return out, err
+			}
+			msgs = append(msgs, toolMessage(call, r))
+		}
+		if err := ctx.Err(); err != nil {
+			out.Reply = ""
+			return out, err
+		}
+		// The tool boundary: messages sent to steer the turn are read now.
+		red, err := in.Host.Redirects()
+		if err != nil {
+			return out, err
+		}
+		msgs = append(msgs, red...)
+	}
+}
+
+// settle runs (Repeat) or skips a call a crash interrupted, or runs a call
+// that had not started.
+func (e *Engine) settle(ctx context.Context, in TurnInput, call provider.ToolCall) (ToolResult, error) {
+	switch in.Settle[call.ID] {
+	case Skip:
+		res := ToolResult{Content: SkippedResult, Full: SkippedResult, IsError: true}
+		return res, in.Host.CallFinished(call, res)
+	case Repeat:
+		return e.runCall(ctx, in, call) // journaled already: no second tool.call
+	default:
+		if err := in.Host.CallStarted(call); err != nil {
+			return ToolResult{}, err
+		}
+		return e.runCall(ctx, in, call)
+	}
+}
+
+// runCall checks a journaled call against its schema and policy, asks the
+// person when the policy says so, runs it, and journals the result.
+func (e *Engine) runCall(ctx context.Context, in TurnInput, call provider.ToolCall) (ToolResult, error) {
+	var res ToolResult
+	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
+	if err := e.tools.Check(call); err != nil {
+		res = fail(err.Error())
+	} else {
+		switch e.tools.Policy(call.Name) {
+		case PolicyAllow:
+			res = e.tools.Run(ctx, call, in.Chat, in.Turn)
+		case PolicyAsk:
+			ok, err := in.Host.Approve(ctx, call)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				res = fail("Not run: the turn was stopped while waiting for permission.")
+			case err != nil:
+				return res, err
+			case !ok:
+				res = fail("Not run: the person denied this call.")
+			default:
+				res = e.tools.Run(ctx, call, in.Chat, in.Turn)
+			}
+		default:
+			res = fail(fmt.Sprintf("Not run: the tool %s is not allowed here (policy deny).", call.Name))
+		}
+	}
+	return res, in.Host.CallFinished(call, res)
+}
+
+// openCalls returns the calls of the last assistant message that the history
+// gives no result for.
+func openCalls(h []provider.Message) []provider.ToolCall {
+	for i := len(h) - 1; i >= 0; i-- {
+		m := h[i]
+		if m.Role == provider.RoleUser {
+			return nil
+		}
+		if m.Role != provider.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		done := map[string]bool{}
+		for _, r := range h[i+1:] {
+			if r.Role == provider.RoleTool {
+				done[r.ToolCallID] = true
+			}
+		}
+		var open []provider.ToolCall
+		for _, c := range m.ToolCalls {
+			if !done[c.ID] {
+				open = append(open, c)
+			}
+		}
+		return open
+	}
+	return nil
+}
+
+func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
+	return provider.Message{Role: provider.RoleTool, ToolCallID: call.ID, Content: r.Content}
+}
+
+// answer asks the chain: models in order, falling over only when nothing was
+// streamed yet and the failure is one another model may not share.
+func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, onDelta func(string) error) (provider.Result, string, error) {
+	var lastErr error
+	for _, m := range chain {
+		streamed := false
+		r := req
+		r.Model, r.MaxTokens = m.Remote, m.MaxOutput
+		res, err := e.ask(ctx, m, r, func(d provider.Delta) error {
+			streamed = true
+			return onDelta(d.Text)
+		})
+		if err == nil || streamed || ctx.Err() != nil || !provider.ClassOf(err).Retryable() {
+			return res, m.Name, err
+		}
+		lastErr = err
+	}
+	if lastErr == nil {
+		lastErr = errors.New("empty chain")
+	}
+	return provider.Result{}, "", lastErr
+}
