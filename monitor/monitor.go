@@ -14,6 +14,11 @@
 // Unresolved breakers (open or half open) are always shown, whatever their age
 // or the limits; the limits bound only the history of closed incidents.
 //
+// A state change is stored before it is published, in its own bbolt
+// transaction, so never call a breaker (Allow's done, ToolFailure, Reset...)
+// from inside another bbolt write transaction on the same file: bbolt has one
+// writer at a time and the two would wait for each other.
+//
 // The package imports nothing of Mirror's but config; it knows no transport.
 // The gateway turns Snapshot into GET /api/breakers and calls Reset for
 // POST /api/breakers/{id}/reset.
@@ -37,9 +42,9 @@ type State string
 
 // The states of a breaker, spelled as the contract's BREAKER object spells them.
 const (
-	Closed   State = "closed"    // requests flow
-	Open     State = "open"      // requests are refused until the cooldown is over
-	HalfOpen State = "half_open" // one probe is let through to see if it works again
+	StateClosed   State = "closed"    // requests flow
+	StateOpen     State = "open"      // requests are refused until the cooldown is over
+	StateHalfOpen State = "half_open" // one probe is let through to see if it works again
 )
 
 // Kind says what a breaker guards.
@@ -292,7 +297,11 @@ func (m *Monitor) Provider(provider, model string) *Breaker {
 	return m.breaker(string(KindProvider)+":"+scope, KindProvider, scope)
 }
 
-// Telegram returns the breaker of the Bot API, id "telegram:bot".
+// Telegram returns the breaker of the Bot API, id "telegram:bot", scope
+// "bot". Report unreachable (ClassNetwork, ClassTimeout) and 5xx
+// (ClassServer) answers; a 429 from Telegram is per-chat flood control that
+// the sender paces, not an outage, so report it with a class that does not
+// count (such as ClassBadRequest) or not at all.
 func (m *Monitor) Telegram() *Breaker {
 	return m.breaker(string(KindTelegram)+":bot", KindTelegram, "bot")
 }
@@ -302,7 +311,7 @@ func (m *Monitor) breaker(id string, kind Kind, scope string) *Breaker {
 	defer m.mu.Unlock()
 	b := m.breakers[id]
 	if b == nil {
-		b = &Breaker{m: m, id: id, kind: kind, scope: scope, state: Closed}
+		b = &Breaker{m: m, id: id, kind: kind, scope: scope, state: StateClosed}
 		m.breakers[id] = b
 	}
 	return b
@@ -336,10 +345,10 @@ func (m *Monitor) Reset(id string) (reset bool, err error) {
 	now := m.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == Closed {
+	if b.state == StateClosed {
 		return false, nil
 	}
-	b.transition(now, Closed, "reset by hand", true)
+	b.transition(now, StateClosed, "reset by hand", true)
 	return true, nil
 }
 
@@ -348,7 +357,7 @@ func (m *Monitor) Reset(id string) (reset bool, err error) {
 func (m *Monitor) Unresolved() []BreakerView {
 	views := []BreakerView{}
 	for _, b := range m.all() {
-		if v := b.View(); v.State != Closed {
+		if v := b.View(); v.State != StateClosed {
 			views = append(views, v)
 		}
 	}

@@ -329,6 +329,10 @@ type frame struct {
 	ClientID string  `json:"client_id"`
 	Mode     string  `json:"mode"`
 	Message  string  `json:"message"`
+	Approval string  `json:"approval"`
+	Allow    *bool   `json:"allow"`
+	Recovery string  `json:"recovery"`
+	Action   string  `json:"action"`
 }
 
 // handle answers one frame; false ends the socket.
@@ -426,6 +430,33 @@ func (c *conn) handle(data []byte) bool {
 				if err := svc.Stop(ctx, f.Chat, o); err != nil {
 					c.failErr(f.Req, f.Chat, err)
 				}
+			}()
+		}
+	case "approval.answer":
+		if need(f.Approval != "" && f.Allow != nil, "approval and allow") {
+			err = svc.AnswerApproval(ctx, f.Approval, *f.Allow, o)
+		}
+	case "recovery.answer":
+		if need(f.Recovery != "" && f.Action != "", "recovery and action (repeat or skip)") {
+			var delivered bool
+			if delivered, err = svc.AnswerRecovery(ctx, f.Recovery, f.Action, o); err == nil {
+				c.send(map[string]any{"type": "recovery.answered", "recovery": f.Recovery, "delivered": delivered, "req": omit(f.Req)})
+			}
+		}
+	case "chat.command":
+		if need(f.Chat != "" && f.Text != nil, "chat and text") {
+			// A command may wait (for /stop); the socket keeps reading.
+			c.ops.Add(1)
+			go func() {
+				defer c.ops.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				out, err := svc.Command(ctx, f.Chat, *f.Text, o)
+				if err != nil {
+					c.failErr(f.Req, f.Chat, err)
+					return
+				}
+				c.send(map[string]any{"type": "command.result", "chat": f.Chat, "text": out, "req": omit(f.Req)})
 			}()
 		}
 	case "":
