@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
@@ -23,6 +24,7 @@ const SystemPrompt = "You are Mirror, a helpful assistant reached through a chat
 // Model is one configured model bound to its provider.
 type Model struct {
 	Name      string // config models[].name
+	ProvName  string // config providers[].name, for its breaker
 	Provider  provider.Provider
 	Remote    string // the provider's own model name
 	Window    int
@@ -31,7 +33,8 @@ type Model struct {
 
 // Engine runs turns. It is safe for concurrent use by every chat.
 type Engine struct {
-	tools  Tools // nil: no tools offered
+	tools  Tools            // nil: no tools offered
+	mon    *monitor.Monitor // nil: no breakers
 	models map[string]*Model
 	chains map[string][]*Model
 	roles  config.Roles
@@ -67,7 +70,7 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 	}
 	models := make([]*Model, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
-		models = append(models, &Model{Name: m.Name, Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput})
+		models = append(models, &Model{Name: m.Name, ProvName: m.Provider, Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput})
 	}
 	return NewEngine(models, cfg.Chains, cfg.Roles, cfg.Limits.ProviderConcurrency)
 }
@@ -98,6 +101,10 @@ func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, 
 // SetTools offers t to the model in every turn that has a Host. Call it
 // before the first turn.
 func (e *Engine) SetTools(t Tools) { e.tools = t }
+
+// SetMonitor guards every model with its provider breaker: a chain skips a
+// model whose breaker is open. Call it before the first turn.
+func (e *Engine) SetMonitor(m *monitor.Monitor) { e.mon = m }
 
 // HasChain reports whether name is a configured chain.
 func (e *Engine) HasChain(name string) bool { _, ok := e.chains[name]; return ok }

@@ -238,6 +238,15 @@ func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
 func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, onDelta func(string) error) (provider.Result, string, error) {
 	var lastErr error
 	for _, m := range chain {
+		done := func(error, string) {}
+		if e.mon != nil {
+			d, err := e.mon.Provider(m.ProvName, m.Remote).Allow()
+			if err != nil {
+				lastErr = err // open: the next model answers
+				continue
+			}
+			done = d
+		}
 		streamed := false
 		r := req
 		r.Model, r.MaxTokens = m.Remote, m.MaxOutput
@@ -245,6 +254,11 @@ func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Reques
 			streamed = true
 			return onDelta(d.Text)
 		})
+		if err != nil && ctx.Err() != nil {
+			done(ctx.Err(), "canceled") // a stopped turn is not the provider's failure
+		} else {
+			done(err, string(provider.ClassOf(err)))
+		}
 		if err == nil || streamed || ctx.Err() != nil || !provider.ClassOf(err).Retryable() {
 			return res, m.Name, err
 		}

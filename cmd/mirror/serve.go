@@ -20,6 +20,7 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/gateway"
+	"github.com/mirror-gateway/mirror/monitor"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
 )
 
@@ -140,6 +141,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return usageError{err}
 	}
+	mon, err := monitor.Open(db, cfg, monitor.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer mon.Close()
+	if err := mon.Start(); err != nil {
+		return usageError{err}
+	}
+	engine.SetMonitor(mon)
 	store, err := chats.NewStore(db)
 	if err != nil {
 		return err
