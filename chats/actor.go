@@ -77,6 +77,7 @@ type turn struct {
 	stoppers []Origin
 	waiters  []chan struct{}
 	aborted  bool // cut short by shutdown: open calls stay open, to recover
+	start    time.Time
 }
 
 // waiting is an approval a turn is blocked on.
@@ -154,6 +155,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 	a.meta.Pending = len(a.pending)
 	a.meta.State = StateIdle
 	a.listed = a.meta
+	s.queued.Add(int64(a.meta.Pending))
 	return a, nil
 }
 
@@ -343,6 +345,9 @@ func (a *actor) flush() error {
 		a.showText(t, t.text.String())
 	}
 	if l := a.listed; l.State != meta.State || l.Pending != meta.Pending || l.Title != meta.Title {
+		if d := meta.Pending - l.Pending; d != 0 {
+			a.s.opt.Metrics.QueueDepth(int(a.s.queued.Add(int64(d))))
+		}
 		a.listed = meta
 		a.s.notifyList(meta, false, nil)
 	}
@@ -629,7 +634,7 @@ func (a *actor) maybeStart() {
 	a.b.dirty = true
 
 	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &turn{id: id, cancel: cancel, seq: ev.Seq}
+	t := &turn{id: id, cancel: cancel, seq: ev.Seq, start: time.Now()}
 	a.turn = t
 	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, History: a.history(), Host: &host{a: a, t: t}, Settle: a.settled}
 	a.settled = map[string]string{}
@@ -750,6 +755,14 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 			a.msgs = append(a.msgs, *ev.Message)
 		}
 	}
+	outcome := "ok"
+	switch {
+	case stopped:
+		outcome = "stopped"
+	case err != nil:
+		outcome = "failed"
+	}
+	a.s.opt.Metrics.TurnFinished(res.Model, time.Since(t.start), res.Usage.InputTokens, res.Usage.OutputTokens, res.Usage.CachedTokens, outcome)
 	a.turn = nil
 	if err := a.flush(); err == nil && fin != nil && len(t.stoppers) > 1 {
 		// Everyone who pressed Stop gets the answer; the first got the event.

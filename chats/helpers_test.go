@@ -11,6 +11,8 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 )
@@ -63,6 +65,11 @@ type env struct {
 	store *Store
 	svc   *Service
 	gate  *gate
+	// With tools, the model is the builtin one (it calls tools on
+	// "/tool NAME {json}") and the tools run in workspace.
+	tools     bool
+	workspace string
+	ledger    *tools.Ledger
 }
 
 func newEnv(t *testing.T, g *gate) *env {
@@ -83,13 +90,40 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: e.gate, Remote: "fake", Window: 128000}},
+	var model provider.Provider = e.gate
+	if e.tools {
+		model = builtin.New(0)
+	}
+	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: model, Remote: "fake", Window: 128000}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	opt := Options{Store: store, Turner: eng, Idle: time.Minute}
+	if e.tools {
+		if e.ledger, err = tools.NewLedger(db); err != nil {
+			e.t.Fatal(err)
+		}
+		reg, err := tools.New(tools.Options{Workspace: e.workspace, Ledger: e.ledger,
+			Policies: map[string]tools.Policy{"write_file": tools.Allow, "edit_file": tools.Allow, "shell": tools.Ask}})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		eng.SetTools(reg)
+		opt.Ledger, opt.Workspace = e.ledger, reg.Workspace()
+	}
 	e.db, e.store = db, store
-	e.svc = New(Options{Store: store, Turner: eng, Idle: time.Minute})
+	e.svc = New(opt)
+}
+
+// newToolEnv is an env whose model is the builtin one and whose chats run
+// real tools in a temporary workspace.
+func newToolEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "mirror.db"), tools: true, workspace: filepath.Join(t.TempDir(), "ws")}
+	e.start()
+	t.Cleanup(e.stop)
+	return e
 }
 
 func (e *env) stop() {

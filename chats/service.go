@@ -18,11 +18,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -55,9 +58,13 @@ type Options struct {
 	// PickupDelay is how long the start of a turn may wait to be committed
 	// together with its first text. Zero uses 20ms.
 	PickupDelay time.Duration
-	// Ledger serves /changes and /rewind; nil when no file tools run.
-	Ledger Ledger
-	Log    *slog.Logger
+	// Ledger serves /changes and /rewind of the files in Workspace; nil
+	// when no file tools run.
+	Ledger    *tools.Ledger
+	Workspace string
+	// Metrics counts turns and queue depth; nil counts nothing.
+	Metrics *monitor.Metrics
+	Log     *slog.Logger
 }
 
 // Service is the registry of chats and the API transports use.
@@ -75,6 +82,8 @@ type Service struct {
 
 	watchMu  sync.RWMutex
 	watchers map[ListWatcher]struct{}
+
+	queued atomic.Int64 // pending messages of the chats in memory
 }
 
 type shard struct {

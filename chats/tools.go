@@ -12,6 +12,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -20,14 +21,6 @@ var (
 	bucketOutputs = []byte("tool_outputs") // chat id → bucket: handle → whole tool output
 	bucketHeld    = []byte("held_answers") // recovery id → action, for a chat that could not take it
 )
-
-// Ledger is the file-tool change ledger a chat's /changes and /rewind read.
-type Ledger interface {
-	// Changes describes the chat's file changes, sanitized, as text.
-	Changes(chat string) (string, error)
-	// Rewind restores the workspace to before turn, and describes what it did.
-	Rewind(chat string, turn uint64) (string, error)
-}
 
 // exec runs f on the actor's goroutine and returns its error; the turn's
 // goroutine uses it to journal.
@@ -349,7 +342,11 @@ func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (str
 			return "No file tools are configured, so there are no changes.", nil
 		}
 		var out string
-		err := s.do(ctx, chat, func(a *actor) (err error) { out, err = s.opt.Ledger.Changes(a.id); return })
+		err := s.do(ctx, chat, func(a *actor) error {
+			list, err := s.opt.Ledger.Changes(a.id)
+			out = describeChanges(list)
+			return err
+		})
 		return out, err
 	case "/rewind":
 		if len(fields) != 2 {
@@ -367,12 +364,12 @@ func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (str
 			if a.turn != nil {
 				return fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
 			}
-			report, err := s.opt.Ledger.Rewind(a.id, n)
+			report, err := s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
 			if err != nil {
 				return err
 			}
-			out = report
-			a.append(&Event{Type: EvRewind, Turn: "t" + strconv.FormatUint(n, 10), Text: report}, o)
+			out = describeRewind(report)
+			a.append(&Event{Type: EvRewind, Turn: "t" + strconv.FormatUint(n, 10), Text: out}, o)
 			return a.flush()
 		})
 		return out, err
@@ -380,4 +377,39 @@ func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (str
 		return "Stopped.", s.Stop(ctx, chat, o)
 	}
 	return "", fmt.Errorf("%w: unknown command %s (known: /changes, /rewind N, /stop)", ErrBadInput, fields[0])
+}
+
+// describeChanges lists file changes for /changes: sanitized metadata only.
+func describeChanges(list []tools.ChangeInfo) string {
+	if len(list) == 0 {
+		return "No file changes in this chat."
+	}
+	var b strings.Builder
+	b.WriteString("File changes in this chat (turn, status, path, bytes before → after):\n")
+	for _, c := range list {
+		path := c.Path
+		if c.Hidden {
+			path = "(a path that looks secret)"
+		}
+		fmt.Fprintf(&b, "  turn %d  %-8s  %s  %d → %d\n", c.Turn, c.Status, path, c.BytesBefore, c.BytesAfter)
+	}
+	b.WriteString("Undo with /rewind N: the workspace goes back to before turn N.")
+	return b.String()
+}
+
+// describeRewind says what /rewind did, sanitized.
+func describeRewind(r tools.RewindReport) string {
+	var b strings.Builder
+	b.WriteString(r.String())
+	for _, f := range r.Files {
+		path := f.Path
+		if f.Hidden {
+			path = "(a path that looks secret)"
+		}
+		fmt.Fprintf(&b, "\n  %s  %s", f.Outcome, path)
+		if f.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", f.Reason)
+		}
+	}
+	return b.String()
 }

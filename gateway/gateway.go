@@ -16,6 +16,7 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/gateway/web"
 	"github.com/mirror-gateway/mirror/gateway/ws"
+	"github.com/mirror-gateway/mirror/monitor"
 )
 
 // Options configure a Server.
@@ -26,6 +27,11 @@ type Options struct {
 	// Addr is the address actually listened on (host:port), for the Origin check.
 	Addr string
 	Log  *slog.Logger
+	// Monitor serves /api/breakers, the /monitor dashboard's feed and the
+	// breaker series of /metrics; nil answers 503 there.
+	Monitor *monitor.Monitor
+	// Metrics serves /metrics; nil answers 503.
+	Metrics *monitor.Metrics
 }
 
 // Server serves every HTTP route of the gateway.
@@ -35,6 +41,7 @@ type Server struct {
 	hub  *ws.Hub
 	mux  *http.ServeMux
 	log  *slog.Logger
+	mon  *monitorSide
 }
 
 // New builds the server and its routes.
@@ -62,6 +69,7 @@ func New(opt Options) *Server {
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.Handle("GET /api/chats", s.need(http.HandlerFunc(s.apiChats)))
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
+	s.monitorRoutes()
 	return s
 }
 
@@ -77,8 +85,11 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// Close closes every WebSocket and waits for them.
-func (s *Server) Close() { s.hub.Close() }
+// Close closes every WebSocket and live monitor feed and waits for them.
+func (s *Server) Close() {
+	s.closeMonitorFeeds()
+	s.hub.Close()
+}
 
 // Sockets returns how many WebSockets are open.
 func (s *Server) Sockets() int { return s.hub.Count() }

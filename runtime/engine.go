@@ -16,6 +16,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
 // SystemPrompt is the fixed prompt every chat request starts with.
@@ -33,7 +34,7 @@ type Model struct {
 
 // Engine runs turns. It is safe for concurrent use by every chat.
 type Engine struct {
-	tools  Tools            // nil: no tools offered
+	tools  *tools.Registry  // nil: no tools offered
 	mon    *monitor.Monitor // nil: no breakers
 	models map[string]*Model
 	chains map[string][]*Model
@@ -100,7 +101,7 @@ func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, 
 
 // SetTools offers t to the model in every turn that has a Host. Call it
 // before the first turn.
-func (e *Engine) SetTools(t Tools) { e.tools = t }
+func (e *Engine) SetTools(t *tools.Registry) { e.tools = t }
 
 // SetMonitor guards every model with its provider breaker: a chain skips a
 // model whose breaker is open. Call it before the first turn.

@@ -6,18 +6,12 @@ import (
 	"fmt"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
 // MaxSteps bounds the model requests of one turn: a model that keeps calling
 // tools is stopped rather than left to loop.
 const MaxSteps = 50
-
-// Policies of a tool.
-const (
-	PolicyAllow = "allow"
-	PolicyAsk   = "ask"
-	PolicyDeny  = "deny"
-)
 
 // Recovery actions for a call a crash interrupted.
 const (
@@ -26,20 +20,7 @@ const (
 )
 
 // ToolResult is what one tool call gave.
-type ToolResult struct {
-	Content string // what the model reads (a preview when Full is long)
-	Full    string // the whole output, kept
-	Handle  string // names Full when Content is a preview
-	IsError bool
-}
-
-// Tools runs tool calls; *tools.Registry implements it.
-type Tools interface {
-	Definitions() []provider.Tool
-	Policy(name string) string
-	Check(call provider.ToolCall) error
-	Run(ctx context.Context, call provider.ToolCall, chat string, turn uint64) ToolResult
-}
+type ToolResult = tools.Result
 
 // Host is what a turn needs from the chat it runs in: a journal that is
 // durable when each method returns, the person's approvals, and the redirect
@@ -98,13 +79,13 @@ func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string
 	msgs = append(msgs, provider.Message{Role: provider.RoleSystem, Content: SystemPrompt})
 	msgs = append(msgs, in.History...)
 	var out TurnResult
-	tools := e.tools
+	reg := e.tools
 	if in.Host == nil {
-		tools = nil
+		reg = nil
 	}
 	var defs []provider.Tool
-	if tools != nil {
-		defs = tools.Definitions()
+	if reg != nil {
+		defs = reg.Definitions()
 		// A resumed turn first settles the calls its history left open.
 		for _, call := range openCalls(in.History) {
 			res, err := e.settle(ctx, in, call)
@@ -124,7 +105,7 @@ func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string
 		out.Usage.OutputTokens += res.Usage.OutputTokens
 		out.Usage.CachedTokens += res.Usage.CachedTokens
 		out.Reply, out.Model = res.Text, model
-		if err != nil || len(res.ToolCalls) == 0 || tools == nil {
+		if err != nil || len(res.ToolCalls) == 0 || reg == nil {
 			return out, err
 		}
 		if err := in.Host.Step(res.Text, res.ToolCalls); err != nil {
@@ -175,14 +156,15 @@ func (e *Engine) settle(ctx context.Context, in TurnInput, call provider.ToolCal
 // person when the policy says so, runs it, and journals the result.
 func (e *Engine) runCall(ctx context.Context, in TurnInput, call provider.ToolCall) (ToolResult, error) {
 	var res ToolResult
+	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID}
 	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
 	if err := e.tools.Check(call); err != nil {
 		res = fail(err.Error())
 	} else {
 		switch e.tools.Policy(call.Name) {
-		case PolicyAllow:
-			res = e.tools.Run(ctx, call, in.Chat, in.Turn)
-		case PolicyAsk:
+		case tools.Allow:
+			res = e.tools.Run(ctx, call, meta)
+		case tools.Ask:
 			ok, err := in.Host.Approve(ctx, call)
 			switch {
 			case err != nil && ctx.Err() != nil:
@@ -192,7 +174,7 @@ func (e *Engine) runCall(ctx context.Context, in TurnInput, call provider.ToolCa
 			case !ok:
 				res = fail("Not run: the person denied this call.")
 			default:
-				res = e.tools.Run(ctx, call, in.Chat, in.Turn)
+				res = e.tools.Run(ctx, call, meta)
 			}
 		default:
 			res = fail(fmt.Sprintf("Not run: the tool %s is not allowed here (policy deny).", call.Name))

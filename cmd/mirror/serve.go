@@ -22,6 +22,7 @@ import (
 	"github.com/mirror-gateway/mirror/gateway"
 	"github.com/mirror-gateway/mirror/monitor"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
 // DBFile is the database's name inside the data dir.
@@ -150,12 +151,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return usageError{err}
 	}
 	engine.SetMonitor(mon)
+	ledger, err := tools.NewLedger(db)
+	if err != nil {
+		return err
+	}
+	toolbox, err := tools.New(tools.OptionsFrom(cfg, ledger))
+	if err != nil {
+		return usageError{err}
+	}
+	engine.SetTools(toolbox)
 	store, err := chats.NewStore(db)
 	if err != nil {
 		return err
 	}
+	metrics := monitor.NewMetrics()
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
-		TurnTimeout: cfg.Limits.TurnTimeout, Log: log})
+		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -163,7 +174,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		store.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(), Log: log})
+	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(),
+		Monitor: mon, Metrics: metrics, Log: log})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

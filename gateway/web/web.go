@@ -10,6 +10,9 @@
 //
 //	GET /          Index(), after auth
 //	GET /login     LoginPage(); a wrong token answers 401 with LoginPageWithError(msg)
+//	GET /monitor   MonitorPage(), after auth: the breaker dashboard (it loads
+//	               /static/style.css, /static/monitor.css, /static/monitor.js;
+//	               its DOM contract is described at the top of static/monitor.js)
 //	GET /static/*  the files of Static() (index.html loads /static/style.css,
 //	               /static/app.js, /static/markdown.js, /static/favicon.svg)
 //
@@ -28,9 +31,10 @@ import (
 var files embed.FS
 
 var (
-	static    fs.FS
-	indexHTML []byte
-	loginHTML []byte
+	static      fs.FS
+	indexHTML   []byte
+	loginHTML   []byte
+	monitorHTML []byte
 )
 
 // errorMarker is where LoginPageWithError puts its message in login.html.
@@ -44,6 +48,7 @@ func init() {
 	static = sub
 	indexHTML = mustRead("index.html")
 	loginHTML = mustRead("login.html")
+	monitorHTML = mustRead("monitor.html")
 	if !bytes.Contains(loginHTML, []byte(errorMarker)) {
 		panic("web: login.html has no " + errorMarker)
 	}
@@ -58,12 +63,16 @@ func mustRead(name string) []byte {
 }
 
 // Static returns the embedded static files (index.html, app.js, markdown.js,
+// monitor.html, monitor.js, monitor.css,
 // style.css, favicon.svg, login.html) at the root of the returned FS, ready for
 // http.FileServerFS under /static/.
 func Static() fs.FS { return static }
 
 // Index returns the chat page (a copy the caller may keep).
 func Index() []byte { return bytes.Clone(indexHTML) }
+
+// MonitorPage returns the breaker dashboard (a copy the caller may keep).
+func MonitorPage() []byte { return bytes.Clone(monitorHTML) }
 
 // LoginPage returns the login page: a form that POSTs field "token" to /login.
 func LoginPage() []byte { return LoginPageWithError("") }

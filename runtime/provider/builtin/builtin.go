@@ -15,15 +15,39 @@
 //     code block, to check rendering in each transport;
 //   - "long": several paragraphs, to exercise long streams, scrolling and stop.
 //
+// # Calling tools
+//
+// The model calls a tool only when told to, so the whole tool path (schema
+// check, policy, approval, run, result) can be driven offline and in tests.
+// When the last message is from the user and reads
+//
+//	/tool NAME {json}
+//
+// (the JSON arguments are optional and default to {}), the answer is exactly
+// one call of NAME with those arguments, passed on as written, even when they
+// are not valid JSON, so a bad call can be tested too. The call's id is
+// "call_" followed by the number of messages in the request, its finish
+// reason "tool_calls", and it carries no text. NAME must be one of the tools
+// the request offers; otherwise the answer is a short text saying the tool is
+// not available and which ones are. For example:
+//
+//	/tool read_file {"path": "notes/todo.md"}
+//	/tool list_dir
+//
+// When the last message is a tool result, the answer is a short text quoting
+// each trailing result ("The tool read_file returned: «…».", whitespace
+// collapsed, truncated past 120 characters), so a turn ends after one call.
+//
 // The answer streams in pieces of a few words with a fixed delay between
 // pieces. Usage is counted locally: input is the messages' tokens plus
-// tokens.Overhead, output the answer's tokens, cached 0. The model never
-// calls tools, even when some are offered.
+// tokens.Overhead, output the answer's tokens (a call's name and arguments),
+// cached 0.
 package builtin
 
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -50,8 +74,15 @@ const wordsPerPiece = 3
 // ctx.Err() with the text streamed so far; if emit fails, it returns that
 // error with the text emit had accepted before.
 func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
-	answer := Answer(req)
 	in := inputTokens(req.Messages) + tokens.Overhead(len(req.Messages))
+	if call, ok := ToolCall(req); ok {
+		usage := provider.Usage{InputTokens: in, OutputTokens: tokens.Count(call.Name) + tokens.Count(call.Arguments)}
+		if err := ctx.Err(); err != nil {
+			return provider.Result{Usage: provider.Usage{InputTokens: in}}, err
+		}
+		return provider.Result{ToolCalls: []provider.ToolCall{call}, Usage: usage, FinishReason: "tool_calls"}, nil
+	}
+	answer := Answer(req)
 	var (
 		sent  strings.Builder
 		timer *time.Timer
@@ -86,8 +117,12 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(prov
 	return res, nil
 }
 
-// Answer is the complete text Stream streams for req.
+// Answer is the complete text Stream streams for req; "" when the answer is
+// a tool call (see ToolCall).
 func Answer(req provider.Request) string {
+	if text, ok := toolText(req); ok {
+		return text
+	}
 	var b strings.Builder
 	b.WriteString("Hello! I'm Mirror's built-in model. I run offline and simply reflect what I receive.\n\n")
 
@@ -139,6 +174,108 @@ const longSample = "Here is a longer answer, so you can watch a reply stream, sc
 	"Tokens are counted locally with tiktoken, once per message, and corrected with what the provider actually billed. " +
 	"A request that cannot fit is refused before it is sent, with its size, the limit and what to do about it.\n\n" +
 	"When a provider keeps failing, a breaker opens and the next model of the chain answers instead; the Monitor shows the operator what failed, when, and why.\n\n"
+
+// toolCommand is the prefix of a message asking for a tool call.
+const toolCommand = "/tool"
+
+// parseTool reads "/tool NAME {json}" from the last message when it is the
+// user's. ok is false when it is not a /tool message; name is "" for a bare
+// "/tool".
+func parseTool(msgs []provider.Message) (name, args string, ok bool) {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != provider.RoleUser {
+		return "", "", false
+	}
+	s := strings.TrimSpace(msgs[len(msgs)-1].Content)
+	rest, found := strings.CutPrefix(s, toolCommand)
+	if !found || (rest != "" && !unicode.IsSpace(rune(rest[0]))) {
+		return "", "", false // "/toolbox" is not the command
+	}
+	rest = strings.TrimSpace(rest)
+	name, args = rest, ""
+	if i := strings.IndexFunc(rest, func(r rune) bool { return unicode.IsSpace(r) || r == '{' }); i >= 0 {
+		name, args = rest[:i], strings.TrimSpace(rest[i:])
+	}
+	if args == "" {
+		args = "{}"
+	}
+	return name, args, true
+}
+
+// ToolCall is the one tool call the model answers req with, when the last
+// message is "/tool NAME {json}" and req offers NAME.
+func ToolCall(req provider.Request) (provider.ToolCall, bool) {
+	name, args, ok := parseTool(req.Messages)
+	if !ok || !offered(req.Tools, name) {
+		return provider.ToolCall{}, false
+	}
+	return provider.ToolCall{ID: "call_" + strconv.Itoa(len(req.Messages)), Name: name, Arguments: args}, true
+}
+
+func offered(tools []provider.Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name && name != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// toolText is the text answer of a /tool message that cannot be a call, or
+// of a request ending in tool results; ok is false for other requests.
+func toolText(req provider.Request) (string, bool) {
+	if name, _, ok := parseTool(req.Messages); ok {
+		if offered(req.Tools, name) {
+			return "", true // answered with a call, no text
+		}
+		var names []string
+		for _, t := range req.Tools {
+			names = append(names, t.Name)
+		}
+		var b strings.Builder
+		switch {
+		case name == "":
+			b.WriteString("Say /tool NAME {json} to make me call a tool, such as /tool list_dir {}.")
+		default:
+			fmt.Fprintf(&b, "The tool «%s» is not available here.", truncate(name, 60))
+		}
+		if len(names) == 0 {
+			b.WriteString(" No tools are offered in this chat.")
+		} else {
+			fmt.Fprintf(&b, " Tools I can call: %s.", strings.Join(names, ", "))
+		}
+		return b.String(), true
+	}
+	msgs := req.Messages
+	first := len(msgs)
+	for first > 0 && msgs[first-1].Role == provider.RoleTool {
+		first--
+	}
+	if first == len(msgs) {
+		return "", false
+	}
+	var lines []string
+	for _, m := range msgs[first:] {
+		quote := truncate(strings.Join(strings.Fields(m.Content), " "), 120)
+		if name := callName(msgs[:first], m.ToolCallID); name != "" {
+			lines = append(lines, fmt.Sprintf("The tool %s returned: «%s».", name, quote))
+		} else {
+			lines = append(lines, fmt.Sprintf("A tool returned: «%s».", quote))
+		}
+	}
+	return strings.Join(lines, "\n"), true
+}
+
+// callName finds the name of the tool call id among the assistant's calls.
+func callName(msgs []provider.Message, id string) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		for _, tc := range msgs[i].ToolCalls {
+			if tc.ID == id && id != "" {
+				return tc.Name
+			}
+		}
+	}
+	return ""
+}
 
 // lastUser returns the content of the last user message.
 func lastUser(msgs []provider.Message) (string, bool) {

@@ -42,6 +42,109 @@ var goldenCases = []struct {
 	{"empty", provider.Request{}},
 	// "belong" and "markdowns" are not keywords: whole words only.
 	{"not-keywords", provider.Request{Messages: []provider.Message{user("These belong to the markdowns folder")}}},
+
+	// Tools: the text answers around a call.
+	{"tool-result", provider.Request{Tools: fileTools, Messages: []provider.Message{
+		{Role: provider.RoleSystem, Content: sys},
+		user(`/tool read_file {"path": "notes/todo.md"}`),
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "call_2", Name: "read_file", Arguments: `{"path": "notes/todo.md"}`}}},
+		{Role: provider.RoleTool, ToolCallID: "call_2", Content: "- buy milk\n- write   the tool registry\n" + strings.Repeat("- more things to do\n", 10)},
+	}}},
+	{"tool-results", provider.Request{Tools: fileTools, Messages: []provider.Message{
+		user("/tool list_dir"),
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "call_1", Name: "list_dir", Arguments: `{}`}, {ID: "call_x", Name: "read_file", Arguments: `{}`}}},
+		{Role: provider.RoleTool, ToolCallID: "call_1", Content: "notes/\ntodo.md"},
+		{Role: provider.RoleTool, ToolCallID: "call_x", Content: `read_file: argument "path" is required`},
+		{Role: provider.RoleTool, ToolCallID: "call_unknown", Content: ""},
+	}}},
+	{"tool-unavailable", provider.Request{Tools: fileTools, Messages: []provider.Message{user(`/tool shell {"command": "ls"}`)}}},
+	{"tool-none-offered", provider.Request{Messages: []provider.Message{user("/tool read_file")}}},
+	{"tool-bare", provider.Request{Tools: fileTools, Messages: []provider.Message{user("  /tool  ")}}},
+	// Only the last message counts, and only a whole "/tool" word.
+	{"tool-not-last", provider.Request{Tools: fileTools, Messages: []provider.Message{user("/tool list_dir"), {Role: provider.RoleAssistant, Content: "ok"}, user("thanks")}}},
+	{"toolbox", provider.Request{Tools: fileTools, Messages: []provider.Message{user("/toolbox list_dir")}}},
+}
+
+var fileTools = []provider.Tool{
+	{Name: "read_file", Parameters: []byte(`{"type":"object"}`)},
+	{Name: "list_dir", Parameters: []byte(`{"type":"object"}`)},
+}
+
+func TestToolCall(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  string
+		want provider.ToolCall // zero: no call
+	}{
+		{"with json", `/tool read_file {"path": "a.txt"}`, provider.ToolCall{ID: "call_2", Name: "read_file", Arguments: `{"path": "a.txt"}`}},
+		{"without json", "/tool list_dir", provider.ToolCall{ID: "call_2", Name: "list_dir", Arguments: `{}`}},
+		{"json glued on", `/tool read_file{"path":"b"}`, provider.ToolCall{ID: "call_2", Name: "read_file", Arguments: `{"path":"b"}`}},
+		{"spaces and lines", "\n /tool \t list_dir\n  {\"path\": \"x\"}\n", provider.ToolCall{ID: "call_2", Name: "list_dir", Arguments: `{"path": "x"}`}},
+		// Bad JSON is passed on: the registry's check answers it.
+		{"bad json kept", `/tool read_file {"path":`, provider.ToolCall{ID: "call_2", Name: "read_file", Arguments: `{"path":`}},
+		{"not offered", `/tool shell {}`, provider.ToolCall{}},
+		{"bare", `/tool`, provider.ToolCall{}},
+		{"other word", `/tools`, provider.ToolCall{}},
+		{"not first", `please /tool list_dir`, provider.ToolCall{}},
+	}
+	m := New(0)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := provider.Request{Tools: fileTools, Messages: []provider.Message{{Role: provider.RoleSystem, Content: sys}, user(tc.msg)}}
+			got, ok := ToolCall(req)
+			if ok != (tc.want.Name != "") || got != tc.want {
+				t.Fatalf("ToolCall = %+v, %v; want %+v", got, ok, tc.want)
+			}
+			var deltas int
+			res, err := m.Stream(context.Background(), req, func(provider.Delta) error { deltas++; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				if len(res.ToolCalls) != 0 || res.FinishReason != "stop" || res.Text == "" {
+					t.Fatalf("no call expected: %+v", res)
+				}
+				return
+			}
+			if deltas != 0 || res.Text != "" || res.FinishReason != "tool_calls" || len(res.ToolCalls) != 1 || res.ToolCalls[0] != tc.want {
+				t.Fatalf("Stream = %+v after %d deltas", res, deltas)
+			}
+			if Answer(req) != "" {
+				t.Fatal("Answer has text for a call")
+			}
+			wantUsage := provider.Usage{InputTokens: inputTokens(req.Messages) + tokens.Overhead(2),
+				OutputTokens: tokens.Count(tc.want.Name) + tokens.Count(tc.want.Arguments)}
+			if res.Usage != wantUsage {
+				t.Fatalf("usage %+v, want %+v", res.Usage, wantUsage)
+			}
+		})
+	}
+}
+
+// The call's id follows the message count, so a replayed request gets the
+// same id and the next call in a conversation a new one.
+func TestToolCallID(t *testing.T) {
+	msgs := []provider.Message{user("/tool list_dir")}
+	for _, want := range []string{"call_1", "call_4", "call_7"} {
+		call, ok := ToolCall(provider.Request{Tools: fileTools, Messages: msgs})
+		if !ok || call.ID != want {
+			t.Fatalf("id %q, want %q", call.ID, want)
+		}
+		msgs = append(msgs,
+			provider.Message{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{call}},
+			provider.Message{Role: provider.RoleTool, ToolCallID: call.ID, Content: "x"},
+			user("/tool list_dir"))
+	}
+}
+
+func TestToolCallCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := provider.Request{Tools: fileTools, Messages: []provider.Message{user("/tool list_dir")}}
+	res, err := New(0).Stream(ctx, req, func(provider.Delta) error { return nil })
+	if !errors.Is(err, context.Canceled) || len(res.ToolCalls) != 0 {
+		t.Fatalf("Stream = %+v, %v", res, err)
+	}
 }
 
 func TestGolden(t *testing.T) {
@@ -232,4 +335,27 @@ func BenchmarkStream(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzToolCommand: any last message gives either one call of an offered tool
+// (a name without spaces or braces) and no text, or a text answer.
+func FuzzToolCommand(f *testing.F) {
+	for _, s := range []string{`/tool read_file {"path":"a"}`, "/tool", "/tool list_dir", "/tool\u00a0list_dir", "/toolx", " /tool  {} ", "/tool read_file\n{\n}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		req := provider.Request{Tools: fileTools, Messages: []provider.Message{user(msg)}}
+		call, ok := ToolCall(req)
+		text := Answer(req)
+		if !ok {
+			if text == "" {
+				t.Fatalf("%q: neither a call nor text", msg)
+			}
+			return
+		}
+		if text != "" || call.ID != "call_1" || call.Arguments == "" || !offered(fileTools, call.Name) ||
+			strings.ContainsAny(call.Name, " \t\n{") {
+			t.Fatalf("%q: call %+v, text %q", msg, call, text)
+		}
+	})
 }

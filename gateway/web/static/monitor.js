@@ -1,0 +1,321 @@
+// Mirror monitor: the breaker dashboard at /monitor.
+//
+// Data: GET /api/breakers (snapshot), the Server-Sent Events of
+// GET /api/monitor/events (events "snapshot", "breaker" = one BREAKER after a
+// transition, "chats" = {chats:[...]} every 2 s), POST
+// /api/breakers/{id}/reset, and GET /api/quotas when the server has it (the
+// section stays hidden otherwise). Auth is the mirror_token cookie.
+//
+// DOM contract (stable; browser tests rely on it):
+//
+//   #feed                           live feed status; data-state = connecting |
+//                                   connected | reconnecting | off
+//   #unresolved                     <ul> of open and half-open breakers, newest first
+//   .breaker[data-id=ID]            one breaker (in #unresolved or #history);
+//                                   data-state and class = its state; children
+//                                   .kind, .scope, .state (text: open | half_open |
+//                                   closed, as the API spells it), .reason,
+//                                   .opened-at, .trips; in #unresolved also
+//                                   button.reset (POSTs the reset); in #history
+//                                   also .closed-at and .closed-by
+//   #history                        closed incidents grouped by date, newest first
+//   .day[data-date=YYYY-MM-DD]      one date (UTC) of #history; .day-list holds its
+//                                   .breaker entries
+//   #running                        <ul> of chats that run a turn or have queued messages
+//   .running-chat[data-chat=ID]     one of them; class .busy while running; .title,
+//                                   .chat-state, .queue (text: the pending count)
+//   #quotas-section                 hidden unless GET /api/quotas answers 200
+//   #mon-error                      a problem with the feed (signed out, monitor off)
+//   #toasts .toast                  transient errors (a refused reset)
+
+const $ = (sel) => document.querySelector(sel);
+
+const state = {
+  unresolved: new Map(), // id → BREAKER
+  history: [],           // [{date, entries:[BREAKER]}], newest first
+  chats: [],
+};
+
+// ------------------------------------------------------------ helpers
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('data-')) e.dataset[k.slice(5).replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    e.append(c);
+  }
+  return e;
+}
+
+const timeFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+const clockFmt = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+
+function timeEl(cls, iso, fmt = timeFmt) {
+  if (!iso) return el('span', { class: cls, text: '—' });
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return el('span', { class: cls, text: iso });
+  return el('time', { class: cls, datetime: iso, title: iso, text: fmt.format(d) });
+}
+
+function toast(text) {
+  const t = el('div', { class: 'toast', role: 'alert' }, el('span', { text }));
+  const close = el('button', { class: 'toast-close', type: 'button', 'aria-label': 'Dismiss', text: '×' });
+  close.addEventListener('click', () => t.remove());
+  t.append(close);
+  $('#toasts').append(t);
+  setTimeout(() => t.remove(), 8000);
+}
+
+function showError(text) {
+  const e = $('#mon-error');
+  e.textContent = text || '';
+  e.hidden = !text;
+}
+
+function setFeed(s, text) {
+  const f = $('#feed');
+  f.dataset.state = s;
+  f.textContent = text;
+}
+
+function byOpenedDesc(a, b) {
+  const ta = a.opened_at ? Date.parse(a.opened_at) : 0;
+  const tb = b.opened_at ? Date.parse(b.opened_at) : 0;
+  if (ta !== tb) return tb - ta;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+// ------------------------------------------------------------ breakers
+
+function breakerEl(v, where) {
+  const facts = el('div', { class: 'facts' },
+    el('span', {}, 'opened ', timeEl('opened-at', v.opened_at)),
+    el('span', {}, 'trips ', el('b', { class: 'trips', text: String(v.trips ?? 0) })));
+  if (v.state === 'open' && v.retry_at) {
+    facts.append(el('span', {}, 'probe after ', timeEl('retry-at', v.retry_at, clockFmt)));
+  }
+  if (where === 'history') {
+    facts.append(el('span', {}, 'closed ', timeEl('closed-at', v.closed_at)));
+    if (v.closed_by) facts.append(el('span', { class: 'closed-by', text: v.closed_by === 'manual' ? 'reset by hand' : 'closed automatically' }));
+  }
+  const li = el('li', { class: `breaker ${v.state}`, 'data-id': v.id, 'data-state': v.state },
+    el('div', { class: 'breaker-main' },
+      el('span', { class: 'kind', text: v.kind }),
+      el('span', { class: 'scope', text: v.scope || v.id }),
+      el('span', { class: 'state', text: v.state })),
+    el('div', { class: 'reason', text: v.reason || '' }),
+    facts);
+  if (where === 'unresolved') {
+    li.append(el('div', { class: 'actions' },
+      el('button', { class: 'btn btn-sm reset', type: 'button', 'data-id': v.id, title: 'Close this breaker now and let requests through', text: 'Reset' })));
+  }
+  return li;
+}
+
+function renderUnresolved(freshId) {
+  const list = $('#unresolved');
+  const views = [...state.unresolved.values()].sort(byOpenedDesc);
+  list.replaceChildren(...views.map((v) => {
+    const li = breakerEl(v, 'unresolved');
+    if (v.id === freshId) li.classList.add('fresh');
+    return li;
+  }));
+  $('#unresolved-empty').hidden = views.length > 0;
+  const count = $('#unresolved-count');
+  count.textContent = String(views.length);
+  count.dataset.n = String(views.length);
+  document.title = views.length ? `(${views.length}) Monitor · Mirror` : 'Monitor · Mirror';
+}
+
+function renderHistory() {
+  const box = $('#history');
+  box.replaceChildren(...state.history.map((g) =>
+    el('section', { class: 'day', 'data-date': g.date },
+      el('h3', { text: g.date }),
+      el('ul', { class: 'day-list' }, ...g.entries.map((v) => breakerEl(v, 'history'))))));
+  $('#history-empty').hidden = state.history.length > 0;
+}
+
+function applySnapshot(snap) {
+  state.unresolved = new Map((snap.unresolved || []).map((v) => [v.id, v]));
+  state.history = (snap.history || []).map((g) => ({ date: g.date, entries: [...(g.entries || [])] }));
+  renderUnresolved();
+  renderHistory();
+}
+
+// applyBreaker takes one BREAKER after a transition. Applying one twice
+// changes nothing (the feed may repeat one that the snapshot held).
+function applyBreaker(v) {
+  if (v.state !== 'closed') {
+    const known = state.unresolved.has(v.id);
+    state.unresolved.set(v.id, v);
+    renderUnresolved(known ? undefined : v.id);
+    return;
+  }
+  const was = state.unresolved.delete(v.id);
+  if (v.closed_at) {
+    const date = v.closed_at.slice(0, 10); // RFC 3339 UTC: the server's grouping
+    let g = state.history.find((x) => x.date === date);
+    if (!g) {
+      g = { date, entries: [] };
+      state.history.push(g);
+      state.history.sort((a, b) => (a.date < b.date ? 1 : a.date > b.date ? -1 : 0));
+    }
+    if (!g.entries.some((e) => e.id === v.id && e.closed_at === v.closed_at)) {
+      g.entries.unshift(v);
+      g.entries.sort((a, b) => Date.parse(b.closed_at) - Date.parse(a.closed_at));
+    }
+    renderHistory();
+  }
+  if (was) renderUnresolved();
+}
+
+async function refresh() {
+  const res = await fetch('/api/breakers', { headers: { Accept: 'application/json' } });
+  if (!res.ok) return res.status;
+  applySnapshot(await res.json());
+  return 200;
+}
+
+async function reset(button) {
+  const id = button.dataset.id;
+  button.disabled = true;
+  try {
+    const res = await fetch(`/api/breakers/${encodeURIComponent(id)}/reset`, {
+      method: 'POST', headers: { Accept: 'application/json' },
+    });
+    if (!res.ok) {
+      let msg = `Reset failed (${res.status})`;
+      try { const body = await res.json(); if (body && body.error) msg = `Reset failed: ${body.error}`; } catch { /* not JSON */ }
+      toast(msg);
+      button.disabled = false;
+      if (res.status === 401) signedOut();
+      return;
+    }
+    // The feed brings the closed breaker too; this covers a feed that is down.
+    await refresh();
+  } catch (err) {
+    toast(`Reset failed: ${err && err.message ? err.message : err}`);
+    button.disabled = false;
+  }
+}
+
+// ------------------------------------------------------------ chats
+
+function renderChats() {
+  const list = $('#running');
+  const busy = state.chats.filter((c) => c.state === 'running' || (c.pending || 0) > 0);
+  list.replaceChildren(...busy.map((c) => {
+    const running = c.state === 'running';
+    return el('li', { class: running ? 'running-chat busy' : 'running-chat', 'data-chat': c.id },
+      el('span', { class: 'title', text: c.title || 'Untitled chat' }),
+      el('span', { class: 'chat-state', text: running ? 'Running' : 'Waiting' }),
+      el('span', { class: 'queue', title: 'Messages waiting in the queue', text: String(c.pending || 0) }));
+  }));
+  $('#running-empty').hidden = busy.length > 0;
+  $('#running-count').textContent = String(busy.length);
+}
+
+// ------------------------------------------------------------ quotas
+
+function cell(v) {
+  if (v === null || v === undefined) return '—';
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+function renderQuotas(data) {
+  const box = $('#quotas');
+  const rows = Array.isArray(data) ? data : Array.isArray(data && data.quotas) ? data.quotas : null;
+  if (rows && rows.length && rows.every((r) => r && typeof r === 'object' && !Array.isArray(r))) {
+    const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+    box.replaceChildren(el('table', {},
+      el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { scope: 'col', text: c })))),
+      el('tbody', {}, ...rows.map((r) => el('tr', {}, ...cols.map((c) => el('td', { text: cell(r[c]) })))))));
+  } else if (rows && rows.length === 0) {
+    box.replaceChildren(el('p', { class: 'mon-empty', text: 'No quota reported yet.' }));
+  } else {
+    box.replaceChildren(el('pre', { text: JSON.stringify(data, null, 2) }));
+  }
+}
+
+// loadQuotas shows the section only while GET /api/quotas answers 200 with
+// JSON; anything else (the route does not exist yet) hides it quietly.
+async function loadQuotas() {
+  let ok = false;
+  try {
+    const res = await fetch('/api/quotas', { headers: { Accept: 'application/json' } });
+    if (res.status === 200 && (res.headers.get('Content-Type') || '').includes('json')) {
+      renderQuotas(await res.json());
+      ok = true;
+    }
+  } catch { /* hidden */ }
+  $('#quotas-section').hidden = !ok;
+  if (ok) setTimeout(loadQuotas, 30000);
+}
+
+// ------------------------------------------------------------ feed
+
+let source = null;
+let retry = null;
+
+function signedOut() {
+  setFeed('off', 'Signed out');
+  showError('You are signed out. Sign in again at /login, then come back to /monitor.');
+}
+
+function connect() {
+  clearTimeout(retry);
+  if (source) source.close();
+  const es = new EventSource('/api/monitor/events');
+  source = es;
+  es.addEventListener('open', () => {
+    setFeed('connected', 'Live');
+    showError('');
+  });
+  const on = (name, fn) => es.addEventListener(name, (ev) => {
+    let data;
+    try { data = JSON.parse(ev.data); } catch { return; }
+    fn(data);
+  });
+  on('snapshot', applySnapshot);
+  on('breaker', applyBreaker);
+  on('chats', (d) => { state.chats = d.chats || []; renderChats(); });
+  es.addEventListener('error', async () => {
+    if (es !== source) return;
+    if (es.readyState !== EventSource.CLOSED) {
+      setFeed('reconnecting', 'Reconnecting…');
+      return;
+    }
+    // The browser gave up (an answer other than 200): find out why.
+    let status = 0;
+    try { status = await refresh(); } catch { /* down */ }
+    if (es !== source) return;
+    if (status === 401) { signedOut(); return; }
+    if (status === 503) {
+      setFeed('off', 'Monitor off');
+      showError('The breaker monitor is not running in this gateway.');
+      return;
+    }
+    setFeed('reconnecting', 'Reconnecting…');
+    retry = setTimeout(connect, 3000);
+  });
+}
+
+$('#unresolved').addEventListener('click', (ev) => {
+  const b = ev.target.closest('button.reset');
+  if (b && !b.disabled) reset(b);
+});
+
+renderUnresolved();
+renderHistory();
+renderChats();
+connect();
+loadQuotas();
