@@ -257,3 +257,27 @@ func TestBrowserTwoChatsPendingEditDeleteAndStreaming(t *testing.T) {
 	until(t, ctx, "in-use notice", `[...document.querySelectorAll('.notice.in-use')].some(e => /already in use/i.test(e.textContent))`)
 	shot(t, ctx, "in-use")
 }
+
+// TestBrowserApprovesAToolCall: the builtin model asks to run shell, the
+// page shows the approval card, Allow runs it, and the answer arrives.
+func TestBrowserApprovesAToolCall(t *testing.T) {
+	st := newStack(t, nil)
+	ctx := browser(t)
+	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
+		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
+	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
+	click(t, ctx, "#new-chat")
+	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
+	typeAndSend(t, ctx, `/tool shell {"command":"echo approved-and-ran"}`)
+	until(t, ctx, "approval card", `!!document.querySelector('.card.approval button.allow')`)
+	shot(t, ctx, "approval")
+	if !strings.Contains(js[string](t, ctx, `document.querySelector('.card.approval').textContent`), "shell") {
+		t.Fatal("the approval card does not name the tool")
+	}
+	click(t, ctx, ".card.approval button.allow")
+	until(t, ctx, "answer after the tool", `[...document.querySelectorAll('.msg.assistant:not(.streaming)')].some(e => e.textContent.includes('approved-and-ran'))`)
+	until(t, ctx, "card gone", `!document.querySelector('.card.approval')`)
+}

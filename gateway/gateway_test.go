@@ -15,6 +15,7 @@ import (
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	"go.uber.org/goleak"
 )
 
@@ -52,6 +53,12 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
+	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.SetTools(reg)
 	svc := chats.New(chats.Options{Store: store, Turner: eng})
 	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)
