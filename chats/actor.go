@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -741,7 +742,14 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		a.meta.Resume = true
 	default:
 		class := string(provider.ClassOf(err))
-		if class == "" {
+		var loop *runtime.ToolLoopError
+		switch {
+		case class != "":
+		case errors.As(err, &loop):
+			class = "tool_loop"
+		case errors.Is(err, monitor.ErrOpen):
+			class = "breaker_open"
+		default:
 			class = "internal"
 		}
 		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: class, Error: err.Error()}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
+	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
@@ -71,6 +73,17 @@ const SkippedResult = "This call was interrupted (the gateway stopped while it r
 // streamed text in order; if it returns an error the turn stops with it. On
 // cancellation Run returns the partial reply with ctx's error.
 func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
+	out, err := e.run(ctx, in, onDelta)
+	if e.mon != nil && in.Host != nil {
+		e.mon.ToolTurnEnded(in.Chat, turnID(in.Turn))
+		if err == nil {
+			e.mon.ToolResolved(in.Chat) // a turn that ends well closes its tool-loop breakers
+		}
+	}
+	return out, err
+}
+
+func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
 	chain := e.chains[in.Chain]
 	if len(chain) == 0 {
 		return TurnResult{}, fmt.Errorf("no chain %q", in.Chain)
@@ -121,6 +134,12 @@ func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string
 				return out, err
 			}
 			msgs = append(msgs, toolMessage(call, r))
+			if r.IsError && e.mon != nil && ctx.Err() == nil &&
+				e.mon.ToolFailure(in.Chat, turnID(in.Turn), monitor.CallSignature(call.Name, []byte(call.Arguments))) {
+				// The same call keeps failing: pause the turn and say so,
+				// rather than let the model loop.
+				return out, &ToolLoopError{Tool: call.Name}
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			out.Reply = ""
@@ -134,6 +153,16 @@ func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string
 		msgs = append(msgs, red...)
 	}
 }
+
+// ToolLoopError ends a turn whose model kept making the same failing call;
+// the tool-loop breaker it tripped shows on the Monitor.
+type ToolLoopError struct{ Tool string }
+
+func (e *ToolLoopError) Error() string {
+	return fmt.Sprintf("paused: the same %s call kept failing in this turn; look at the tool's error, then tell the assistant how to go on", e.Tool)
+}
+
+func turnID(n uint64) string { return "t" + strconv.FormatUint(n, 10) }
 
 // settle runs (Repeat) or skips a call a crash interrupted, or runs a call
 // that had not started.

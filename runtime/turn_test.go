@@ -1,0 +1,128 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/monitor"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
+	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/tools"
+	bolt "go.etcd.io/bbolt"
+)
+
+func openMonitor(t *testing.T) *monitor.Monitor {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := monitor.Open(db, config.Default(), monitor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); db.Close() })
+	return m
+}
+
+// failing is a fake OpenAI server that answers every request with a real
+// 500 error body, counting the requests.
+func failing(t *testing.T, hits *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(500)
+		fmt.Fprint(w, `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestChainMovesOnWhenABreakerOpens(t *testing.T) {
+	var hits atomic.Int32
+	flaky := openai.New(openai.Config{Name: "flaky", BaseURL: failing(t, &hits)})
+	e, err := NewEngine([]*Model{
+		{Name: "first", ProvName: "flaky", Provider: flaky, Remote: "gpt-x", Window: 128000},
+		{Name: "backup", ProvName: "builtin", Provider: builtin.New(0), Remote: "echo", Window: 128000},
+	}, map[string][]string{"default": {"first", "backup"}}, config.Roles{Chat: "default"}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := openMonitor(t)
+	e.SetMonitor(mon)
+	for i := range 8 {
+		res, err := e.Run(context.Background(), TurnInput{Chain: "default", History: []provider.Message{{Role: "user", Content: "hi"}}},
+			func(string) error { return nil })
+		if err != nil || res.Model != "backup" {
+			t.Fatalf("turn %d: model %q, %v", i, res.Model, err)
+		}
+	}
+	if n := hits.Load(); n != int32(monitor.DefaultThresholds.Failures) {
+		t.Fatalf("the failing provider was asked %d times; its breaker should have opened after %d", n, monitor.DefaultThresholds.Failures)
+	}
+	open := mon.Unresolved()
+	if len(open) != 1 || open[0].ID != "provider:flaky/gpt-x" || open[0].State != "open" {
+		t.Fatalf("unresolved %+v", open)
+	}
+}
+
+// looping is a fake OpenAI server whose model always asks for the same call.
+func looping(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"missing.txt\"}"}}]},"finish_reason":null}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// journal is the smallest Host: it records and allows everything.
+type journal struct{ calls, results int }
+
+func (j *journal) Step(string, []provider.ToolCall) error { return nil }
+func (j *journal) CallStarted(provider.ToolCall) error    { j.calls++; return nil }
+func (j *journal) Approve(context.Context, provider.ToolCall) (bool, error) {
+	return true, nil
+}
+func (j *journal) CallFinished(provider.ToolCall, ToolResult) error { j.results++; return nil }
+func (j *journal) Redirects() ([]provider.Message, error)           { return nil, nil }
+
+func TestTheSameFailingCallPausesTheTurn(t *testing.T) {
+	m := openai.New(openai.Config{Name: "loop", BaseURL: looping(t)})
+	e, err := NewEngine([]*Model{{Name: "m", ProvName: "loop", Provider: m, Remote: "m", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.New(tools.Options{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetTools(reg)
+	mon := openMonitor(t)
+	e.SetMonitor(mon)
+	j := &journal{}
+	_, err = e.Run(context.Background(), TurnInput{Chat: "c1", Turn: 7, Chain: "default", Host: j,
+		History: []provider.Message{{Role: "user", Content: "read it"}}}, func(string) error { return nil })
+	var loop *ToolLoopError
+	if !errors.As(err, &loop) || loop.Tool != "read_file" {
+		t.Fatalf("err %v, want a tool loop", err)
+	}
+	if want := monitor.DefaultThresholds.ToolLoopFailures; j.calls != want || j.results != want {
+		t.Fatalf("%d calls, %d results; want %d of each", j.calls, j.results, want)
+	}
+	if open := mon.Unresolved(); len(open) != 1 || open[0].Kind != "tool_loop" || open[0].Scope != "c1" {
+		t.Fatalf("unresolved %+v", open)
+	}
+}
