@@ -42,6 +42,8 @@ type Server struct {
 	mux  *http.ServeMux
 	log  *slog.Logger
 	mon  *monitorSide
+	// unsubscribe stops the breaker events to sockets.
+	unsubscribe func()
 }
 
 // New builds the server and its routes.
@@ -70,6 +72,12 @@ func New(opt Options) *Server {
 	s.mux.Handle("GET /api/chats", s.need(http.HandlerFunc(s.apiChats)))
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
 	s.monitorRoutes()
+	if opt.Monitor != nil {
+		// Breaker transitions reach every browser as a breaker event.
+		s.unsubscribe = opt.Monitor.Subscribe(func(b monitor.BreakerView) {
+			s.hub.Broadcast(map[string]any{"type": "breaker", "breaker": b})
+		})
+	}
 	return s
 }
 
@@ -87,6 +95,9 @@ func (s *Server) Handler() http.Handler {
 
 // Close closes every WebSocket and live monitor feed and waits for them.
 func (s *Server) Close() {
+	if s.unsubscribe != nil {
+		s.unsubscribe()
+	}
 	s.closeMonitorFeeds()
 	s.hub.Close()
 }

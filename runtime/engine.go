@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/anthropic"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
+	"github.com/mirror-gateway/mirror/runtime/provider/gemini"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
@@ -48,6 +51,12 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	secret := func(p config.Provider) string {
+		if p.APIKeyEnv == "" {
+			return "" // a local server that needs no key
+		}
+		return strings.TrimSpace(getenv(p.APIKeyEnv))
+	}
 	provs := make(map[string]provider.Provider, len(cfg.Providers))
 	for _, p := range cfg.Providers {
 		switch p.Kind {
@@ -58,15 +67,15 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 			}
 			provs[p.Name] = builtin.New(delay)
 		case "openai":
-			var key string
-			if p.APIKeyEnv != "" {
-				key = getenv(p.APIKeyEnv)
-			}
 			// timeout bounds the wait for the answer to start, never a
 			// stream that is still flowing.
-			provs[p.Name] = openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: key, HeaderTimeout: p.Timeout})
+			provs[p.Name] = openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: secret(p), HeaderTimeout: p.Timeout})
+		case "gemini":
+			provs[p.Name] = gemini.New(gemini.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: secret(p), HeaderTimeout: p.Timeout})
+		case "anthropic":
+			provs[p.Name] = anthropic.New(anthropic.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: secret(p), HeaderTimeout: p.Timeout})
 		default:
-			return nil, fmt.Errorf("provider %s: kind %s is not available in this version of mirror yet", p.Name, p.Kind)
+			return nil, fmt.Errorf("provider %s: unknown kind %s", p.Name, p.Kind)
 		}
 	}
 	models := make([]*Model, 0, len(cfg.Models))

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -110,6 +111,23 @@ func (h *Hub) Close() {
 	h.wg.Wait()
 }
 
+// Broadcast sends a frame to every socket that watches the chat list (the
+// breaker events of the Monitor, say). It never blocks.
+func (h *Hub) Broadcast(frame map[string]any) {
+	b, err := json.Marshal(frame)
+	if err != nil {
+		h.opt.Log.Error("encode broadcast", "err", err)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.conns {
+		if c.watching.Load() {
+			c.push(item{raw: b})
+		}
+	}
+}
+
 // Count returns the number of open sockets.
 func (h *Hub) Count() int {
 	h.mu.Lock()
@@ -120,14 +138,15 @@ func (h *Hub) Count() int {
 // conn is one socket. The read loop handles requests in order; the write
 // loop drains the queue.
 type conn struct {
-	hub     *Hub
-	ws      *websocket.Conn
-	session string
-	authed  bool
-	started bool // the first frame was handled
-	unwatch func()
-	opened  map[string]bool // chats this socket receives live events of
-	ops     sync.WaitGroup  // requests that outlive the read (turn.stop)
+	hub      *Hub
+	ws       *websocket.Conn
+	session  string
+	authed   bool
+	started  bool // the first frame was handled
+	unwatch  func()
+	watching atomic.Bool     // set with unwatch: receives list and breaker frames
+	opened   map[string]bool // chats this socket receives live events of
+	ops      sync.WaitGroup  // requests that outlive the read (turn.stop)
 
 	mu        sync.Mutex
 	q         []item
@@ -358,6 +377,7 @@ func (c *conn) handle(data []byte) bool {
 		}
 		if c.unwatch == nil && (f.Watch == nil || *f.Watch) {
 			c.unwatch = c.hub.opt.Chats.Watch(c)
+			c.watching.Store(true)
 		}
 		list, err := c.hub.opt.Chats.List(context.Background())
 		if err != nil {
@@ -376,6 +396,7 @@ func (c *conn) handle(data []byte) bool {
 	}
 	if first && c.unwatch == nil {
 		c.unwatch = c.hub.opt.Chats.Watch(c)
+		c.watching.Store(true)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -72,6 +72,9 @@ type Result struct {
 	Usage     Usage
 	// FinishReason is the provider's reason (stop, length, tool_calls, ...).
 	FinishReason string
+	// Limits is what the response headers said about the key's rate
+	// limits; nil when the provider sent none.
+	Limits *RateLimits
 }
 
 // Provider streams one answer. Stream calls emit for each piece of text in
@@ -107,6 +110,12 @@ type Error struct {
 	Code       string        // provider's own error code, if any
 	Message    string        // provider's message, secrets redacted
 	RetryAfter time.Duration // from headers or body, 0 when none
+	// Quota is the structured quota refusal (Google's QuotaFailure and
+	// RetryInfo), nil when the provider gave none.
+	Quota *QuotaInfo
+	// Limits is what the response headers said about the key's rate
+	// limits, nil when none.
+	Limits *RateLimits
 }
 
 func (e *Error) Error() string {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
@@ -95,6 +94,7 @@ func (c *Client) bodyError(status int, h http.Header, raw []byte) *provider.Erro
 	if e.Class != provider.ClassQuota {
 		e.RetryAfter = retryAfter(h, info.message, time.Now())
 	}
+	e.Limits = provider.ParseRateLimits(h, time.Now())
 	return e
 }
 
@@ -204,65 +204,15 @@ func retryAfter(h http.Header, msg string, now time.Time) time.Duration {
 }
 
 // transportError maps a failure to reach the provider or to read its stream.
-// The cause stays reachable with errors.Is/As (timeouts, net errors) unless
-// its text held a secret, in which case only the redacted text survives.
 func (c *Client) transportError(err error, prefix string) error {
-	text := err.Error()
-	red := c.redactor.redact(text)
-	pe := &provider.Error{Provider: c.name, Class: provider.ClassNetwork, Message: prefix + red}
-	if red != text {
-		return pe
-	}
-	return &causeError{pe: pe, cause: err}
-}
-
-// causeError is a provider error that also wraps its transport cause.
-type causeError struct {
-	pe    *provider.Error
-	cause error
-}
-
-func (e *causeError) Error() string   { return e.pe.Error() }
-func (e *causeError) Unwrap() []error { return []error{e.pe, e.cause} }
-
-// minKeyRedact is the shortest key redacted verbatim: shorter "keys" are
-// placeholders local servers ignore ("x", "none"), and replacing them
-// everywhere would garble messages.
-const minKeyRedact = 6
-
-var secretPatterns = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	// OpenAI-style keys, also as echoed masked ("sk-proj-****abcd").
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-]{2,}`), "sk-[redacted]"},
-	{regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/\-]+=*`), "Bearer [redacted]"},
+	return provider.NetworkError(c.name, c.key, err, prefix)
 }
 
 // redactor removes the client's key and anything key-like from text that
-// may be shown or logged.
+// may be shown or logged (see provider.Redact).
 type redactor struct{ key string }
 
-func (r redactor) redact(s string) string {
-	if len(r.key) >= minKeyRedact {
-		s = strings.ReplaceAll(s, r.key, "[redacted]")
-	}
-	for _, p := range secretPatterns {
-		s = p.re.ReplaceAllString(s, p.with)
-	}
-	return s
-}
+func (r redactor) redact(s string) string { return provider.Redact(s, r.key) }
 
-// snippet is a short, valid UTF-8, one-line excerpt of raw for messages.
-func snippet(raw []byte) string {
-	const max = 300
-	s := strings.Join(strings.Fields(string(bytes.TrimSpace(raw))), " ")
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return strings.ToValidUTF8(s, "�")
-}
+// snippet is a short one-line excerpt of raw for messages.
+func snippet(raw []byte) string { return provider.Snippet(raw) }

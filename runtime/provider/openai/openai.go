@@ -13,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/sse"
 )
 
 // DefaultBaseURL is used when Config.BaseURL is empty.
@@ -98,16 +98,7 @@ func DefaultHTTPClient(headerTimeout time.Duration) *http.Client {
 	if headerTimeout <= 0 {
 		headerTimeout = DefaultHeaderTimeout
 	}
-	return &http.Client{Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: headerTimeout,
-		ExpectContinueTimeout: time.Second,
-		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConnsPerHost:   16,
-	}}
+	return provider.NewHTTPClient(headerTimeout)
 }
 
 // Stream sends req and streams the answer. Text goes to emit as it arrives;
@@ -145,8 +136,8 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 
 	var r io.Reader = resp.Body
 	if c.idle > 0 {
-		ir := newIdleReader(resp.Body, c.idle, func() { cancel(errIdle) })
-		defer ir.stop()
+		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(errIdle) })
+		defer ir.Stop()
 		r = ir
 	}
 
@@ -165,13 +156,19 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	// an SSE stream never starts with '{'.
 	br := bufio.NewReaderSize(r, 64<<10)
 	r = br
+	limits := provider.ParseRateLimits(resp.Header, time.Now())
 	if startsWithBrace(br) {
-		return c.readWhole(ctx, rctx, r, emit)
+		res, err := c.readWhole(ctx, rctx, r, emit)
+		if err == nil {
+			res.Limits = limits
+		}
+		return res, err
 	}
 
 	var st stream
 	err = st.read(r, emit)
 	res := st.result()
+	res.Limits = limits
 	var (
 		ee *emitError
 		se *streamError
@@ -205,7 +202,7 @@ var errIdle = errors.New("stream idle")
 
 // partial keeps only what is safe to use from an interrupted answer: the text.
 func partial(r provider.Result) provider.Result {
-	return provider.Result{Text: r.Text, Usage: r.Usage}
+	return provider.Result{Text: r.Text, Usage: r.Usage, Limits: r.Limits}
 }
 
 // readWhole handles a non-streamed JSON completion (or error) body.
@@ -280,24 +277,3 @@ func startsWithBrace(br *bufio.Reader) bool {
 	}
 	return false
 }
-
-// idleReader cancels the request when no Read returns for d.
-type idleReader struct {
-	r     io.Reader
-	d     time.Duration
-	timer *time.Timer
-}
-
-func newIdleReader(r io.Reader, d time.Duration, onIdle func()) *idleReader {
-	return &idleReader{r: r, d: d, timer: time.AfterFunc(d, onIdle)}
-}
-
-func (ir *idleReader) Read(p []byte) (int, error) {
-	n, err := ir.r.Read(p)
-	if n > 0 {
-		ir.timer.Reset(ir.d)
-	}
-	return n, err
-}
-
-func (ir *idleReader) stop() { ir.timer.Stop() }

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/sse"
 )
 
 // maxLine bounds one SSE line (and a non-streamed body). Real chunks are far
@@ -114,84 +114,36 @@ func (s *stream) result() provider.Result {
 	return r
 }
 
-// read parses SSE from r until [DONE] or EOF, applying each chunk in order.
-// It follows the SSE rules Mirror can meet: lines end in LF, CRLF or CR;
-// ":" starts a comment; "field: value" drops one space after the colon;
-// data lines of one event join with LF; a blank line ends the event. An
-// event left open at EOF is still applied (some servers omit the final blank
-// line); if the connection cut it short its JSON fails to decode.
+// read parses SSE from r until [DONE] or EOF, applying each event in order.
+// The framing rules are package sse's; an event left open at EOF is still
+// applied, and if the connection cut it short its JSON fails to decode.
 func (s *stream) read(r io.Reader, emit func(provider.Delta) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	sc.Split(lineSplitter())
-	var (
-		data    []byte
-		hasData bool
-		event   string
-		first   = true
-	)
-	dispatch := func() error {
-		if !hasData {
-			event = ""
+	rd := sse.NewReader(r, maxLine)
+	// [DONE] needs no blank line before or after it: a server that holds
+	// the connection open after it must not hang the reply.
+	rd.StopAt("[DONE]")
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			s.done = s.done || rd.Stopped()
 			return nil
 		}
-		err := s.event(event, data, emit)
-		data, hasData, event = data[:0], false, ""
-		return err
-	}
-	for sc.Scan() {
-		line := sc.Bytes()
-		if first {
-			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
-			first = false
+		if err != nil {
+			if errors.Is(err, sse.ErrLineTooLong) {
+				return &decodeError{msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
+			}
+			return err
 		}
-		if len(line) == 0 {
-			if err := dispatch(); err != nil {
-				return err
-			}
-			if s.done {
-				return nil
-			}
-			continue
+		if err := s.event(ev.Name, ev.Data, emit); err != nil {
+			return err
 		}
-		if line[0] == ':' {
-			continue // comment, used as keep-alive
+		if rd.Stopped() {
+			s.done = true
 		}
-		field, value := line, []byte(nil)
-		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			field, value = line[:i], line[i+1:]
-			if len(value) > 0 && value[0] == ' ' {
-				value = value[1:]
-			}
-		}
-		switch string(field) {
-		case "data":
-			if bytes.Equal(value, []byte("[DONE]")) {
-				// Done needs no blank line before or after it: a server
-				// that holds the connection open after it must not hang
-				// the reply.
-				if err := dispatch(); err != nil {
-					return err
-				}
-				s.done = true
-				return nil
-			}
-			if hasData {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-			hasData = true
-		case "event":
-			event = string(value)
+		if s.done {
+			return nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return &decodeError{msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
-		}
-		return err
-	}
-	return dispatch()
 }
 
 // event applies one SSE event. Its data is normally one JSON chunk; a run of
@@ -287,42 +239,4 @@ func (s *stream) addCall(d *wireCallDelta) {
 		c.name = d.Function.Name
 	}
 	c.args.WriteString(d.Function.Arguments)
-}
-
-// lineSplitter returns a bufio.SplitFunc for SSE lines ending in LF, CRLF
-// or a lone CR. It remembers how far it has already looked, so a long line
-// arriving in many small reads is scanned once, not once per read.
-func lineSplitter() bufio.SplitFunc {
-	scanned := 0
-	return func(data []byte, atEOF bool) (int, []byte, error) {
-		if atEOF && len(data) == 0 {
-			return 0, nil, nil
-		}
-		if i := bytes.IndexAny(data[scanned:], "\r\n"); i >= 0 {
-			i += scanned
-			if data[i] == '\n' {
-				scanned = 0
-				return i + 1, data[:i], nil
-			}
-			if i+1 < len(data) {
-				scanned = 0
-				if data[i+1] == '\n' {
-					return i + 2, data[:i], nil
-				}
-				return i + 1, data[:i], nil
-			}
-			if !atEOF {
-				scanned = i // a CR at the end: wait to see whether LF follows
-				return 0, nil, nil
-			}
-			scanned = 0
-			return i + 1, data[:i], nil
-		}
-		if atEOF {
-			scanned = 0
-			return len(data), data, nil
-		}
-		scanned = len(data)
-		return 0, nil, nil
-	}
 }

@@ -1,0 +1,193 @@
+// Package anthropic is the provider for Anthropic's Messages API. It
+// streams POST /messages over SSE, maps Mirror's messages to a top-level
+// system prompt, content blocks, tool_use and tool_result, assembles text and
+// tool calls from content_block_* events (tool input from input_json_delta
+// pieces), reads the usage with its cache counts, and maps failures into
+// provider.Error classes. Rate-limit headers (anthropic-ratelimit-*) are
+// read on every response. The API key is sent only in the x-api-key header
+// and is redacted from every error.
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/sse"
+)
+
+// Defaults applied when Config leaves a field zero.
+const (
+	DefaultBaseURL = "https://api.anthropic.com/v1"
+	DefaultVersion = "2023-06-01"
+	// DefaultMaxTokens is sent when the request sets no cap, because
+	// Anthropic requires max_tokens. Every current model accepts it.
+	DefaultMaxTokens = 4096
+	// DefaultIdleTimeout bounds the silence between two reads of a stream.
+	// Anthropic pings during long thinking, so silence this long means a
+	// half-open connection.
+	DefaultIdleTimeout = 10 * time.Minute
+)
+
+// Config configures a Client.
+type Config struct {
+	// Name is the provider's name in config, used in errors.
+	Name string
+	// BaseURL is the API root; requests go to BaseURL + "/messages".
+	BaseURL string
+	// APIKey is sent in the x-api-key header.
+	APIKey string
+	// HTTPClient sends the requests. nil uses provider.NewHTTPClient.
+	HTTPClient *http.Client
+	// HeaderTimeout is the response-header timeout of the default client
+	// (ignored when HTTPClient is set); 0 means provider.DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// IdleTimeout ends a stream that sends nothing for this long as a
+	// network error; 0 means DefaultIdleTimeout, negative disables it.
+	IdleTimeout time.Duration
+	// Version is the anthropic-version header; "" means DefaultVersion.
+	Version string
+}
+
+// Client streams Claude answers. It is safe for concurrent use.
+type Client struct {
+	name    string
+	url     string
+	key     string
+	version string
+	hc      *http.Client
+	idle    time.Duration
+}
+
+// New returns a client for cfg.
+func New(cfg Config) *Client {
+	base := strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = provider.NewHTTPClient(cfg.HeaderTimeout)
+	}
+	idle := cfg.IdleTimeout
+	if idle == 0 {
+		idle = DefaultIdleTimeout
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "anthropic"
+	}
+	version := cfg.Version
+	if version == "" {
+		version = DefaultVersion
+	}
+	return &Client{name: name, url: base + "/messages", key: cfg.APIKey, version: version, hc: hc, idle: idle}
+}
+
+// Fingerprint identifies the client's key for quota accounting (see
+// provider.Fingerprint).
+func (c *Client) Fingerprint() string { return provider.Fingerprint(c.key) }
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// errIdle is the cancellation cause set by the idle watchdog.
+var errIdle = errors.New("stream idle")
+
+// Stream sends req and streams the answer. Text goes to emit as it arrives;
+// tool calls are returned whole in the Result. On failure the Result holds
+// the text received so far (never half-assembled tool calls) and the error
+// is a *provider.Error, ctx's error (wrapped) or emit's error.
+func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	body, err := encodeRequest(req)
+	if err != nil {
+		return provider.Result{}, c.localError(err.Error())
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return provider.Result{}, c.localError(err.Error())
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("anthropic-version", c.version)
+	if c.key != "" {
+		hreq.Header.Set("x-api-key", c.key)
+	}
+
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
+		}
+		return provider.Result{}, provider.NetworkError(c.name, c.key, err, "")
+	}
+	defer resp.Body.Close()
+	now := time.Now()
+
+	var r io.Reader = resp.Body
+	if c.idle > 0 {
+		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(errIdle) })
+		defer ir.Stop()
+		r = ir
+	}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		raw, rerr := io.ReadAll(io.LimitReader(r, maxErrorBody))
+		if rerr != nil && ctx.Err() != nil {
+			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
+		}
+		return provider.Result{}, c.bodyError(resp.StatusCode, resp.Header, raw, now)
+	}
+
+	var st stream
+	err = st.read(r, emit)
+	res := st.result()
+	res.Limits = provider.ParseRateLimits(resp.Header, now)
+	var (
+		ee *emitError
+		se *streamError
+		de *decodeError
+	)
+	switch {
+	case err == nil:
+		if !st.complete() {
+			return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+				Message: "stream broke mid-reply: it ended without message_stop or a stop reason"}
+		}
+		return res, nil
+	case ctx.Err() != nil:
+		return partial(res), fmt.Errorf("%s: %w", c.name, ctx.Err())
+	case errors.As(err, &ee):
+		return partial(res), ee.err
+	case errors.As(err, &se):
+		return partial(res), c.bodyError(0, nil, se.body, now)
+	case errors.Is(context.Cause(rctx), errIdle):
+		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+			Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
+	case errors.As(err, &de):
+		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+			Message: "stream broke mid-reply: " + provider.Redact(de.Error(), c.key)}
+	default:
+		return partial(res), provider.NetworkError(c.name, c.key, err, "stream broke mid-reply: ")
+	}
+}
+
+// localError is a request Mirror refuses before sending it.
+func (c *Client) localError(msg string) *provider.Error {
+	return &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: provider.Redact(msg, c.key)}
+}
+
+// partial keeps only what is safe to use from an interrupted answer: the
+// text. Tool calls are dropped, since a call cut short must not run.
+func partial(r provider.Result) provider.Result {
+	return provider.Result{Text: r.Text, Usage: r.Usage, Limits: r.Limits}
+}

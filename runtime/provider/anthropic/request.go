@@ -1,0 +1,188 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// Wire shapes of the request. Field order is the JSON order, which the
+// golden test pins so that the same view gives the same bytes.
+type wireRequest struct {
+	Model     string        `json:"model"`
+	MaxTokens int           `json:"max_tokens"`
+	System    []wireBlock   `json:"system,omitempty"`
+	Messages  []wireMessage `json:"messages"`
+	Tools     []wireTool    `json:"tools,omitempty"`
+	Stream    bool          `json:"stream"`
+}
+
+type wireMessage struct {
+	Role    string      `json:"role"`
+	Content []wireBlock `json:"content"`
+}
+
+// wireBlock is a content block: text, tool_use or tool_result.
+type wireBlock struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text,omitempty"`
+	ID           string          `json:"id,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	Input        json.RawMessage `json:"input,omitempty"`
+	ToolUseID    string          `json:"tool_use_id,omitempty"`
+	Content      string          `json:"content,omitempty"`
+	CacheControl *cacheControl   `json:"cache_control,omitempty"`
+}
+
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+type wireTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// encodeRequest builds the JSON body for req.
+//
+// Leading system messages become the top-level system prompt; a system
+// message after the conversation started becomes user text in place, so the
+// cached prefix never changes. Tool results become tool_result blocks of a
+// user message; consecutive messages of one role are merged (the parallel
+// results of one turn travel together, and Anthropic wants tool_result
+// blocks first in their message, so they are moved ahead of any text).
+//
+// Anthropic caches only up to explicit breakpoints, so the request marks
+// two: the end of the system prompt (tools and system, stable for a whole
+// conversation) and the end of the last message (the growing conversation,
+// read back on the next turn). Prompts shorter than the model's minimum are
+// simply not cached.
+func encodeRequest(req provider.Request) ([]byte, error) {
+	if strings.TrimSpace(req.Model) == "" {
+		return nil, errors.New("request names no model")
+	}
+	w := wireRequest{Model: req.Model, MaxTokens: req.MaxTokens, Stream: true, Messages: []wireMessage{}}
+	if w.MaxTokens <= 0 {
+		w.MaxTokens = DefaultMaxTokens
+	}
+	started := false
+	for i, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleSystem:
+			if m.Content == "" {
+				continue
+			}
+			if !started {
+				w.System = append(w.System, wireBlock{Type: "text", Text: m.Content})
+				continue
+			}
+			w.Messages = appendBlock(w.Messages, "user", wireBlock{Type: "text", Text: m.Content})
+		case provider.RoleUser:
+			started = true
+			if m.Content != "" {
+				w.Messages = appendBlock(w.Messages, "user", wireBlock{Type: "text", Text: m.Content})
+			}
+		case provider.RoleAssistant:
+			started = true
+			if m.Content != "" {
+				w.Messages = appendBlock(w.Messages, "assistant", wireBlock{Type: "text", Text: m.Content})
+			}
+			for _, tc := range m.ToolCalls {
+				input, err := objectJSON(tc.Arguments)
+				if err != nil {
+					return nil, fmt.Errorf("message %d: tool call %s (%s): arguments %w", i, tc.ID, tc.Name, err)
+				}
+				w.Messages = appendBlock(w.Messages, "assistant", wireBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input})
+			}
+		case provider.RoleTool:
+			started = true
+			w.Messages = appendBlock(w.Messages, "user", wireBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content})
+		default:
+			return nil, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+	}
+	if len(w.Messages) == 0 {
+		return nil, errors.New("request has no user, assistant or tool messages")
+	}
+	for i := range w.Messages {
+		// Stable: the order among results and among other blocks stays.
+		slices.SortStableFunc(w.Messages[i].Content, func(a, b wireBlock) int {
+			return boolRank(b.Type == "tool_result") - boolRank(a.Type == "tool_result")
+		})
+	}
+	ephemeral := &cacheControl{Type: "ephemeral"}
+	if n := len(w.System); n > 0 {
+		w.System[n-1].CacheControl = ephemeral
+	}
+	last := &w.Messages[len(w.Messages)-1]
+	last.Content[len(last.Content)-1].CacheControl = ephemeral
+
+	for _, t := range req.Tools {
+		schema := bytes.TrimSpace(t.Parameters)
+		if len(schema) == 0 {
+			schema = []byte(`{"type":"object","properties":{}}`)
+		} else if !json.Valid(schema) {
+			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+		}
+		w.Tools = append(w.Tools, wireTool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // read by a model; \u003c only costs tokens
+	if err := enc.Encode(w); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// appendBlock adds b to the last message if it has role, else starts one.
+func appendBlock(ms []wireMessage, role string, b wireBlock) []wireMessage {
+	if n := len(ms); n > 0 && ms[n-1].Role == role {
+		ms[n-1].Content = append(ms[n-1].Content, b)
+		return ms
+	}
+	return append(ms, wireMessage{Role: role, Content: []wireBlock{b}})
+}
+
+// objectJSON checks that a call's arguments are a JSON object, as tool_use
+// input must be; empty arguments are the empty object.
+func objectJSON(s string) (json.RawMessage, error) {
+	b := bytes.TrimSpace([]byte(s))
+	if len(b) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if !json.Valid(b) || b[0] != '{' {
+		return nil, errors.New("are not a JSON object")
+	}
+	return b, nil
+}
+
+// finishReason maps Anthropic's stop_reason onto the reasons Mirror shares
+// across providers: stop, tool_calls, length, content_filter; others
+// (pause_turn) are passed on.
+func finishReason(raw string) string {
+	switch raw {
+	case "end_turn", "stop_sequence":
+		return "stop"
+	case "tool_use":
+		return "tool_calls"
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "refusal":
+		return "content_filter"
+	}
+	return raw
+}

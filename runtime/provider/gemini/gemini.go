@@ -1,0 +1,196 @@
+// Package gemini is the provider for Google's Gemini API
+// (generativelanguage.googleapis.com, v1beta). It streams
+// models/{model}:streamGenerateContent over SSE, maps Mirror's messages to
+// systemInstruction, contents and function declarations, assembles text and
+// function calls, reads usageMetadata, and maps failures into
+// provider.Error classes. Structured 429s (google.rpc.QuotaFailure and
+// RetryInfo) become a provider.QuotaInfo so a quota learner can respect
+// the key's input-token minute quota; daily and zero quotas fail at once.
+// The API key is sent only in the x-goog-api-key header, never in the URL,
+// and is redacted from every error.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/sse"
+)
+
+// DefaultBaseURL is used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
+
+// DefaultIdleTimeout bounds the silence between two reads of a stream, so a
+// half-open connection does not hang a chat forever. Thinking models can
+// think for minutes before their first chunk.
+const DefaultIdleTimeout = 10 * time.Minute
+
+// Config configures a Client.
+type Config struct {
+	// Name is the provider's name in config, used in errors.
+	Name string
+	// BaseURL is the API root; requests go to
+	// BaseURL + "/models/{model}:streamGenerateContent?alt=sse".
+	BaseURL string
+	// APIKey is sent in the x-goog-api-key header.
+	APIKey string
+	// HTTPClient sends the requests. nil uses provider.NewHTTPClient
+	// (no overall timeout, since a stream may last minutes).
+	HTTPClient *http.Client
+	// HeaderTimeout is the response-header timeout of the default client
+	// (ignored when HTTPClient is set); 0 means provider.DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// IdleTimeout ends a stream that sends nothing for this long as a
+	// network error; 0 means DefaultIdleTimeout, negative disables it.
+	IdleTimeout time.Duration
+}
+
+// Client streams Gemini answers. It is safe for concurrent use.
+type Client struct {
+	name string
+	base string
+	key  string
+	hc   *http.Client
+	idle time.Duration
+}
+
+// New returns a client for cfg.
+func New(cfg Config) *Client {
+	base := strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = provider.NewHTTPClient(cfg.HeaderTimeout)
+	}
+	idle := cfg.IdleTimeout
+	if idle == 0 {
+		idle = DefaultIdleTimeout
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "gemini"
+	}
+	return &Client{name: name, base: base, key: cfg.APIKey, hc: hc, idle: idle}
+}
+
+// Fingerprint identifies the client's key for quota accounting (see
+// provider.Fingerprint).
+func (c *Client) Fingerprint() string { return provider.Fingerprint(c.key) }
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// errIdle is the cancellation cause set by the idle watchdog.
+var errIdle = errors.New("stream idle")
+
+// Stream sends req and streams the answer. Text goes to emit as it arrives;
+// function calls are returned whole in the Result. On failure the Result
+// holds the text received so far (never tool calls) and the error is a
+// *provider.Error, ctx's error (wrapped) or emit's error.
+func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	model := strings.TrimPrefix(strings.TrimSpace(req.Model), "models/")
+	if model == "" {
+		return provider.Result{}, c.localError("request names no model")
+	}
+	body, err := encodeRequest(req)
+	if err != nil {
+		return provider.Result{}, c.localError(err.Error())
+	}
+	// The idle watchdog cancels this context; the caller's ctx is checked
+	// first wherever an error is classified, so its cancellation wins.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	u := c.base + "/models/" + url.PathEscape(model) + ":streamGenerateContent?alt=sse"
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return provider.Result{}, c.localError(err.Error())
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if c.key != "" {
+		hreq.Header.Set("x-goog-api-key", c.key)
+	}
+
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
+		}
+		return provider.Result{}, provider.NetworkError(c.name, c.key, err, "")
+	}
+	defer resp.Body.Close()
+	now := time.Now()
+
+	var r io.Reader = resp.Body
+	if c.idle > 0 {
+		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(errIdle) })
+		defer ir.Stop()
+		r = ir
+	}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		raw, rerr := io.ReadAll(io.LimitReader(r, maxErrorBody))
+		if rerr != nil && ctx.Err() != nil {
+			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
+		}
+		return provider.Result{}, c.bodyError(resp.StatusCode, resp.Header, raw, now)
+	}
+
+	// The request's hash seeds the ids of calls Gemini sends without one:
+	// the same request and answer give the same ids, different turns give
+	// different ones.
+	st := stream{seed: sha256.Sum256(body)}
+	err = st.read(r, emit)
+	res := st.result()
+	res.Limits = provider.ParseRateLimits(resp.Header, now)
+	var (
+		ee *emitError
+		se *streamError
+		de *decodeError
+	)
+	switch {
+	case err == nil:
+		if !st.complete() {
+			return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+				Message: "stream broke mid-reply: it ended without a finish reason"}
+		}
+		return res, nil
+	case ctx.Err() != nil:
+		return partial(res), fmt.Errorf("%s: %w", c.name, ctx.Err())
+	case errors.As(err, &ee):
+		return partial(res), ee.err
+	case errors.As(err, &se):
+		return partial(res), c.bodyError(0, nil, se.body, now)
+	case errors.Is(context.Cause(rctx), errIdle):
+		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+			Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
+	case errors.As(err, &de):
+		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
+			Message: "stream broke mid-reply: " + provider.Redact(de.Error(), c.key)}
+	default:
+		return partial(res), provider.NetworkError(c.name, c.key, err, "stream broke mid-reply: ")
+	}
+}
+
+// localError is a request Mirror refuses before sending it.
+func (c *Client) localError(msg string) *provider.Error {
+	return &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: provider.Redact(msg, c.key)}
+}
+
+// partial keeps only what is safe to use from an interrupted answer: the
+// text. Function calls are dropped, since a call cut short must not run.
+func partial(r provider.Result) provider.Result {
+	return provider.Result{Text: r.Text, Usage: r.Usage, Limits: r.Limits}
+}

@@ -1,0 +1,110 @@
+package provider
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// This file holds what every HTTP adapter needs the same way: the default
+// client, key redaction, message snippets and transport errors.
+
+// DefaultHeaderTimeout bounds the wait for response headers when an adapter
+// is given no timeout. It is long because a server may answer only after
+// reading the whole prompt (or loading the model).
+const DefaultHeaderTimeout = 3 * time.Minute
+
+// NewHTTPClient returns the client adapters use when none is configured:
+// bounded dial, TLS handshake and response-header waits (headerTimeout, or
+// DefaultHeaderTimeout when <= 0), the environment's proxy, and no overall
+// timeout, since a stream may last minutes.
+func NewHTTPClient(headerTimeout time.Duration) *http.Client {
+	if headerTimeout <= 0 {
+		headerTimeout = DefaultHeaderTimeout
+	}
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: headerTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   16,
+	}}
+}
+
+// minKeyRedact is the shortest key redacted verbatim: shorter "keys" are
+// placeholders local servers ignore ("x", "none"), and replacing them
+// everywhere would garble messages.
+const minKeyRedact = 6
+
+// keyPatterns match key-shaped text of the providers Mirror speaks to, so a
+// key is redacted even when a server echoes someone else's or a masked one.
+var keyPatterns = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	// OpenAI ("sk-proj-…", also echoed masked as "sk-proj-****abcd") and
+	// Anthropic ("sk-ant-api03-…") keys.
+	{regexp.MustCompile(`\bsk-(ant-)?[A-Za-z0-9_*\-]{2,}`), "sk-${1}[redacted]"},
+	// Google API keys: "AIza" and 35 more characters.
+	{regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{10,}`), "AIza[redacted]"},
+	{regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/\-]+=*`), "Bearer [redacted]"},
+	// A key echoed as a header or parameter: "x-api-key: …", "?key=…".
+	{regexp.MustCompile(`(?i)\b((?:x-api-key|x-goog-api-key|api[_-]?key)\s*[:=]\s*)[A-Za-z0-9._~+/\-]{8,}`), "${1}[redacted]"},
+	{regexp.MustCompile(`([?&]key=)[^&\s"']+`), "${1}[redacted]"},
+}
+
+// Redact removes key, and anything shaped like a provider key, from text
+// that may be shown or logged.
+func Redact(s, key string) string {
+	if len(key) >= minKeyRedact {
+		s = strings.ReplaceAll(s, key, "[redacted]")
+	}
+	for _, p := range keyPatterns {
+		s = p.re.ReplaceAllString(s, p.with)
+	}
+	return s
+}
+
+// Snippet is a short, valid UTF-8, one-line excerpt of raw for messages.
+func Snippet(raw []byte) string {
+	const max = 300
+	s := strings.Join(strings.Fields(string(bytes.TrimSpace(raw))), " ")
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return strings.ToValidUTF8(s, "�")
+}
+
+// NetworkError maps a failure to reach a provider or to read its stream
+// into ClassNetwork. The cause stays reachable with errors.Is/As (timeouts,
+// net errors) unless its text held the key, in which case only the redacted
+// text survives.
+func NetworkError(name, key string, err error, prefix string) error {
+	text := err.Error()
+	red := Redact(text, key)
+	pe := &Error{Provider: name, Class: ClassNetwork, Message: prefix + red}
+	if red != text {
+		return pe
+	}
+	return &causeError{pe: pe, cause: err}
+}
+
+// causeError is a provider error that also wraps its transport cause.
+type causeError struct {
+	pe    *Error
+	cause error
+}
+
+func (e *causeError) Error() string   { return e.pe.Error() }
+func (e *causeError) Unwrap() []error { return []error{e.pe, e.cause} }
