@@ -1,6 +1,7 @@
 package chats
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // approvalOf waits for the chat's next approval.requested.
@@ -239,3 +241,81 @@ func TestPathEscapesAreRefusedAndRewindRestoresBytes(t *testing.T) {
 }
 
 func uintText(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// TestRecoveryAnswerIsHeldUntilTheChatIsBack: a call interrupted by a
+// shutdown becomes a recovery; an answer that arrives while its chat cannot
+// take it is held (delivered false) and applied when the chat is back.
+func TestRecoveryAnswerIsHeldUntilTheChatIsBack(t *testing.T) {
+	e := newToolEnv(t)
+	c := e.chat()
+	s := newSub()
+	if err := e.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Send(bg, c.ID, `/tool shell {"command":"sleep 30"}`, "1", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	ap := approvalOf(t, s, 1)
+	if err := e.svc.AnswerApproval(bg, ap.ID, true, Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, "approved", has(EvApprovalResolved, 1))
+	e.restart() // the running call is cut short and left open
+
+	s2 := newSub()
+	if err := e.svc.Open(bg, c.ID, nil, s2, ""); err != nil {
+		t.Fatal(err)
+	}
+	s2.mu.Lock()
+	snap := s2.got[0].Snapshot
+	s2.mu.Unlock()
+	if snap == nil || len(snap.Recoveries) != 1 {
+		t.Fatalf("snapshot recoveries: %+v", snap)
+	}
+	rec := snap.Recoveries[0]
+
+	// The chat goes away (shutdown begins); the answer is held.
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	e.svc.Close(ctx)
+	cancel()
+	delivered, err := e.svc.AnswerRecovery(bg, rec.ID, "repeat", Origin{})
+	if err != nil || delivered {
+		t.Fatalf("answer while away: delivered=%v err=%v", delivered, err)
+	}
+	e.store.Close()
+	e.db.Close()
+	e.svc = nil
+	e.start()
+	if _, err := e.svc.Resume(bg); err != nil {
+		t.Fatal(err)
+	}
+	s3 := newSub()
+	if err := e.svc.Open(bg, c.ID, &snap.Seq, s3, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Repeat asks permission again; deny it to end the turn quickly.
+	ap2 := approvalOf(t, s3, 1)
+	if ap2.Call.ID != rec.Call.ID {
+		t.Fatalf("approval for %s, want the recovered call %s", ap2.Call.ID, rec.Call.ID)
+	}
+	if err := e.svc.AnswerApproval(bg, ap2.ID, false, Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	s3.waitFor(t, "finished", has(EvTurnFinished, 1))
+	stored := e.durable(c.ID)
+	if n := count(stored, EvToolCall); n != 1 {
+		t.Fatalf("%d tool.call rows", n)
+	}
+	if n := count(stored, EvRecoveryRequested); n != 1 {
+		t.Fatalf("%d recovery.requested rows", n)
+	}
+	var action string
+	for _, ev := range stored {
+		if ev.Type == EvRecoveryResolved {
+			action = ev.Recovery.Action
+		}
+	}
+	if action != "repeat" {
+		t.Fatalf("resolved with %q", action)
+	}
+}
