@@ -280,4 +280,12 @@ func TestBrowserApprovesAToolCall(t *testing.T) {
 	click(t, ctx, ".card.approval button.allow")
 	until(t, ctx, "answer after the tool", `[...document.querySelectorAll('.msg.assistant:not(.streaming)')].some(e => e.textContent.includes('approved-and-ran'))`)
 	until(t, ctx, "card gone", `!document.querySelector('.card.approval')`)
+
+	// A chat command typed in the composer is run by the gateway, not sent
+	// to the model, and its answer is shown.
+	typeAndSend(t, ctx, "/changes")
+	until(t, ctx, "command answer", `[...document.querySelectorAll('#toasts .toast.command')].some(e => e.textContent.includes('changes'))`)
+	if n := js[int](t, ctx, `[...document.querySelectorAll('.msg.user')].filter(e => e.textContent.includes('/changes')).length`); n != 0 {
+		t.Fatal("the command was sent as a message")
+	}
 }

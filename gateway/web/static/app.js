@@ -36,7 +36,9 @@
 //   #stop                         stop button, shown (not [hidden]) while a turn runs
 //   #mode                         "Steer" toggle, shown while a turn runs: aria-pressed
 //                                 = true sends with mode "redirect"
-//   #toasts .toast                transient errors that belong to no bubble
+//   #toasts .toast                transient errors that belong to no bubble;
+//                                 .toast.command shows what a /changes, /rewind or
+//                                 /stop typed in the composer answered
 //
 // The open chat is kept in location.hash as "#" + encodeURIComponent(chat id).
 //
@@ -314,6 +316,9 @@ function handleFrame(f) {
       return onError(f);
     case 'recovery.answered':
       return onRecoveryAnswered(f);
+    case 'command.result':
+      takeReq(f);
+      return toast(String(f.text || 'Done.'), 'command');
     default:
       if (f.chat && typeof f.chat === 'string') return onChatEvent(f);
       takeReq(f);
@@ -832,7 +837,14 @@ function createChat(then) {
   request({ type: 'chat.create' }, { kind: 'create', then });
 }
 
+// Chat commands the gateway runs itself rather than the model.
+const COMMAND = /^\/(changes|rewind|stop)(\s|$)/;
+
 function sendMessage(chat, text, mode) {
+  if (chat && COMMAND.test(text.trim())) {
+    if (!request({ type: 'chat.command', chat, text: text.trim() }, { kind: 'command', chat })) toast('Not connected — try again in a moment.');
+    return;
+  }
   if (!chat) {
     createChat({ text, mode });
     return;
@@ -1420,12 +1432,12 @@ function fmtTokens(n) {
 }
 
 let toastN = 0;
-function toast(text) {
+function toast(text, kind) {
   const id = ++toastN;
-  const t = h('div', { class: 'toast', role: 'alert', 'data-toast': id }, h('span', null, text), h('button', { class: 'toast-close', type: 'button', 'aria-label': 'Dismiss' }, '×'));
+  const t = h('div', { class: kind ? 'toast ' + kind : 'toast', role: 'alert', 'data-toast': id }, h('span', null, text), h('button', { class: 'toast-close', type: 'button', 'aria-label': 'Dismiss' }, '×'));
   dom.toasts.append(t);
   while (dom.toasts.children.length > 3) dom.toasts.firstChild.remove();
-  setTimeout(() => t.remove(), 7000);
+  setTimeout(() => t.remove(), kind === 'command' ? 20000 : 7000);
 }
 
 function autosize(ta) {
