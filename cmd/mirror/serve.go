@@ -119,6 +119,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		cfg.Listen = addr
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Catch the signals first: a SIGTERM that arrives while starting must
+	// still shut down cleanly, not kill the process mid-write.
+	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 
 	dir, err := datadir.Prepare(cfg.DataPath())
 	if err != nil {
@@ -181,14 +185,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
 
-	if n, err := svc.Resume(ctx); err != nil {
+	if n, err := svc.Resume(sig); err != nil {
 		log.Error("resume chats", "err", err)
 	} else if n > 0 {
 		log.Info("resumed chats with work left", "chats", n)
 	}
 
-	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var serveErr error
 	select {
 	case <-sig.Done():
