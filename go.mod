@@ -14,6 +14,8 @@ require (
 	golang.org/x/sys v0.48.0
 )
 
+require github.com/go-telegram-bot-api/telegram-bot-api/v5 v5.5.1
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -63,6 +63,17 @@ type Telegram struct {
 	// AllowedUsers are the Telegram user ids with access; anyone else gets a
 	// pairing code.
 	AllowedUsers []int64 `yaml:"allowed_users"`
+	// WebhookURL is the public HTTPS address Telegram posts updates to in
+	// webhook mode; a reverse proxy forwards it to WebhookPath on listen.
+	WebhookURL string `yaml:"webhook_url"`
+	// WebhookPath is the path on the listen address that receives webhook
+	// updates ("" means /telegram/webhook). It is not behind the access
+	// token: the secret header guards it.
+	WebhookPath string `yaml:"webhook_path"`
+	// WebhookSecretEnv names the environment variable holding the webhook
+	// secret token; when it is empty or unset, a random secret is made at
+	// each start (setWebhook hands it to Telegram anyway).
+	WebhookSecretEnv string `yaml:"webhook_secret_env"`
 }
 
 // Provider is one model API the gateway can talk to.

@@ -184,7 +184,7 @@ func TestParseErrors(t *testing.T) {
 
 		// Keys and types.
 		{"unknown key", "\nlisten: 127.0.0.1:1\nlisen: x\n", "runtime.yaml:3: lisen: unknown key; known keys here: auth, breaker_history_days, ..."},
-		{"unknown nested key", "telegram:\n  mode: polling\n  bot: x\n", "runtime.yaml:3: telegram.bot: unknown key; known keys here: allowed_users, api_endpoint, enabled, mode, token_env"},
+		{"unknown nested key", "telegram:\n  mode: polling\n  bot: x\n", "runtime.yaml:3: telegram.bot: unknown key; known keys here: allowed_users, api_endpoint, enabled, mode, token_env, webhook_path, webhook_secret_env, webhook_url"},
 		{"secret key in provider", "providers:\n  - name: x\n    kind: openai\n    api_key: sk-abc\n", "runtime.yaml:4: providers[0].api_key: unknown key: secrets are never written in runtime.yaml; put the secret in an environment variable and set api_key_env to its name (name the environment variable, not the secret)"},
 		{"secret key in telegram", "telegram:\n  bot_token: 123:abc\n", "runtime.yaml:2: telegram.bot_token: unknown key: secrets are never written in runtime.yaml; put the secret in an environment variable and set token_env to its name (name the environment variable, not the secret)"},
 		{"secret as a key", "providers:\n  - {name: x, kind: openai, sk-proj-abcdef}\n", "runtime.yaml:2: providers[0].?: unknown key (not shown: it may be a secret); known keys here: ..."},

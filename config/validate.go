@@ -108,6 +108,15 @@ func (v *validator) telegram() {
 			v.fail(fmt.Sprintf("telegram.allowed_users[%d]", i), "want a Telegram user id (a positive number), not %d", id)
 		}
 	}
+	if t.Enabled && t.Mode == ModeWebhook {
+		if u, err := url.Parse(t.WebhookURL); err != nil || u.Scheme != "https" || u.Host == "" {
+			v.fail("telegram.webhook_url", "webhook mode needs the public https URL Telegram posts to, such as https://bot.example.com/telegram/webhook")
+		}
+	}
+	if p := t.WebhookPath; p != "" && (!strings.HasPrefix(p, "/") || strings.HasPrefix(p, "/api/") || p == "/" || p == "/ws") {
+		v.fail("telegram.webhook_path", "want a path of its own such as /telegram/webhook, not %s", show(p))
+	}
+	v.envName("telegram.webhook_secret_env", t.WebhookSecretEnv, false)
 }
 
 func (v *validator) providers() {

@@ -26,12 +26,22 @@ type Options struct {
 	Token  string
 	// Addr is the address actually listened on (host:port), for the Origin check.
 	Addr string
-	Log  *slog.Logger
+	// Routes are more handlers by pattern (such as Telegram's); Private ones
+	// need the token, the others guard themselves (a webhook's secret).
+	Routes []Route
+	Log    *slog.Logger
 	// Monitor serves /api/breakers, the /monitor dashboard's feed and the
 	// breaker series of /metrics; nil answers 503 there.
 	Monitor *monitor.Monitor
 	// Metrics serves /metrics; nil answers 503.
 	Metrics *monitor.Metrics
+}
+
+// Route is one more handler a transport brings.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+	Private bool
 }
 
 // Server serves every HTTP route of the gateway.
@@ -72,6 +82,13 @@ func New(opt Options) *Server {
 	s.mux.Handle("GET /api/chats", s.need(http.HandlerFunc(s.apiChats)))
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
 	s.monitorRoutes()
+	for _, rt := range opt.Routes {
+		h := rt.Handler
+		if rt.Private {
+			h = s.need(h)
+		}
+		s.mux.Handle(rt.Pattern, h)
+	}
 	if opt.Monitor != nil {
 		// Breaker transitions reach every browser as a breaker event.
 		s.unsubscribe = opt.Monitor.Subscribe(func(b monitor.BreakerView) {

@@ -37,6 +37,8 @@ const usage = `mirror: a chat-bot gateway
 usage:
   mirror serve [--config FILE] [--data DIR] [--addr HOST:PORT]
   mirror token [--config FILE] [--data DIR]
+  mirror pair list [--config FILE] [--data DIR]
+  mirror pair approve CODE [--config FILE] [--data DIR]
   mirror version
 `
 
@@ -51,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = serve(ctx, args[1:], stdout, stderr, getenv)
 	case "token":
 		err = token(args[1:], stdout, getenv)
+	case "pair":
+		err = pair(ctx, args[1:], stdout, getenv)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionLine())
 	case "help", "-h", "--help":

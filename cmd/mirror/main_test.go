@@ -247,3 +247,32 @@ func TestKillMinusNineLosesNoAcknowledgedMessage(t *testing.T) {
 	}
 	p.stop(t)
 }
+
+func TestPairWithoutARunningGateway(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "runtime.yaml")
+	// Nothing listens on port 1, so the command opens the database itself.
+	if err := os.WriteFile(cfgPath, []byte("listen: 127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	env := func(string) string { return "" }
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"pair"}, 2, "usage"},
+		{[]string{"pair", "frob"}, 2, "unknown subcommand"},
+		{[]string{"pair", "approve"}, 2, "missing CODE"},
+		{[]string{"pair", "list", "--config", cfgPath, "--data", data}, 0, ""},
+		{[]string{"pair", "approve", "NOPE42", "--config", cfgPath, "--data", data}, 1, ""},
+	}
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), tc.args, &out, &errb, env)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("%v: exit %d (want %d), %q %q", tc.args, code, tc.code, out.String(), errb.String())
+		}
+	}
+}

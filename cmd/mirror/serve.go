@@ -20,6 +20,7 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/gateway"
+	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/monitor"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -172,14 +173,36 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log})
 
+	var tg *telegram.Bot
+	var routes []gateway.Route
+	if cfg.Telegram.Enabled {
+		secret := ""
+		if cfg.Telegram.WebhookSecretEnv != "" {
+			secret = getenv(cfg.Telegram.WebhookSecretEnv)
+		}
+		tg, err = telegram.New(sig, telegram.Options{Config: cfg, Token: getenv(cfg.Telegram.TokenEnv), WebhookSecret: secret,
+			Chats: svc, Store: store, Monitor: mon, Metrics: metrics, Log: log})
+		if err != nil {
+			svc.Close(context.Background())
+			store.Close()
+			return fmt.Errorf("telegram: %w", err)
+		}
+		routes = append(routes, gateway.Route{Pattern: "/api/telegram/", Handler: tg.PairingHandler(), Private: true})
+		if cfg.Telegram.Mode == config.ModeWebhook {
+			routes = append(routes, gateway.Route{Pattern: "POST " + tg.WebhookPath(), Handler: tg.WebhookHandler()})
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		if tg != nil {
+			tg.Close()
+		}
 		svc.Close(context.Background())
 		store.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(),
-		Monitor: mon, Metrics: metrics, Log: log})
+		Monitor: mon, Metrics: metrics, Routes: routes, Log: log})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -190,12 +213,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	} else if n > 0 {
 		log.Info("resumed chats with work left", "chats", n)
 	}
+	if tg != nil {
+		if err := tg.Start(sig); err != nil {
+			log.Error("telegram", "err", err)
+		}
+	}
 
 	var serveErr error
 	select {
 	case <-sig.Done():
 		log.Info("shutting down")
 	case serveErr = <-served:
+	}
+	if tg != nil {
+		tg.Close() // unsubscribes and records what it sent, before the chats stop
 	}
 	shutdown(hs, srv, svc, store)
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/config/datadir"
+	"github.com/mirror-gateway/mirror/gateway"
+	"github.com/mirror-gateway/mirror/gateway/telegram"
+)
+
+// pairUsage is the help of `mirror pair`.
+const pairUsage = `usage:
+  mirror pair list [--config FILE] [--data DIR]
+  mirror pair approve CODE [--config FILE] [--data DIR]`
+
+// pair runs `mirror pair list|approve CODE`. A running gateway holds the
+// database's lock, so it is asked over HTTP (the listen address, with the
+// access token); only when no gateway answers is the database opened here.
+func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+	if len(args) == 0 {
+		return usageError{errors.New(pairUsage)}
+	}
+	sub, rest := args[0], args[1:]
+	var code string
+	switch sub {
+	case "list":
+	case "approve":
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return usageError{fmt.Errorf("pair approve: missing CODE\n\n%s", pairUsage)}
+		}
+		code, rest = rest[0], rest[1:]
+	default:
+		return usageError{fmt.Errorf("pair: unknown subcommand %q\n\n%s", sub, pairUsage)}
+	}
+	var c common
+	f := flag.NewFlagSet("pair "+sub, flag.ContinueOnError)
+	c.register(f)
+	if err := parseFlags(f, rest); err != nil {
+		return err
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return err
+	}
+	dir, err := datadir.Prepare(cfg.DataPath())
+	if err != nil {
+		return err
+	}
+	tok, err := gateway.LoadToken(cfg, dir, getenv)
+	if err != nil {
+		return err
+	}
+	out, err := pairOverHTTP(ctx, cfg, tok, sub, code)
+	if errors.Is(err, errNoGateway) {
+		out, err = pairInDB(filepath.Join(dir, DBFile), sub, code)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, out)
+	return nil
+}
+
+var errNoGateway = errors.New("no gateway answers")
+
+// pairOverHTTP asks the running gateway; errNoGateway when none listens.
+func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code string) (string, error) {
+	host, port, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return "", usageError{fmt.Errorf("listen %q: %w", cfg.Listen, err)}
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1" // a wildcard listener answers on loopback
+	}
+	base := "http://" + net.JoinHostPort(host, port) + "/api/telegram/pairing"
+	method, u := http.MethodGet, base
+	if sub == "approve" {
+		method, u = http.MethodPost, base+"/"+url.PathEscape(code)+"/approve"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return "", errNoGateway
+		}
+		return "", fmt.Errorf("ask the gateway at %s: %w", cfg.Listen, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Pairings []telegram.Pairing `json:"pairings"`
+		Approved *telegram.Pairing  `json:"approved"`
+		Error    string             `json:"error"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return "", fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", cfg.Listen)
+	case resp.StatusCode == http.StatusNotFound && body.Error == "":
+		return "", fmt.Errorf("the gateway at %s does not run Telegram (telegram.enabled is false there)", cfg.Listen)
+	case resp.StatusCode != http.StatusOK:
+		return "", fmt.Errorf("pair %s: %s", sub, body.Error)
+	case body.Approved != nil:
+		return describeApproved(*body.Approved), nil
+	}
+	return describePairings(body.Pairings), nil
+}
+
+func pairInDB(path, sub, code string) (string, error) {
+	db, err := chats.OpenDB(path, 500*time.Millisecond)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if sub == "approve" {
+		p, err := telegram.ApprovePairing(db, code, time.Now())
+		if err != nil {
+			return "", err
+		}
+		return describeApproved(p), nil
+	}
+	list, err := telegram.ListPairings(db, time.Now())
+	if err != nil {
+		return "", err
+	}
+	return describePairings(list), nil
+}
+
+func describeApproved(p telegram.Pairing) string {
+	return fmt.Sprintf("approved: Telegram user %d %s has access now\n", p.User, p.Name)
+}
+
+func describePairings(list []telegram.Pairing) string {
+	if len(list) == 0 {
+		return "no pairing codes are waiting\n"
+	}
+	var b strings.Builder
+	for _, p := range list {
+		fmt.Fprintf(&b, "%s  user %d  %s  expires %s\n", p.Code, p.User, p.Name, p.ExpiresAt.Local().Format("15:04"))
+	}
+	return b.String()
+}

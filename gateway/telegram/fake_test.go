@@ -1,0 +1,375 @@
+package telegram
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeAPI is a Bot API server on 127.0.0.1: real HTTP, the library's form
+// encoding, Telegram's error texts, one message per interval per chat and a
+// global rate enforced with 429 retry_after, and a getUpdates long poll that
+// blocks until an update is pushed or the request's context ends.
+type fakeAPI struct {
+	t        testing.TB
+	srv      *httptest.Server
+	interval time.Duration // per chat; sends closer than this get 429
+	global   int           // sends per second in all
+
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced on every change
+	updates    []json.RawMessage
+	ids        []int
+	nextID     int
+	nextUpdate int
+	msgs       map[int64][]*fakeMsg
+	lastSend   map[int64]time.Time
+	recent     []time.Time
+	n429       int
+	calls      map[string]int
+	offsets    []int // offset of each getUpdates
+	answers    []string
+	webhook    map[string]string
+	edits      map[int64]int
+	sendsAt    map[int64][]time.Time
+}
+
+type fakeMsg struct {
+	ID      int
+	Text    string // visible text
+	Raw     string
+	Markup  string
+	ReplyTo int
+}
+
+func newFake(t testing.TB, interval time.Duration, global int) *fakeAPI {
+	f := &fakeAPI{t: t, interval: interval, global: global, changed: make(chan struct{}), nextID: 1000,
+		msgs: map[int64][]*fakeMsg{}, lastSend: map[int64]time.Time{}, calls: map[string]int{},
+		edits: map[int64]int{}, sendsAt: map[int64][]time.Time{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeAPI) endpoint() string { return f.srv.URL + "/bot%s/%s" }
+
+func (f *fakeAPI) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// waitFor waits until cond (run under the lock) holds, woken by changes.
+func (f *fakeAPI) waitFor(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		f.mu.Lock()
+		ok, ch := cond(), f.changed
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			f.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// push queues an update; its update_id is assigned here.
+func (f *fakeAPI) push(kind string, body string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextUpdate++
+	id := f.nextUpdate
+	f.updates = append(f.updates, json.RawMessage(fmt.Sprintf(`{"update_id":%d,%q:%s}`, id, kind, body)))
+	f.ids = append(f.ids, id)
+	f.notifyLocked()
+	return id
+}
+
+var msgSeq struct {
+	sync.Mutex
+	n int
+}
+
+func nextMsgID() int {
+	msgSeq.Lock()
+	defer msgSeq.Unlock()
+	msgSeq.n++
+	return msgSeq.n
+}
+
+// pushText pushes a text message and returns its message_id.
+func (f *fakeAPI) pushText(chat, user int64, text string) int {
+	id := nextMsgID()
+	ents := ""
+	if strings.HasPrefix(text, "/") {
+		n := len(strings.Fields(text)[0])
+		ents = fmt.Sprintf(`,"entities":[{"type":"bot_command","offset":0,"length":%d}]`, n)
+	}
+	typ := "private"
+	if chat < 0 {
+		typ = "group"
+	}
+	f.push("message", fmt.Sprintf(`{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"U%d"},"chat":{"id":%d,"type":%q},"date":1767225600,"text":%q%s}`,
+		id, user, user, chat, typ, text, ents))
+	return id
+}
+
+func (f *fakeAPI) pushEdit(chat, user int64, msgID int, text string) {
+	f.push("edited_message", fmt.Sprintf(`{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"U"},"chat":{"id":%d,"type":"private"},"date":1767225600,"edit_date":1767225700,"text":%q}`,
+		msgID, user, chat, text))
+}
+
+func (f *fakeAPI) pushCallback(chat, user int64, msgID int, data string) {
+	f.push("callback_query", fmt.Sprintf(`{"id":"cb%d","from":{"id":%d,"is_bot":false,"first_name":"U"},"chat_instance":"1","data":%q,"message":{"message_id":%d,"date":1767225600,"chat":{"id":%d,"type":"private"},"text":"x"}}`,
+		nextMsgID(), user, data, msgID, chat))
+}
+
+func (f *fakeAPI) reply(w http.ResponseWriter, result string) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"ok":true,"result":%s}`, result)
+}
+
+func (f *fakeAPI) fail(w http.ResponseWriter, code int, desc string, params string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if params != "" {
+		params = `,"parameters":` + params
+	}
+	fmt.Fprintf(w, `{"ok":false,"error_code":%d,"description":%q%s}`, code, desc, params)
+}
+
+var tagRE = regexp.MustCompile(`</?([a-z]+)[^>]*>`)
+
+// visible checks Telegram HTML the way the server does (known tags,
+// properly nested) and returns the text a person sees.
+func visible(s string) (string, bool) {
+	var stack []string
+	for _, m := range tagRE.FindAllStringSubmatch(s, -1) {
+		switch m[1] {
+		case "b", "i", "s", "u", "code", "pre", "a":
+		default:
+			return "", false
+		}
+		if strings.HasPrefix(m[0], "</") {
+			if len(stack) == 0 || stack[len(stack)-1] != m[1] {
+				return "", false
+			}
+			stack = stack[:len(stack)-1]
+		} else {
+			stack = append(stack, m[1])
+		}
+	}
+	if len(stack) > 0 || strings.ContainsAny(tagRE.ReplaceAllString(s, ""), "<>") {
+		return "", false
+	}
+	return html.UnescapeString(tagRE.ReplaceAllString(s, "")), true
+}
+
+// limitLocked applies the flood limits to one send to chat.
+func (f *fakeAPI) limitLocked(w http.ResponseWriter, chat int64) bool {
+	now := time.Now()
+	if last, ok := f.lastSend[chat]; ok && now.Sub(last) < f.interval*9/10 {
+		f.n429++
+		f.t.Logf("429 chat %d: %v since the last send", chat, now.Sub(last))
+		f.notifyLocked()
+		w.Header().Set("Retry-After", "1")
+		f.fail(w, 429, "Too Many Requests: retry after 1", `{"retry_after":1}`)
+		return false
+	}
+	cut := 0
+	for cut < len(f.recent) && now.Sub(f.recent[cut]) > time.Second {
+		cut++
+	}
+	f.recent = f.recent[cut:]
+	if len(f.recent) >= f.global {
+		f.n429++
+		f.t.Logf("429: %d sends in the last second", len(f.recent))
+		f.notifyLocked()
+		f.fail(w, 429, "Too Many Requests: retry after 1", `{"retry_after":1}`)
+		return false
+	}
+	f.recent = append(f.recent, now)
+	f.lastSend[chat] = now
+	f.sendsAt[chat] = append(f.sendsAt[chat], now)
+	return true
+}
+
+func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		f.fail(w, 400, "Bad Request: can't parse request", "")
+		return
+	}
+	m := path.Base(r.URL.Path)
+	f.mu.Lock()
+	f.calls[m]++
+	f.mu.Unlock()
+	chat, _ := strconv.ParseInt(r.Form.Get("chat_id"), 10, 64)
+	switch m {
+	case "getMe":
+		f.reply(w, `{"id":42,"is_bot":true,"first_name":"Fake","username":"fake_bot"}`)
+	case "getUpdates":
+		offset, _ := strconv.Atoi(r.Form.Get("offset"))
+		f.mu.Lock()
+		f.offsets = append(f.offsets, offset)
+		f.notifyLocked()
+		f.mu.Unlock()
+		for {
+			f.mu.Lock()
+			var out []json.RawMessage
+			for i, id := range f.ids {
+				if id >= offset {
+					out = append(out, f.updates[i])
+				}
+			}
+			ch := f.changed
+			f.mu.Unlock()
+			if len(out) > 0 {
+				b, _ := json.Marshal(out)
+				f.reply(w, string(b))
+				return
+			}
+			select {
+			case <-ch:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	case "sendMessage", "editMessageText":
+		text, mode := r.Form.Get("text"), r.Form.Get("parse_mode")
+		if markup := r.Form.Get("reply_markup"); markup != "" && markup != "null" {
+			var kb struct {
+				Rows [][]struct {
+					Data string `json:"callback_data"`
+				} `json:"inline_keyboard"`
+			}
+			_ = json.Unmarshal([]byte(markup), &kb)
+			for _, row := range kb.Rows {
+				for _, b := range row {
+					if len(b.Data) > 64 {
+						f.fail(w, 400, "Bad Request: BUTTON_DATA_INVALID", "")
+						return
+					}
+				}
+			}
+		}
+		vis := text
+		if strings.EqualFold(mode, "HTML") {
+			var ok bool
+			if vis, ok = visible(text); !ok {
+				f.fail(w, 400, "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 0", "")
+				return
+			}
+		}
+		if strings.TrimSpace(vis) == "" {
+			f.fail(w, 400, "Bad Request: message text is empty", "")
+			return
+		}
+		if utf16Len(vis) > 4096 {
+			f.fail(w, 400, "Bad Request: message is too long", "")
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		markup := r.Form.Get("reply_markup")
+		if m == "editMessageText" {
+			id, _ := strconv.Atoi(r.Form.Get("message_id"))
+			var msg *fakeMsg
+			for _, x := range f.msgs[chat] {
+				if x.ID == id {
+					msg = x
+				}
+			}
+			if msg == nil {
+				f.fail(w, 400, "Bad Request: message to edit not found", "")
+				return
+			}
+			if msg.Raw == text && msg.Markup == markup {
+				f.fail(w, 400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message", "")
+				return
+			}
+			if !f.limitLocked(w, chat) {
+				return
+			}
+			msg.Text, msg.Raw, msg.Markup = vis, text, markup
+			f.edits[chat]++
+			f.notifyLocked()
+			f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, id, chat, vis))
+			return
+		}
+		if !f.limitLocked(w, chat) {
+			return
+		}
+		f.nextID++
+		reply, _ := strconv.Atoi(r.Form.Get("reply_to_message_id"))
+		msg := &fakeMsg{ID: f.nextID, Text: vis, Raw: text, Markup: markup, ReplyTo: reply}
+		f.msgs[chat] = append(f.msgs[chat], msg)
+		f.notifyLocked()
+		f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, msg.ID, chat, vis))
+	case "answerCallbackQuery":
+		f.mu.Lock()
+		f.answers = append(f.answers, r.Form.Get("text"))
+		f.notifyLocked()
+		f.mu.Unlock()
+		f.reply(w, "true")
+	case "sendChatAction":
+		if r.Form.Get("action") != "typing" {
+			f.fail(w, 400, "Bad Request: wrong parameter action in request", "")
+			return
+		}
+		f.reply(w, "true")
+	case "setWebhook":
+		f.mu.Lock()
+		f.webhook = map[string]string{"url": r.Form.Get("url"), "secret": r.Form.Get("secret_token")}
+		f.notifyLocked()
+		f.mu.Unlock()
+		f.reply(w, "true")
+	default:
+		f.fail(w, 404, "Not Found: method not found", "")
+	}
+}
+
+// texts returns the visible texts of the bot's messages in chat.
+func (f *fakeAPI) textsLocked(chat int64) []string {
+	var out []string
+	for _, m := range f.msgs[chat] {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+func (f *fakeAPI) texts(chat int64) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.textsLocked(chat)
+}
+
+func (f *fakeAPI) hasTextLocked(chat int64, sub string) bool {
+	for _, m := range f.msgs[chat] {
+		if strings.Contains(m.Text, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeAPI) msgWithLocked(chat int64, sub string) *fakeMsg {
+	for _, m := range f.msgs[chat] {
+		if strings.Contains(m.Text, sub) {
+			return m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,439 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	"github.com/mirror-gateway/mirror/chats"
+	bolt "go.etcd.io/bbolt"
+)
+
+type followKey struct {
+	tg   int64
+	chat string
+}
+
+// follower streams one Mirror chat into one Telegram chat. It is the chat's
+// Subscriber: Deliver only queues, and the follower's goroutine does the
+// sending, so a slow Bot API never slows the chat.
+type follower struct {
+	b   *Bot
+	key followKey
+	st  followState
+
+	mu     sync.Mutex
+	queue  []chats.Delivery
+	signal chan struct{}
+	retire atomic.Bool
+
+	seen    uint64 // last durable seq applied (st.LastSeq is the persisted one)
+	running bool
+	reply   string
+	dirty   bool
+	shown   []string // the HTML each message of the turn shows
+	typeAt  time.Time
+}
+
+// Deliver implements chats.Subscriber; it never blocks.
+func (f *follower) Deliver(d chats.Delivery) {
+	f.mu.Lock()
+	f.queue = append(f.queue, d)
+	f.mu.Unlock()
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (f *follower) take() []chats.Delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.queue
+	f.queue = nil
+	return q
+}
+
+// follow makes sure Telegram chat tg follows Mirror chat chat, subscribing
+// before it returns, so nothing sent to the chat afterwards is missed. st is
+// the persisted state to resume from (nil: start from a snapshot).
+func (b *Bot) follow(tg int64, chat string, st *followState) error {
+	key := followKey{tg, chat}
+	b.mu.Lock()
+	if f := b.followers[key]; f != nil {
+		f.retire.Store(false)
+		b.mu.Unlock()
+		return nil
+	}
+	if b.closed {
+		b.mu.Unlock()
+		return chats.ErrClosed
+	}
+	f := &follower{b: b, key: key, signal: make(chan struct{}, 1)}
+	if st != nil {
+		f.st = *st
+	}
+	f.st.TG, f.st.Chat = tg, chat
+	f.seen = f.st.LastSeq
+	b.followers[key] = f
+	b.wg.Add(1)
+	b.mu.Unlock()
+	var since *uint64
+	if f.seen > 0 {
+		s := f.seen
+		since = &s
+	}
+	if err := b.svc.Open(b.ctx, chat, since, f, ""); err != nil {
+		b.mu.Lock()
+		delete(b.followers, key)
+		b.mu.Unlock()
+		b.wg.Done()
+		if errors.Is(err, chats.ErrNotFound) {
+			_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", tg, chat)) })
+		}
+		return fmt.Errorf("telegram: follow chat %s: %w", chat, err)
+	}
+	go f.run()
+	return nil
+}
+
+// unfollowOthers retires every follower of tg but the one of keep: each
+// ends once its chat has nothing running or waiting for an answer, so a
+// reply or an approval of the chat left behind still arrives.
+func (b *Bot) unfollowOthers(tg int64, keep string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, f := range b.followers {
+		if k.tg == tg && k.chat != keep {
+			f.retire.Store(true)
+			select {
+			case f.signal <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (f *follower) run() {
+	b := f.b
+	defer b.wg.Done()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = b.svc.Unsubscribe(ctx, f.key.chat, f)
+	}()
+	typing := time.NewTimer(time.Hour)
+	defer typing.Stop()
+	for {
+		for _, d := range f.take() {
+			if err := f.apply(d); err != nil {
+				if b.ctx.Err() != nil {
+					return
+				}
+				b.log.Warn("telegram: follower", "chat", f.key.chat, "tg", f.key.tg, "err", err)
+			}
+		}
+		if b.ctx.Err() != nil {
+			return
+		}
+		if f.dirty && f.running {
+			if err := f.stream(); err != nil && b.ctx.Err() == nil {
+				b.log.Warn("telegram: streaming edit", "chat", f.key.chat, "err", err)
+			}
+			f.dirty = false
+			continue // take what arrived meanwhile before waiting
+		}
+		if f.retire.Load() && !f.running && len(f.st.Asks) == 0 {
+			b.mu.Lock()
+			if f.retire.Load() {
+				delete(b.followers, f.key)
+				b.mu.Unlock()
+				_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", f.key.tg, f.key.chat)) })
+				return
+			}
+			b.mu.Unlock()
+		}
+		if f.running {
+			if now := time.Now(); !now.Before(f.typeAt) {
+				b.typing(b.ctx, f.key.tg)
+				f.typeAt = now.Add(4 * time.Second) // the action shows for about 5 s
+			}
+			typing.Reset(time.Until(f.typeAt))
+		}
+		select {
+		case <-f.signal:
+		case <-typing.C:
+		case <-b.ctx.Done():
+			return
+		}
+	}
+}
+
+func (f *follower) save() error {
+	f.st.LastSeq = f.seen
+	v, _ := json.Marshal(f.st)
+	return f.b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("f", f.key.tg, f.key.chat), v) })
+}
+
+func (f *follower) newTurn(turn string) {
+	if f.st.Turn != turn {
+		f.st.Turn, f.st.MsgIDs, f.st.Landed, f.shown = turn, nil, false, nil
+	}
+	f.running, f.reply, f.dirty = true, "", false
+	f.typeAt = time.Time{}
+}
+
+func (f *follower) apply(d chats.Delivery) error {
+	b := f.b
+	switch {
+	case d.Closed != "":
+		// The chat dropped us; resume after what we applied.
+		s := f.seen
+		return b.svc.Open(b.ctx, f.key.chat, &s, f, "")
+	case d.Snapshot != nil:
+		sn := d.Snapshot
+		f.seen = max(f.seen, sn.Seq)
+		f.running = false
+		if sn.Running != nil {
+			f.newTurn(sn.Running.Turn)
+			f.reply, f.dirty = sn.Running.Text, sn.Running.Text != ""
+		}
+		for _, ap := range sn.Approvals {
+			if err := f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), "y:", "n:", "Allow", "Deny"); err != nil {
+				return err
+			}
+		}
+		for _, r := range sn.Recoveries {
+			if err := f.ask(r.ID, recoveryText(r.Call.Name, r.Call.Arguments), "r:", "s:", "Repeat", "Skip"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ev := d.Event
+	if ev.Type == chats.EvReplyDelta {
+		if f.running && ev.Turn == f.st.Turn && ev.Offset != nil {
+			r := []rune(f.reply)
+			off := min(max(*ev.Offset, 0), len(r))
+			f.reply = string(r[:off]) + ev.Text
+			f.dirty = true
+		}
+		return nil
+	}
+	if ev.Seq <= f.seen {
+		return nil // already applied (a resume overlapping what we had)
+	}
+	f.seen = ev.Seq
+	switch ev.Type {
+	case chats.EvTurnStarted:
+		f.newTurn(ev.Turn)
+	case chats.EvTurnFinished:
+		text := ""
+		if ev.Reply != nil {
+			text = *ev.Reply
+		} else if ev.Message != nil {
+			text = ev.Message.Text
+		}
+		if ev.Stopped {
+			text = strings.TrimSpace(text + "\n\n(stopped)")
+		}
+		return f.land(ev.Turn, text)
+	case chats.EvTurnFailed:
+		if ev.Class == "interrupted" {
+			// The turn goes on when the chat is back; keep its messages.
+			f.running = false
+			return f.save()
+		}
+		text := f.reply
+		if ev.Message != nil && ev.Message.Text != "" {
+			text = ev.Message.Text
+		}
+		return f.land(ev.Turn, strings.TrimSpace(text+"\n\n⚠️ "+ev.Error))
+	case chats.EvMessageAccepted:
+		m := ev.Message
+		if m != nil && f.running && strings.HasPrefix(m.ClientID, fmt.Sprintf("tg:%d:", f.key.tg)) && !strings.HasSuffix(m.ClientID, ":r") {
+			kb := tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
+				tgbotapi.NewInlineKeyboardButtonData("Delete", "d:"+f.key.chat+":"+m.ID),
+				tgbotapi.NewInlineKeyboardButtonData("Redirect now", "x:"+f.key.chat+":"+m.ID)))
+			reply := 0
+			if _, id, ok := strings.Cut(strings.TrimPrefix(m.ClientID, "tg:"), ":"); ok {
+				fmt.Sscan(id, &reply)
+			}
+			const t = "Queued: I will answer it after the current reply. Edit your message to change it."
+			id, err := b.sendText(b.ctx, f.key.tg, t, t, &kb, reply)
+			if err != nil {
+				return err
+			}
+			if f.st.Acks == nil {
+				f.st.Acks = map[string]int{}
+			}
+			f.st.Acks[m.ID] = id
+			return f.save()
+		}
+	case chats.EvMessagePicked, chats.EvMessageDeleted:
+		if m := ev.Message; m != nil {
+			if id, ok := f.st.Acks[m.ID]; ok {
+				delete(f.st.Acks, m.ID)
+				t := "Picked up: the assistant is reading it."
+				if ev.Type == chats.EvMessageDeleted {
+					t = "Deleted from the queue."
+				}
+				if err := b.editText(b.ctx, f.key.tg, id, t, t, nil); err != nil && !isAPIError(err, errEditNotFound) {
+					return err
+				}
+				return f.save()
+			}
+		}
+	case chats.EvApprovalRequested:
+		if ap := ev.Approval; ap != nil {
+			return f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), "y:", "n:", "Allow", "Deny")
+		}
+	case chats.EvRecoveryRequested:
+		if r := ev.Recovery; r != nil {
+			return f.ask(r.ID, recoveryText(r.Call.Name, r.Call.Arguments), "r:", "s:", "Repeat", "Skip")
+		}
+	case chats.EvApprovalResolved:
+		if ap := ev.Approval; ap != nil {
+			out := "Denied."
+			switch {
+			case ap.Reason != "":
+				out = "Not answered: " + ap.Reason + "."
+			case ap.Allow != nil && *ap.Allow:
+				out = "Allowed."
+			}
+			return f.resolve(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments)+"\n"+out)
+		}
+	case chats.EvRecoveryResolved:
+		if r := ev.Recovery; r != nil {
+			return f.resolve(r.ID, recoveryText(r.Call.Name, r.Call.Arguments)+"\nAnswered: "+r.Action+".")
+		}
+	}
+	return nil
+}
+
+func approvalText(name, args string) string {
+	return fmt.Sprintf("The assistant wants to run %s %s\nAllow it?", name, truncate(args, 600))
+}
+
+func recoveryText(name, args string) string {
+	return fmt.Sprintf("The gateway stopped while %s %s was running. Repeat it, or skip it?", name, truncate(args, 600))
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// ask sends a question with two buttons, once per id.
+func (f *follower) ask(id, text, yes, no, yesLabel, noLabel string) error {
+	if _, ok := f.st.Asks[id]; ok {
+		return nil
+	}
+	kb := tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
+		tgbotapi.NewInlineKeyboardButtonData(yesLabel, yes+id),
+		tgbotapi.NewInlineKeyboardButtonData(noLabel, no+id)))
+	msg, err := f.b.sendText(f.b.ctx, f.key.tg, escape(text), text, &kb, 0)
+	if err != nil {
+		return err
+	}
+	if f.st.Asks == nil {
+		f.st.Asks = map[string]int{}
+	}
+	f.st.Asks[id] = msg
+	return f.save()
+}
+
+// resolve replaces a question's buttons with its outcome.
+func (f *follower) resolve(id, text string) error {
+	msg, ok := f.st.Asks[id]
+	if !ok {
+		return f.save()
+	}
+	delete(f.st.Asks, id)
+	if err := f.b.editText(f.b.ctx, f.key.tg, msg, escape(text), text, nil); err != nil && !isAPIError(err, errEditNotFound) {
+		return err
+	}
+	return f.save()
+}
+
+// show makes the turn's messages show text: parts already showing it are
+// left alone, known messages are edited, and only a part with no message
+// yet is sent; each new message id is persisted at once, so no later retry
+// or restart sends that part again.
+func (f *follower) show(text string) error {
+	b := f.b
+	if strings.TrimSpace(text) == "" {
+		text = "(no text)"
+	}
+	parts := split(text, MaxMessage)
+	for i, p := range parts {
+		html := render(p)
+		if i < len(f.shown) && f.shown[i] == html {
+			continue
+		}
+		if i < len(f.st.MsgIDs) {
+			err := b.editText(b.ctx, f.key.tg, f.st.MsgIDs[i], html, p, nil)
+			if err == nil {
+				f.setShown(i, html)
+				continue
+			}
+			if !isAPIError(err, errEditNotFound) {
+				return err
+			}
+			// Someone deleted that message: send the part again.
+			f.st.MsgIDs = f.st.MsgIDs[:i]
+		}
+		id, err := b.sendText(b.ctx, f.key.tg, html, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		f.st.MsgIDs = append(f.st.MsgIDs, id)
+		f.setShown(i, html)
+		if err := f.save(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *follower) setShown(i int, html string) {
+	for len(f.shown) <= i {
+		f.shown = append(f.shown, "")
+	}
+	f.shown[i] = html
+}
+
+func (f *follower) stream() error {
+	if strings.TrimSpace(f.reply) == "" {
+		return nil
+	}
+	return f.show(f.reply)
+}
+
+// land puts a turn's final text into its messages, exactly once: a
+// replayed turn.finished whose text landed already does nothing, and one
+// that had not landed edits the messages recorded for the turn.
+func (f *follower) land(turn, text string) error {
+	if f.st.Turn != turn {
+		f.st.Turn, f.st.MsgIDs, f.st.Landed, f.shown = turn, nil, false, nil
+	}
+	f.running, f.dirty = false, false
+	if !f.st.Landed {
+		if err := f.show(text); err != nil {
+			if f.b.ctx.Err() != nil {
+				return err // shutting down: the replay after restart lands it
+			}
+			f.b.log.Warn("telegram: final text not delivered", "chat", f.key.chat, "tg", f.key.tg, "err", err)
+		}
+		f.st.Landed = true
+	}
+	return f.save()
+}

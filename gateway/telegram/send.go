@@ -1,0 +1,210 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	"github.com/mirror-gateway/mirror/monitor"
+)
+
+// Bot API error texts we act on (wire-formats §1.3).
+const (
+	errNotModified  = "message is not modified"
+	errParse        = "can't parse entities"
+	errEditNotFound = "message to edit not found"
+)
+
+// callOpts say how one request is made.
+type callOpts struct {
+	chat  int64 // the Telegram chat it goes to; 0 for none
+	paced bool  // counts against the chat's one-a-second pacing
+	once  bool  // best effort: no retry (typing actions)
+}
+
+// call makes one Bot API request: paced per chat and globally, guarded by
+// the Telegram breaker, retrying 429 after retry_after and transient
+// failures with backoff until ctx ends. Errors that retrying cannot fix
+// (400, 401, 403) return at once. A request, once on the wire, is not
+// cancelled by ctx: its answer is needed to record what was sent.
+func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbotapi.APIResponse, error) {
+	backoff := 250 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		if o.paced {
+			if err := b.pacer(o.chat).wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := b.global.wait(ctx); err != nil {
+			return nil, err
+		}
+		done := func(error, string) {}
+		if b.opt.Monitor != nil {
+			d, err := b.opt.Monitor.Telegram().Allow()
+			if err != nil {
+				if o.once {
+					return nil, err
+				}
+				wait := time.Second
+				var oe *monitor.OpenError
+				if errors.As(err, &oe) && time.Until(oe.RetryAt) > wait {
+					wait = min(time.Until(oe.RetryAt), 30*time.Second)
+				}
+				if err := sleep(ctx, wait); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			done = d
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		resp, err := b.with(rctx).Request(c)
+		cancel()
+		if o.paced {
+			// Telegram counts when a send reaches it, which may be as late
+			// as its answer: the next send waits a full interval from here.
+			b.pacer(o.chat).sent(time.Now())
+		}
+		err = redactErr(err)
+		if err == nil {
+			done(nil, "")
+			b.opt.Metrics.TelegramSend(true)
+			return resp, nil
+		}
+		b.opt.Metrics.TelegramSend(false)
+		var te *tgbotapi.Error
+		var wait time.Duration
+		switch {
+		case errors.As(err, &te) && te.Code == 429:
+			b.opt.Metrics.Telegram429()
+			done(err, monitor.ClassRateLimited)
+			wait = time.Duration(max(te.RetryAfter, 1)) * time.Second
+			if o.chat != 0 {
+				b.pacer(o.chat).delay(time.Now().Add(wait))
+			}
+		case errors.As(err, &te) && te.Code >= 500:
+			done(err, monitor.ClassServer)
+			wait = backoff
+		case errors.As(err, &te):
+			class := monitor.ClassBadRequest
+			if te.Code == 401 || te.Code == 403 {
+				class = monitor.ClassAuth
+			}
+			done(err, class)
+			return nil, fmt.Errorf("telegram %s: %w", method(c), err)
+		default:
+			done(err, monitor.ClassNetwork)
+			wait = backoff
+		}
+		if o.once {
+			return nil, fmt.Errorf("telegram %s: %w", method(c), err)
+		}
+		if wait == backoff {
+			backoff = min(backoff*2, 30*time.Second)
+		}
+		if attempt == 0 || attempt%10 == 9 {
+			b.log.Warn("telegram request failed; retrying", "method", method(c), "err", err, "retry_in", wait)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func method(c tgbotapi.Chattable) string {
+	switch c.(type) {
+	case tgbotapi.MessageConfig:
+		return "sendMessage"
+	case tgbotapi.EditMessageTextConfig:
+		return "editMessageText"
+	case tgbotapi.CallbackConfig:
+		return "answerCallbackQuery"
+	case tgbotapi.ChatActionConfig:
+		return "sendChatAction"
+	case tgbotapi.DeleteMessageConfig:
+		return "deleteMessage"
+	}
+	return "request"
+}
+
+func isAPIError(err error, text string) bool {
+	var te *tgbotapi.Error
+	return errors.As(err, &te) && strings.Contains(te.Message, text)
+}
+
+// sendText sends a message rendered as HTML, and as plain text when
+// Telegram refuses the entities. It returns the new message's id.
+func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) (int, error) {
+	m := tgbotapi.NewMessage(chat, html)
+	m.ParseMode = tgbotapi.ModeHTML
+	m.DisableWebPagePreview = true
+	m.ReplyToMessageID = replyTo
+	m.AllowSendingWithoutReply = replyTo != 0
+	if kb != nil {
+		m.ReplyMarkup = *kb
+	}
+	resp, err := b.call(ctx, callOpts{chat: chat, paced: true}, m)
+	if err != nil && isAPIError(err, errParse) {
+		m.Text, m.ParseMode = plain, ""
+		resp, err = b.call(ctx, callOpts{chat: chat, paced: true}, m)
+	}
+	if err != nil {
+		return 0, err
+	}
+	var msg tgbotapi.Message
+	if err := json.Unmarshal(resp.Result, &msg); err != nil {
+		return 0, fmt.Errorf("telegram sendMessage: decode answer: %w", err)
+	}
+	return msg.MessageID, nil
+}
+
+// editText replaces a message's text (and its buttons: nil removes them).
+// "message is not modified" is success: the message already shows it.
+func (b *Bot) editText(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup) error {
+	e := tgbotapi.NewEditMessageText(chat, id, html)
+	e.ParseMode = tgbotapi.ModeHTML
+	e.DisableWebPagePreview = true
+	e.ReplyMarkup = kb
+	_, err := b.call(ctx, callOpts{chat: chat, paced: true}, e)
+	if err != nil && isAPIError(err, errParse) {
+		e.Text, e.ParseMode = plain, ""
+		_, err = b.call(ctx, callOpts{chat: chat, paced: true}, e)
+	}
+	if err != nil && isAPIError(err, errNotModified) {
+		return nil
+	}
+	return err
+}
+
+// notify sends a short plain reply, in the background so that update
+// handling never waits on a chat's pacing.
+func (b *Bot) notify(chat int64, text string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if _, err := b.sendText(b.ctx, chat, escape(text), text, kb, replyTo); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("telegram reply failed", "chat", chat, "err", err)
+		}
+	}()
+}
+
+// answerCallback answers a button press; Telegram shows the spinner until
+// it is answered, so it is always answered. answerCallbackQuery returns
+// true, not a Message: Request, not Send.
+func (b *Bot) answerCallback(id, text string) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if _, err := b.call(b.ctx, callOpts{}, tgbotapi.NewCallback(id, text)); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("telegram answerCallbackQuery failed", "err", err)
+		}
+	}()
+}
+
+func (b *Bot) typing(ctx context.Context, chat int64) {
+	_, _ = b.call(ctx, callOpts{chat: chat, once: true}, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping))
+}

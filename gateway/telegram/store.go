@@ -1,0 +1,229 @@
+package telegram
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats"
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucket is this package's bucket in the shared database. Keys:
+//
+//	offset             next getUpdates offset (decimal)
+//	cur/<tg>           the Telegram chat's current Mirror chat
+//	f/<tg>/<chat>      followState of that pair
+//	m/<tg>/<msg>       "<chat> <message>": the Mirror message a Telegram message made
+//	p/<CODE>           Pairing waiting for approval
+//	u/<user>           Pairing approved: that user has access
+var bucket = []byte("telegram")
+
+// ErrUnknownCode is returned for a pairing code that is not waiting (never
+// issued, approved already, or expired).
+var ErrUnknownCode = errors.New("no such pairing code (it may have expired: codes last an hour)")
+
+func initBucket(s *chats.Store) error {
+	err := s.DB().Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucket)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("telegram: create bucket: %w", err)
+	}
+	return nil
+}
+
+// write commits fn through the store's group committer. It is not
+// cancelled with the bot: what was sent must be recorded.
+func (b *Bot) write(fn func(bk *bolt.Bucket) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return b.store.Write(ctx, func(tx *bolt.Tx) error { return fn(tx.Bucket(bucket)) })
+}
+
+func (b *Bot) read(fn func(bk *bolt.Bucket) error) error {
+	return b.store.DB().View(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucket)
+		if bk == nil {
+			return nil
+		}
+		return fn(bk)
+	})
+}
+
+func tgKey(prefix string, parts ...any) []byte {
+	var sb strings.Builder
+	sb.WriteString(prefix)
+	for _, p := range parts {
+		sb.WriteByte('/')
+		fmt.Fprint(&sb, p)
+	}
+	return []byte(sb.String())
+}
+
+// followState is what a follower persists: the last durable chat event it
+// handled, and the Telegram messages of the turn it streams, so a restart
+// edits them instead of sending the reply again.
+type followState struct {
+	TG      int64  `json:"tg"`
+	Chat    string `json:"chat"`
+	LastSeq uint64 `json:"last_seq"`
+	Turn    string `json:"turn,omitempty"`
+	MsgIDs  []int  `json:"msg_ids,omitempty"`
+	// Landed says the final text of Turn is in MsgIDs.
+	Landed bool `json:"landed,omitempty"`
+	// Asks maps an approval or recovery id to the message with its buttons;
+	// Acks a pending Mirror message id to its "queued" reply.
+	Asks map[string]int `json:"asks,omitempty"`
+	Acks map[string]int `json:"acks,omitempty"`
+}
+
+func loadFollows(s *chats.Store) ([]followState, error) {
+	var out []followState
+	err := s.DB().View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.Seek([]byte("f/")); k != nil && strings.HasPrefix(string(k), "f/"); k, v = c.Next() {
+			var st followState
+			if err := json.Unmarshal(v, &st); err != nil {
+				return fmt.Errorf("telegram: corrupt follow record %s: %w", k, err)
+			}
+			out = append(out, st)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Pairing is a request for access by a Telegram user who is not in
+// telegram.allowed_users.
+type Pairing struct {
+	Code      string    `json:"code"`
+	User      int64     `json:"user"`
+	Chat      int64     `json:"chat"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// ApprovedAt is set once approved.
+	ApprovedAt *time.Time `json:"approved_at,omitempty"`
+}
+
+// codeAlphabet leaves out letters and digits that read alike (0/O, 1/I).
+const codeAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+func newCode() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
+	}
+	return string(b[:])
+}
+
+// pairingFor returns the user's waiting code, issuing one when none is
+// valid at now.
+func pairingFor(bk *bolt.Bucket, user, chat int64, name string, now time.Time) (Pairing, error) {
+	for _, p := range pendingPairings(bk, now) {
+		if p.User == user {
+			return p, nil
+		}
+	}
+	p := Pairing{Code: newCode(), User: user, Chat: chat, Name: name, CreatedAt: now.UTC(), ExpiresAt: now.Add(PairingTTL).UTC()}
+	v, _ := json.Marshal(p)
+	return p, bk.Put(tgKey("p", p.Code), v)
+}
+
+func pendingPairings(bk *bolt.Bucket, now time.Time) []Pairing {
+	var out []Pairing
+	c := bk.Cursor()
+	for k, v := c.Seek([]byte("p/")); k != nil && strings.HasPrefix(string(k), "p/"); k, v = c.Next() {
+		var p Pairing
+		if json.Unmarshal(v, &p) == nil && now.Before(p.ExpiresAt) {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+func approve(bk *bolt.Bucket, code string, now time.Time) (Pairing, error) {
+	code = strings.ToUpper(strings.TrimSpace(code))
+	v := bk.Get(tgKey("p", code))
+	var p Pairing
+	if v == nil || json.Unmarshal(v, &p) != nil || !now.Before(p.ExpiresAt) {
+		if v != nil {
+			_ = bk.Delete(tgKey("p", code))
+		}
+		return Pairing{}, fmt.Errorf("pairing code %q: %w", code, ErrUnknownCode)
+	}
+	t := now.UTC()
+	p.ApprovedAt = &t
+	nv, _ := json.Marshal(p)
+	if err := bk.Put(tgKey("u", p.User), nv); err != nil {
+		return Pairing{}, err
+	}
+	return p, bk.Delete(tgKey("p", code))
+}
+
+// ListPairings returns the codes waiting for approval, oldest first, read
+// straight from the database (for `mirror pair list` when no gateway runs).
+func ListPairings(db *bolt.DB, now time.Time) ([]Pairing, error) {
+	var out []Pairing
+	err := db.View(func(tx *bolt.Tx) error {
+		if bk := tx.Bucket(bucket); bk != nil {
+			out = pendingPairings(bk, now)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ApprovePairing gives the user of a waiting code access, writing straight
+// to the database (for `mirror pair approve` when no gateway runs).
+func ApprovePairing(db *bolt.DB, code string, now time.Time) (Pairing, error) {
+	var p Pairing
+	err := db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists(bucket)
+		if err != nil {
+			return err
+		}
+		p, err = approve(bk, code, now)
+		return err
+	})
+	return p, err
+}
+
+// allowed reports whether user has access: in allowed_users or paired.
+func (b *Bot) allowed(user int64) bool {
+	for _, id := range b.cfg.AllowedUsers {
+		if id == user {
+			return true
+		}
+	}
+	ok := false
+	_ = b.read(func(bk *bolt.Bucket) error {
+		ok = bk.Get(tgKey("u", user)) != nil
+		return nil
+	})
+	return ok
+}
+
+func (b *Bot) currentChat(tg int64) string {
+	var id string
+	_ = b.read(func(bk *bolt.Bucket) error {
+		id = string(bk.Get(tgKey("cur", tg)))
+		return nil
+	})
+	return id
+}
+
+func parseUint(b []byte) uint64 {
+	n, _ := strconv.ParseUint(string(b), 10, 64)
+	return n
+}

@@ -1,0 +1,349 @@
+// Package telegram is Mirror's Telegram channel: a bot on the Bot API
+// (github.com/go-telegram-bot-api/telegram-bot-api/v5) that lets allowed
+// Telegram users talk to the same chats the browser shows.
+//
+// Updates arrive by long polling (our own loop around getUpdates, cancelled
+// through the HTTP client's context) or by webhook. The offset of polling is
+// committed to the database only after an update is handled durably, so a
+// restart neither loses nor repeats one. Each Telegram chat has a current
+// Mirror chat; a follower per (Telegram chat, Mirror chat) subscribes to the
+// chat's events and streams replies as one Telegram message edited as text
+// arrives, paced per chat and globally below Telegram's flood limits. What a
+// follower has sent is persisted, so the final text of a reply lands exactly
+// once across retries, 429s and restarts.
+//
+// The bot token never appears in a log line or an error: every error of the
+// library passes through redaction, and the library's logger is ours.
+package telegram
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/monitor"
+)
+
+// Defaults of the pacing Options.
+const (
+	// DefaultChatInterval spaces the sends and edits of one Telegram chat:
+	// Telegram asks for no more than one message a second per chat.
+	DefaultChatInterval = time.Second
+	// DefaultGlobalRate is how many Bot API sends a second the bot makes in
+	// all, below Telegram's ~30/s.
+	DefaultGlobalRate = 25
+	// PairingTTL is how long a pairing code can be approved.
+	PairingTTL = time.Hour
+	// MaxMessage is the longest Telegram text (UTF-16 code units).
+	MaxMessage = 4096
+)
+
+// Options configure a Bot.
+type Options struct {
+	// Config is the whole configuration: telegram.* and, for /status, the
+	// chains.
+	Config *config.Config
+	// Token is the bot token (from the variable telegram.token_env names).
+	Token string
+	// WebhookSecret is the secret token of webhook mode; "" makes a random one.
+	WebhookSecret string
+	Chats         *chats.Service
+	// Store is the chats' store; the bot keeps its own bucket in the same
+	// database and commits through the store's group committer.
+	Store *chats.Store
+	// Monitor supplies the Telegram breaker; nil runs without one.
+	Monitor *monitor.Monitor
+	Metrics *monitor.Metrics
+	Log     *slog.Logger
+	// HTTPClient makes the Bot API requests; nil uses a plain http.Client.
+	HTTPClient *http.Client
+	// ChatInterval and GlobalRate override the pacing (tests shorten them).
+	ChatInterval time.Duration
+	GlobalRate   int
+	// PollTimeout is the long-poll timeout (0: 50 s, Telegram's maximum).
+	PollTimeout time.Duration
+	// Now is the clock of pairing expiry (nil: time.Now).
+	Now func() time.Time
+}
+
+// Bot is the running Telegram channel.
+type Bot struct {
+	opt    Options
+	cfg    config.Telegram
+	api    *tgbotapi.BotAPI
+	log    *slog.Logger
+	svc    *chats.Service
+	store  *chats.Store
+	secret string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	global   *pacer
+	pacersMu sync.Mutex
+	pacers   map[int64]*pacer
+
+	mu        sync.Mutex
+	followers map[followKey]*follower
+	started   bool
+	closed    bool
+}
+
+// New connects to the Bot API (the library calls getMe, so a wrong token or
+// endpoint fails here) and prepares the bot; Start begins receiving.
+func New(ctx context.Context, opt Options) (*Bot, error) {
+	if opt.Config == nil || opt.Chats == nil || opt.Store == nil {
+		return nil, errors.New("telegram: Config, Chats and Store are required")
+	}
+	if opt.Token == "" {
+		return nil, fmt.Errorf("telegram: no bot token: set the variable %s", opt.Config.Telegram.TokenEnv)
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	if opt.ChatInterval <= 0 {
+		opt.ChatInterval = DefaultChatInterval
+	}
+	if opt.GlobalRate <= 0 {
+		opt.GlobalRate = DefaultGlobalRate
+	}
+	if opt.PollTimeout <= 0 {
+		opt.PollTimeout = 50 * time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.HTTPClient == nil {
+		opt.HTTPClient = &http.Client{}
+	}
+	if opt.WebhookSecret == "" {
+		var b [24]byte
+		_, _ = rand.Read(b[:])
+		opt.WebhookSecret = hex.EncodeToString(b[:])
+	}
+	registerSecret(opt.Token)
+	setLogger(opt.Log)
+	if err := initBucket(opt.Store); err != nil {
+		return nil, err
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	b := &Bot{opt: opt, cfg: opt.Config.Telegram, log: opt.Log, svc: opt.Chats, store: opt.Store,
+		secret: opt.WebhookSecret, ctx: bctx, cancel: cancel,
+		global: newPacer(time.Second / time.Duration(opt.GlobalRate)), pacers: map[int64]*pacer{},
+		followers: map[followKey]*follower{}}
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	api, err := tgbotapi.NewBotAPIWithClient(opt.Token, opt.Config.Telegram.APIEndpoint, ctxClient{ctx: cctx, c: opt.HTTPClient})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("telegram: connect (getMe): %w", redactErr(err))
+	}
+	b.api = api
+	return b, nil
+}
+
+// Self is the bot's own user, from getMe.
+func (b *Bot) Self() tgbotapi.User { return b.api.Self }
+
+// Start re-opens the chats every Telegram chat followed (resuming after the
+// last event handled), then receives updates: the polling loop, or in webhook
+// mode setWebhook with the secret (mount WebhookHandler). Start returns once
+// receiving has begun; Close stops it.
+func (b *Bot) Start(ctx context.Context) error {
+	b.mu.Lock()
+	if b.started || b.closed {
+		b.mu.Unlock()
+		return errors.New("telegram: Start called twice or after Close")
+	}
+	b.started = true
+	b.mu.Unlock()
+	states, err := loadFollows(b.store)
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		b.follow(st.TG, st.Chat, &st)
+	}
+	if b.cfg.Mode == config.ModeWebhook {
+		if err := b.setWebhook(ctx); err != nil {
+			return err
+		}
+		return nil
+	}
+	b.wg.Add(1)
+	go b.pollLoop()
+	return nil
+}
+
+// Close stops receiving, lets each follower finish the send it is making
+// (so what was sent is recorded), unsubscribes them and returns when every
+// goroutine of the bot has ended. Call it before closing the chats service.
+func (b *Bot) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+}
+
+// ctxClient injects a context into every request of the library, which has
+// none of its own: cancelling it aborts a long poll at once.
+type ctxClient struct {
+	ctx context.Context
+	c   *http.Client
+}
+
+func (c ctxClient) Do(req *http.Request) (*http.Response, error) {
+	resp, err := c.c.Do(req.WithContext(c.ctx))
+	return resp, redactErr(err)
+}
+
+// with returns a shallow copy of the API bound to ctx, so each call carries
+// its own deadline and cancellation.
+func (b *Bot) with(ctx context.Context) *tgbotapi.BotAPI {
+	api := *b.api
+	api.Client = ctxClient{ctx: ctx, c: b.opt.HTTPClient}
+	return &api
+}
+
+// Secrets redaction. The library puts the token into URLs, so into every
+// transport error, and its debug log; the set is package-wide because the
+// library's logger is.
+var (
+	secretsMu sync.RWMutex
+	secrets   = map[string]bool{}
+)
+
+func registerSecret(s string) {
+	if s == "" {
+		return
+	}
+	secretsMu.Lock()
+	secrets[s] = true
+	secretsMu.Unlock()
+}
+
+// Redact replaces every registered bot token in s.
+func Redact(s string) string {
+	secretsMu.RLock()
+	defer secretsMu.RUnlock()
+	for t := range secrets {
+		s = strings.ReplaceAll(s, t, "<bot-token>")
+	}
+	return s
+}
+
+// redactedError hides the token in Error while keeping the chain, so
+// errors.As still finds *tgbotapi.Error.
+type redactedError struct{ err error }
+
+func (e *redactedError) Error() string { return Redact(e.err.Error()) }
+func (e *redactedError) Unwrap() error { return e.err }
+
+func redactErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var r *redactedError
+	if errors.As(err, &r) {
+		return err
+	}
+	return &redactedError{err}
+}
+
+type botLogger struct{ log *slog.Logger }
+
+func (l botLogger) Println(v ...any) {
+	l.log.Debug(Redact(strings.TrimSpace(fmt.Sprintln(v...))), "from", "telegram-bot-api")
+}
+func (l botLogger) Printf(format string, v ...any) {
+	l.log.Debug(Redact(strings.TrimSpace(fmt.Sprintf(format, v...))), "from", "telegram-bot-api")
+}
+
+func setLogger(log *slog.Logger) { _ = tgbotapi.SetLogger(botLogger{log}) }
+
+// pacer spaces events at least interval apart: strict spacing rather than a
+// bucket, because Telegram answers bursts in one chat with 429.
+type pacer struct {
+	mu       sync.Mutex
+	interval time.Duration
+	next     time.Time
+}
+
+func newPacer(interval time.Duration) *pacer { return &pacer{interval: interval} }
+
+// wait reserves the next slot and sleeps until it; a cancelled wait gives
+// its slot back only when it was the last one reserved.
+func (p *pacer) wait(ctx context.Context) error {
+	p.mu.Lock()
+	now := time.Now()
+	slot := p.next
+	if slot.Before(now) {
+		slot = now
+	}
+	p.next = slot.Add(p.interval)
+	p.mu.Unlock()
+	d := time.Until(slot)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sent records that a send finished now: the next one waits a full
+// interval from here, however long pacing or the network held this one.
+func (p *pacer) sent(now time.Time) { p.delay(now.Add(p.interval)) }
+
+// delay pushes the next slot to at least until (after a 429).
+func (p *pacer) delay(until time.Time) {
+	p.mu.Lock()
+	if p.next.Before(until) {
+		p.next = until
+	}
+	p.mu.Unlock()
+}
+
+func (b *Bot) pacer(chat int64) *pacer {
+	b.pacersMu.Lock()
+	defer b.pacersMu.Unlock()
+	p := b.pacers[chat]
+	if p == nil {
+		p = newPacer(b.opt.ChatInterval)
+		b.pacers[chat] = p
+	}
+	return p
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
