@@ -51,10 +51,11 @@ func init() {
 // Counter counts tokens with one encoding. The zero value is not usable; get
 // one from For or Get.
 type Counter struct {
-	name string
-	once sync.Once
-	enc  *tiktoken.Tiktoken
-	err  error
+	name   string
+	once   sync.Once
+	enc    *tiktoken.Tiktoken
+	err    error
+	recent countCache
 }
 
 var (
@@ -121,7 +122,49 @@ func (c *Counter) Count(text string) int {
 	if c.Load() != nil {
 		return (len(text)*10 + 27) / 28
 	}
-	return len(c.enc.EncodeOrdinary(text))
+	if len(text) > cacheMaxText {
+		return len(c.enc.EncodeOrdinary(text))
+	}
+	if n, ok := c.recent.get(text); ok {
+		return n
+	}
+	n := len(c.enc.EncodeOrdinary(text))
+	c.recent.put(text, n)
+	return n
+}
+
+// The same text is often counted twice close together (a fixed prompt every
+// turn; an answer by its provider and again when it is stored), and BPE
+// encoding is the dearest step of sizing a turn, so recent counts are kept.
+const (
+	cacheMaxText    = 16 << 10 // longer texts are rare and not kept
+	cacheGeneration = 512      // entries per generation; two are kept
+)
+
+// countCache keeps two generations of counts: when the young one is full it
+// becomes the old one, so memory stays bounded without per-entry bookkeeping.
+type countCache struct {
+	mu         sync.Mutex
+	young, old map[string]int
+}
+
+func (c *countCache) get(s string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.young[s]; ok {
+		return n, true
+	}
+	n, ok := c.old[s]
+	return n, ok
+}
+
+func (c *countCache) put(s string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.young == nil || len(c.young) >= cacheGeneration {
+		c.old, c.young = c.young, make(map[string]int, cacheGeneration)
+	}
+	c.young[s] = n
 }
 
 // Encode returns the token ids of text, treating special-token markers as

@@ -192,3 +192,21 @@ func BenchmarkCount(b *testing.B) {
 		})
 	}
 }
+
+func TestCachedCountsMatch(t *testing.T) {
+	c := For("gpt-4o")
+	texts := []string{"tiktoken is great!", "a second text", "tiktoken is great!"}
+	for i := range 3 * cacheGeneration {
+		texts = append(texts, "filler "+strings.Repeat("x", i%50)+string(rune('a'+i%26)))
+	}
+	for _, s := range texts {
+		if got, want := c.Count(s), len(c.Encode(s)); got != want {
+			t.Fatalf("Count(%q) = %d, want %d", s, got, want)
+		}
+	}
+	for _, s := range texts[:3] { // again, from the cache or not: the same
+		if got, want := c.Count(s), len(c.Encode(s)); got != want {
+			t.Fatalf("again Count(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
