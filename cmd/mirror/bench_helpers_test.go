@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -37,7 +38,6 @@ import (
 	"github.com/mirror-gateway/mirror/config/datadir"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
 	bolt "go.etcd.io/bbolt"
-	"log/slog"
 )
 
 const (
@@ -149,7 +149,11 @@ type child struct {
 // its listening line.
 func startChild(tb testing.TB, cfg, data string, env ...string) *child {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--config", cfg, "--data", data, "--addr", "127.0.0.1:0")
+	bin := os.Args[0]
+	if slices.Contains(env, "MIRROR_AS_MAIN=1") {
+		bin = serveBinary()
+	}
+	cmd := exec.Command(bin, "serve", "--config", cfg, "--data", data, "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), append([]string{"MIRROR_TOKEN=" + benchToken}, env...)...)
 	c := &child{cmd: cmd, stderr: &lockedBuffer{}, lines: make(chan string, 16), waited: make(chan error, 1)}
 	cmd.Stderr = c.stderr
@@ -192,6 +196,16 @@ func startChild(tb testing.TB, cfg, data string, env ...string) *child {
 		tb.Fatalf("no listening line; stderr %s", c.stderr)
 	}
 	return c
+}
+
+// serveBinary is the binary run as `mirror serve` by the process benchmarks:
+// this test binary (MIRROR_AS_MAIN=1 makes it mirror), or the binary
+// $MIRROR_BENCH_BIN names, to measure a real `go build` instead.
+func serveBinary() string {
+	if b := os.Getenv("MIRROR_BENCH_BIN"); b != "" {
+		return b
+	}
+	return os.Args[0]
 }
 
 // stop sends SIGTERM and waits (bounded) for the exit.
@@ -275,6 +289,11 @@ type benchSock struct {
 
 	closed chan struct{}
 	rerr   error // why the reader stopped, once closed is closed
+
+	rotMu sync.Mutex // one chat replacement at a time (see rotate)
+	rots  int
+
+	welcomeBytes int // size of the welcome frame
 }
 
 // sockFrame is what the client decodes of a frame.
@@ -328,10 +347,12 @@ func dialBench(ctx context.Context, addr string) (*benchSock, error) {
 		c.Close()
 		return nil, err
 	}
-	if _, err := s.await("welcome"); err != nil {
+	w, err := s.await("welcome")
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	s.welcomeBytes = len(w.raw)
 	return s, nil
 }
 
@@ -383,7 +404,7 @@ func (s *benchSock) read() {
 			}
 			var res error
 			if f.Type != "turn.finished" {
-				res = fmt.Errorf("chat %s: %.300s", ch.id, data)
+				res = fmt.Errorf("chat %s: %.300s", f.chatID(), data)
 			}
 			select {
 			case ch.fin <- res:
@@ -393,7 +414,7 @@ func (s *benchSock) read() {
 				case <-ch.fin:
 				default:
 				}
-				ch.fin <- fmt.Errorf("chat %s: unexpected %s", ch.id, f.Type)
+				ch.fin <- fmt.Errorf("chat %s: unexpected %s", f.chatID(), f.Type)
 			}
 		case "welcome", "chat.created", "chat.snapshot":
 			s.toSetup(f)
@@ -439,8 +460,8 @@ func (s *benchSock) addChats(n, base int) ([]*benchChat, error) {
 			return nil, err
 		}
 		id := f.chatID()
-		ch := &benchChat{id: id, sock: s, fin: make(chan error, 1),
-			pre: fmt.Appendf(nil, `{"type":"message.send","chat":%q,"text":"hello from a benchmark, how are you today?","client_id":"`, id)}
+		ch := &benchChat{sock: s, fin: make(chan error, 1)}
+		ch.setID(id)
 		s.mu.Lock()
 		s.chats[id] = ch
 		s.mu.Unlock()
@@ -459,8 +480,52 @@ func (s *benchSock) addChats(n, base int) ([]*benchChat, error) {
 	return out, nil
 }
 
+func (ch *benchChat) setID(id string) {
+	ch.id, ch.sent = id, 0
+	ch.pre = fmt.Appendf(nil, `{"type":"message.send","chat":%q,"text":"hello from a benchmark, how are you today?","client_id":"`, id)
+}
+
+// maxTurnsPerChat is how many turns a chat has before the client replaces it
+// with a fresh one on the same socket (outside the measured latency). A turn
+// copies the chat's whole history (see docs/benchmarks.md), so without this
+// the figures would depend on how long the benchmark ran.
+const maxTurnsPerChat = 100
+
+// rotate replaces the chat by a new one, created and opened on its socket.
+func (ch *benchChat) rotate() error {
+	s := ch.sock
+	s.rotMu.Lock()
+	defer s.rotMu.Unlock()
+	s.rots++
+	if err := s.write(fmt.Appendf(nil, `{"type":"chat.create","title":"bench","req":"r%d"}`, s.rots)); err != nil {
+		return err
+	}
+	f, err := s.await("chat.created")
+	if err != nil {
+		return err
+	}
+	old, id := ch.id, f.chatID()
+	if err := s.write(fmt.Appendf(nil, `{"type":"chat.open","chat":%q,"req":"o"}`, id)); err != nil {
+		return err
+	}
+	if _, err := s.await("chat.snapshot"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.chats, old)
+	s.chats[id] = ch
+	s.mu.Unlock()
+	ch.setID(id)
+	return s.write(fmt.Appendf(nil, `{"type":"chat.close","chat":%q}`, old))
+}
+
 // turn sends one message (a fresh client_id) and waits for turn.finished.
 func (ch *benchChat) turn(timer *time.Timer) (time.Duration, error) {
+	if ch.sent >= maxTurnsPerChat {
+		if err := ch.rotate(); err != nil {
+			return 0, err
+		}
+	}
 	ch.sent++
 	frame := append(append(slices.Clip(ch.pre), "k"+strconv.Itoa(ch.sent)...), `"}`...)
 	t0 := time.Now()
@@ -487,7 +552,13 @@ type fleet struct {
 
 // maxSockets is how many sockets carry the chats: chats are dealt round-robin
 // over min(chats, maxSockets) sockets (1000 chats: 50 sockets of 20).
-const maxSockets = 50
+// MIRROR_BENCH_SOCKETS overrides it, to see what sharing a socket costs.
+var maxSockets = func() int {
+	if n, err := strconv.Atoi(os.Getenv("MIRROR_BENCH_SOCKETS")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}()
 
 func newFleet(tb testing.TB, addr string, nChats int) *fleet {
 	tb.Helper()
@@ -535,8 +606,8 @@ func (f *fleet) close() {
 }
 
 // runTurns drives the chats in a closed loop (one message in flight per chat)
-// until `total` turns have finished, and returns every turn's latency and
-// the wall time.
+// until `total` turns have finished (the warm-up), and returns every turn's
+// latency and the wall time.
 func (f *fleet) runTurns(total int) ([]time.Duration, time.Duration, error) {
 	var left atomic.Int64
 	left.Store(int64(total))
@@ -571,6 +642,77 @@ func (f *fleet) runTurns(total int) ([]time.Duration, time.Duration, error) {
 	return all, wall, errors.Join(errs...)
 }
 
+// turnRec is one finished turn: when it finished and how long it took.
+type turnRec struct {
+	end time.Time
+	lat time.Duration
+}
+
+// drive runs every chat in a closed loop (one message in flight per chat)
+// until stop is closed, signalling done once per finished turn. With period
+// > 0 each chat also paces itself: it sends at most one message per period,
+// the chats' schedules spread evenly over the period (an offered load of
+// chats/period turns per second). The first failure goes to failed; drive
+// returns once every chat has ended its turn in flight (each bounded by
+// benchWait).
+func (f *fleet) drive(stop <-chan struct{}, done chan<- struct{}, failed chan<- error, period time.Duration) ([]turnRec, error) {
+	recs := make([][]turnRec, len(f.chats))
+	errs := make([]error, len(f.chats))
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i, ch := range f.chats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timer := time.NewTimer(benchWait)
+			timer.Stop()
+			next := t0.Add(period * time.Duration(i) / time.Duration(len(f.chats)))
+			for {
+				if period > 0 {
+					if wait := time.Until(next); wait > 0 {
+						timer.Reset(wait)
+						select {
+						case <-timer.C:
+						case <-stop:
+							return
+						}
+					}
+					next = next.Add(period)
+					if now := time.Now(); next.Before(now) {
+						next = now // behind: no burst to catch up
+					}
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := ch.turn(timer)
+				if err != nil {
+					errs[i] = err
+					select {
+					case failed <- err:
+					default:
+					}
+					return
+				}
+				recs[i] = append(recs[i], turnRec{time.Now(), d})
+				select {
+				case done <- struct{}{}:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var all []turnRec
+	for _, r := range recs {
+		all = append(all, r...)
+	}
+	return all, errors.Join(errs...)
+}
+
 // pct returns the p-th percentile (0..100) of sorted durations.
 func pct(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
@@ -578,6 +720,34 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 	}
 	i := int(float64(len(sorted))*p/100+0.5) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// cpuTime is the user+system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hostBusy is the CPU time every process of the machine has used, from
+// /proc/stat (user, nice, system, irq, softirq, steal; USER_HZ 100), so a
+// benchmark can tell how much of the machine others used meanwhile.
+func hostBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var ticks int64
+	for i, v := range f {
+		if i == 0 || i == 4 || i == 5 || i > 8 { // "cpu", idle, iowait, guest*
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -672,8 +842,8 @@ func fillChats(tb testing.TB, data string, n int) {
 
 // heapStats is what the heap child prints.
 type heapStats struct {
-	HeapInuse, HeapAlloc, Sys uint64
-	RSSKiB                    int64
+	HeapInuse, HeapAlloc, Sys        uint64
+	RSSKiB, AnonKiB, FileKiB, HWMKiB int64
 }
 
 // When the benchmark re-executes the test binary with MIRROR_BENCH_CHILD=heap,
@@ -732,7 +902,7 @@ func heapChild(args []string) int {
 				runtime.ReadMemStats(&m)
 				st := heapStats{HeapInuse: m.HeapInuse, HeapAlloc: m.HeapAlloc, Sys: m.Sys}
 				if ps, err := procStatus(os.Getpid()); err == nil {
-					st.RSSKiB = ps["VmRSS"]
+					st.RSSKiB, st.AnonKiB, st.FileKiB, st.HWMKiB = ps["VmRSS"], ps["RssAnon"], ps["RssFile"], ps["VmHWM"]
 				}
 				b, _ := json.Marshal(st)
 				fmt.Fprintf(out, "heap %s\n", b)

@@ -23,6 +23,7 @@ import (
 // Protocol limits and close codes.
 const (
 	MaxFrame          = 1 << 20
+	MaxWelcomeChats   = 500 // chats a welcome lists, newest first
 	CloseUnauthorized = 4401
 	CloseTooSlow      = websocket.CloseTryAgainLater // 1013
 
@@ -387,7 +388,11 @@ func (c *conn) handle(data []byte) bool {
 		if list == nil {
 			list = []chats.Chat{}
 		}
-		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "req": omit(f.Req)})
+		total := len(list)
+		if total > MaxWelcomeChats {
+			list = list[:MaxWelcomeChats] // the most recently updated; the rest stay reachable by id
+		}
+		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "total": total, "req": omit(f.Req)})
 		return true
 	}
 	if !c.authed {
