@@ -11,6 +11,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
@@ -38,6 +39,24 @@ func (a *actor) exec(f func() error) error {
 type host struct {
 	a *actor
 	t *turn
+}
+
+// QuotaWait shows the chat's subscribers that the turn's model request
+// waits for its key's quota window: a quota.wait that, like reply.delta,
+// carries the latest durable seq and is never stored. It never blocks the
+// turn: the actor gets it when it can.
+func (h *host) QuotaWait(w quota.Wait) {
+	go h.a.post(func() {
+		a := h.a
+		if a.turn != h.t {
+			return
+		}
+		ev := &Event{Type: EvQuotaWait, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: h.t.id,
+			Quota: w.Quota, QuotaUsage: w.Usage, WaitMS: w.Wait.Milliseconds()}
+		for sub := range a.subs {
+			sub.Deliver(Delivery{Event: ev})
+		}
+	})
 }
 
 func (h *host) Step(text string, calls []provider.ToolCall) error {

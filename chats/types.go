@@ -48,6 +48,7 @@ const (
 	EvMessagePicked   = "message.picked"
 	EvTurnStarted     = "turn.started"
 	EvReplyDelta      = "reply.delta" // never stored
+	EvQuotaWait       = "quota.wait"  // never stored
 	EvTurnFinished    = "turn.finished"
 	EvTurnFailed      = "turn.failed"
 
@@ -164,6 +165,11 @@ type Event struct {
 	Approval *Approval          `json:"approval,omitempty"`
 	Recovery *Recovery          `json:"recovery,omitempty"`
 	Req      string             `json:"req,omitempty"` // only on the requester's copy
+	// quota.wait: the learned per-minute quota, the window's usage (sent as
+	// "usage", see JSON) and the expected wait.
+	Quota      int64 `json:"quota,omitempty"`
+	QuotaUsage int   `json:"-"`
+	WaitMS     int64 `json:"wait_ms,omitempty"`
 
 	once sync.Once
 	raw  []byte
@@ -172,16 +178,30 @@ type Event struct {
 // JSON returns the event's wire bytes, encoded once however many
 // subscribers receive it.
 func (e *Event) JSON() []byte {
-	e.once.Do(func() { e.raw, _ = json.Marshal(e) })
+	e.once.Do(func() {
+		if e.Type == EvQuotaWait {
+			// "usage" is the window's token count here, not a turn's
+			// provider.Usage: the shallower field wins.
+			e.raw, _ = json.Marshal(struct {
+				*eventJSON
+				Usage int `json:"usage"`
+			}{(*eventJSON)(e), e.QuotaUsage})
+			return
+		}
+		e.raw, _ = json.Marshal(e)
+	})
 	return e.raw
 }
+
+// eventJSON is Event without its methods, for JSON's own encoding.
+type eventJSON Event
 
 // withReq returns a copy of e carrying req, for the socket that asked.
 func (e *Event) withReq(req string) *Event {
 	c := &Event{Type: e.Type, Chat: e.Chat, Seq: e.Seq, Time: e.Time, Message: e.Message, Turn: e.Turn,
 		Offset: e.Offset, Text: e.Text, Reply: e.Reply, Usage: e.Usage, Model: e.Model, Stopped: e.Stopped,
 		Error: e.Error, Class: e.Class, Title: e.Title, Call: e.Call, Result: e.Result, Approval: e.Approval,
-		Recovery: e.Recovery, Req: req}
+		Recovery: e.Recovery, Req: req, Quota: e.Quota, QuotaUsage: e.QuotaUsage, WaitMS: e.WaitMS}
 	return c
 }
 

@@ -35,6 +35,9 @@ type Options struct {
 	Monitor *monitor.Monitor
 	// Metrics serves /metrics; nil answers 503.
 	Metrics *monitor.Metrics
+	// Quotas returns what /api/quotas shows (the runtime's []quota.Status);
+	// nil answers 503 there.
+	Quotas func() any
 }
 
 // Route is one more handler a transport brings.

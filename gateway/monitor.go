@@ -68,6 +68,7 @@ func (s *Server) monitorRoutes() {
 	s.mux.Handle("POST /api/breakers/{rest...}", s.need(http.HandlerFunc(s.apiBreakerReset)))
 	s.mux.Handle("GET /api/monitor/events", s.need(http.HandlerFunc(s.monitorEvents)))
 	s.mux.Handle("GET /metrics", s.need(http.HandlerFunc(s.serveMetrics)))
+	s.mux.Handle("GET /api/quotas", s.need(http.HandlerFunc(s.apiQuotas)))
 }
 
 // closeMonitorFeeds ends every live feed and waits for their handlers;
@@ -315,4 +316,18 @@ func (s *Server) monitorEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// apiQuotas answers GET /api/quotas: the last quota each provider, model and
+// key reported, the local usage of its window and its waits.
+func (s *Server) apiQuotas(w http.ResponseWriter, r *http.Request) {
+	if s.opt.Quotas == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "quota accounting is not running in this gateway"})
+		return
+	}
+	q := s.opt.Quotas()
+	if q == nil {
+		q = []any{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"quotas": q})
 }

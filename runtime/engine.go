@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -19,6 +20,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/gemini"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
@@ -33,6 +35,9 @@ type Model struct {
 	Remote    string // the provider's own model name
 	Window    int
 	MaxOutput int
+	// Fingerprint is provider.Fingerprint of the provider's API key: models
+	// on the same key and remote model share one quota.
+	Fingerprint string
 }
 
 // Engine runs turns. It is safe for concurrent use by every chat.
@@ -43,6 +48,10 @@ type Engine struct {
 	chains map[string][]*Model
 	roles  config.Roles
 	sem    chan struct{}
+	quota  *quota.Book // nil: no quota accounting
+
+	defsOnce   sync.Once
+	defsTokens int // the tool definitions' JSON, counted once
 }
 
 // New binds the configured models to providers built from cfg. getenv reads
@@ -58,7 +67,9 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 		return strings.TrimSpace(getenv(p.APIKeyEnv))
 	}
 	provs := make(map[string]provider.Provider, len(cfg.Providers))
+	prints := make(map[string]string, len(cfg.Providers))
 	for _, p := range cfg.Providers {
+		prints[p.Name] = provider.Fingerprint(secret(p))
 		switch p.Kind {
 		case "builtin":
 			delay := 30 * time.Millisecond
@@ -80,7 +91,8 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 	}
 	models := make([]*Model, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
-		models = append(models, &Model{Name: m.Name, ProvName: m.Provider, Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput})
+		models = append(models, &Model{Name: m.Name, ProvName: m.Provider, Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput,
+			Fingerprint: prints[m.Provider]})
 	}
 	return NewEngine(models, cfg.Chains, cfg.Roles, cfg.Limits.ProviderConcurrency)
 }
@@ -115,6 +127,20 @@ func (e *Engine) SetTools(t *tools.Registry) { e.tools = t }
 // SetMonitor guards every model with its provider breaker: a chain skips a
 // model whose breaker is open. Call it before the first turn.
 func (e *Engine) SetMonitor(m *monitor.Monitor) { e.mon = m }
+
+// SetQuota makes every model request reserve its input tokens in b under
+// the quota its provider, model and key have taught b, waiting its turn
+// when the window is full. Call it before the first turn.
+func (e *Engine) SetQuota(b *quota.Book) { e.quota = b }
+
+// Quotas returns every key's quota state, for /api/quotas; nil without a
+// Book.
+func (e *Engine) Quotas() []quota.Status {
+	if e.quota == nil {
+		return nil
+	}
+	return e.quota.Snapshot()
+}
 
 // HasChain reports whether name is a configured chain.
 func (e *Engine) HasChain(name string) bool { _, ok := e.chains[name]; return ok }

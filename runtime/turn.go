@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/quota"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
@@ -40,6 +43,9 @@ type Host interface {
 	// Redirects returns the messages sent to steer the running turn, now
 	// picked up.
 	Redirects() ([]provider.Message, error)
+	// QuotaWait shows that a model request waits for its key's quota
+	// window; it must not block the turn.
+	QuotaWait(w quota.Wait)
 }
 
 // TurnInput is what a turn reads: the chain to ask and the conversation so far,
@@ -113,7 +119,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
 		}
 		out.Steps++
-		res, model, err := e.answer(ctx, chain, provider.Request{Messages: msgs, Tools: defs}, onDelta)
+		res, model, err := e.answer(ctx, chain, provider.Request{Messages: msgs, Tools: defs}, in.Host, onDelta)
 		out.Usage.InputTokens += res.Usage.InputTokens
 		out.Usage.OutputTokens += res.Usage.OutputTokens
 		out.Usage.CachedTokens += res.Usage.CachedTokens
@@ -245,38 +251,107 @@ func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
 }
 
 // answer asks the chain: models in order, falling over only when nothing was
-// streamed yet and the failure is one another model may not share.
-func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, onDelta func(string) error) (provider.Result, string, error) {
+// streamed yet and the failure is one another model may not share. With a
+// quota Book, each attempt first reserves its estimated input tokens in the
+// model's key window (waiting its turn, shown through host), and a
+// rate-limit refusal that says when it passes is tried again on the same
+// model, the next Reserve doing the waiting.
+func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, host Host, onDelta func(string) error) (provider.Result, string, error) {
 	var lastErr error
+	var est int
+	var onWait func(quota.Wait)
+	if e.quota != nil {
+		est = e.estimate(req)
+		if host != nil {
+			onWait = host.QuotaWait
+		}
+	}
+models:
 	for _, m := range chain {
-		done := func(error, string) {}
-		if e.mon != nil {
-			d, err := e.mon.Provider(m.ProvName, m.Remote).Allow()
-			if err != nil {
-				lastErr = err // open: the next model answers
-				continue
+		key := quota.Key{Provider: m.ProvName, Model: m.Remote, Fingerprint: m.Fingerprint}
+		for attempt := 1; ; attempt++ {
+			release := func(quota.Usage) {}
+			if e.quota != nil {
+				rel, err := e.quota.Reserve(ctx, key, est, onWait)
+				if err != nil {
+					if ctx.Err() != nil {
+						return provider.Result{}, m.Name, err
+					}
+					lastErr = err // too large or too long a wait here: the next model may fit
+					continue models
+				}
+				release = rel
 			}
-			done = d
+			done := func(error, string) {}
+			if e.mon != nil {
+				d, err := e.mon.Provider(m.ProvName, m.Remote).Allow()
+				if err != nil {
+					release(quota.Usage{}) // nothing was sent
+					lastErr = err          // open: the next model answers
+					continue models
+				}
+				done = d
+			}
+			streamed := false
+			r := req
+			r.Model, r.MaxTokens = m.Remote, m.MaxOutput
+			res, err := e.ask(ctx, m, r, func(d provider.Delta) error {
+				streamed = true
+				return onDelta(d.Text)
+			})
+			if err != nil && ctx.Err() != nil {
+				done(ctx.Err(), "canceled") // a stopped turn is not the provider's failure
+			} else {
+				done(err, string(provider.ClassOf(err)))
+			}
+			if e.quota != nil {
+				if err != nil {
+					e.quota.ObserveError(key, err)
+				} else {
+					e.quota.ObserveLimits(key, res.Limits)
+				}
+				release(quota.Billed(res, err))
+			}
+			if err == nil || streamed || ctx.Err() != nil {
+				return res, m.Name, err
+			}
+			lastErr = err
+			if e.quota != nil {
+				if again, _ := e.quota.Retry(ctx, key, attempt, err); again {
+					continue // the same model: Reserve waits out the window or delay
+				}
+			}
+			if !provider.ClassOf(err).Retryable() {
+				return res, m.Name, err
+			}
+			continue models
 		}
-		streamed := false
-		r := req
-		r.Model, r.MaxTokens = m.Remote, m.MaxOutput
-		res, err := e.ask(ctx, m, r, func(d provider.Delta) error {
-			streamed = true
-			return onDelta(d.Text)
-		})
-		if err != nil && ctx.Err() != nil {
-			done(ctx.Err(), "canceled") // a stopped turn is not the provider's failure
-		} else {
-			done(err, string(provider.ClassOf(err)))
-		}
-		if err == nil || streamed || ctx.Err() != nil || !provider.ClassOf(err).Retryable() {
-			return res, m.Name, err
-		}
-		lastErr = err
 	}
 	if lastErr == nil {
 		lastErr = errors.New("empty chain")
 	}
 	return provider.Result{}, "", lastErr
+}
+
+// estimate is req's input tokens as counted locally: each message's stored
+// count (or a count of its content), the formatting overhead, and the tool
+// definitions, counted once per Engine.
+func (e *Engine) estimate(req provider.Request) int {
+	n := tokens.Overhead(len(req.Messages))
+	for _, m := range req.Messages {
+		if m.Tokens > 0 {
+			n += m.Tokens
+		} else {
+			n += tokens.Count(m.Content)
+		}
+	}
+	if len(req.Tools) > 0 {
+		e.defsOnce.Do(func() {
+			if b, err := json.Marshal(req.Tools); err == nil {
+				e.defsTokens = tokens.Count(string(b))
+			}
+		})
+		n += e.defsTokens
+	}
+	return n
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 )
@@ -97,6 +98,7 @@ func (j *journal) Approve(context.Context, provider.ToolCall) (bool, error) {
 }
 func (j *journal) CallFinished(provider.ToolCall, ToolResult) error { j.results++; return nil }
 func (j *journal) Redirects() ([]provider.Message, error)           { return nil, nil }
+func (j *journal) QuotaWait(quota.Wait)                             {}
 
 func TestTheSameFailingCallPausesTheTurn(t *testing.T) {
 	m := openai.New(openai.Config{Name: "loop", BaseURL: looping(t)})

@@ -23,6 +23,7 @@ import (
 	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/monitor"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
@@ -156,6 +157,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return usageError{err}
 	}
 	engine.SetMonitor(mon)
+	book := quota.New(quota.Options{})
+	engine.SetQuota(book)
 	ledger, err := tools.NewLedger(db)
 	if err != nil {
 		return err
@@ -202,7 +205,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(),
-		Monitor: mon, Metrics: metrics, Routes: routes, Log: log})
+		Monitor: mon, Metrics: metrics, Routes: routes, Log: log, Quotas: func() any {
+			if q := engine.Quotas(); q != nil {
+				return q
+			}
+			return []quota.Status{}
+		}})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

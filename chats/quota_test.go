@@ -1,0 +1,32 @@
+package chats
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestQuotaWaitJSON(t *testing.T) {
+	ev := &Event{Type: EvQuotaWait, Chat: "c1", Seq: 7, Turn: "t5", Quota: 250000, QuotaUsage: 231000, WaitMS: 26000}
+	var got map[string]any
+	if err := json.Unmarshal(ev.JSON(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["type"] != "quota.wait" || got["seq"] != float64(7) || got["turn"] != "t5" ||
+		got["quota"] != float64(250000) || got["usage"] != float64(231000) || got["wait_ms"] != float64(26000) {
+		t.Fatalf("quota.wait %s", ev.JSON())
+	}
+	if c := ev.withReq("r1"); c.QuotaUsage != 231000 || c.WaitMS != 26000 {
+		t.Fatalf("withReq lost the quota fields: %+v", c)
+	}
+	// Other events keep their own usage object and carry no quota fields.
+	var fin map[string]any
+	if err := json.Unmarshal((&Event{Type: EvTurnFinished}).JSON(), &fin); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fin["quota"]; ok {
+		t.Fatalf("turn.finished %v", fin)
+	}
+	if _, ok := fin["wait_ms"]; ok {
+		t.Fatalf("turn.finished %v", fin)
+	}
+}
