@@ -11,7 +11,6 @@ package anthropic
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -97,9 +96,6 @@ func (c *Client) Fingerprint() string { return provider.Fingerprint(c.key) }
 // maxErrorBody bounds how much of an error response is read.
 const maxErrorBody = 64 << 10
 
-// errIdle is the cancellation cause set by the idle watchdog.
-var errIdle = errors.New("stream idle")
-
 // Stream sends req and streams the answer. Text goes to emit as it arrives;
 // tool calls are returned whole in the Result. On failure the Result holds
 // the text received so far (never half-assembled tool calls) and the error
@@ -135,7 +131,7 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 
 	var r io.Reader = resp.Body
 	if c.idle > 0 {
-		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(errIdle) })
+		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(provider.ErrIdle) })
 		defer ir.Stop()
 		r = ir
 	}
@@ -152,42 +148,12 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	err = st.read(r, emit)
 	res := st.result()
 	res.Limits = provider.ParseRateLimits(resp.Header, now)
-	var (
-		ee *emitError
-		se *streamError
-		de *decodeError
-	)
-	switch {
-	case err == nil:
-		if !st.complete() {
-			return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
-				Message: "stream broke mid-reply: it ended without message_stop or a stop reason"}
-		}
-		return res, nil
-	case ctx.Err() != nil:
-		return partial(res), fmt.Errorf("%s: %w", c.name, ctx.Err())
-	case errors.As(err, &ee):
-		return partial(res), ee.err
-	case errors.As(err, &se):
-		return partial(res), c.bodyError(0, nil, se.body, now)
-	case errors.Is(context.Cause(rctx), errIdle):
-		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
-			Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
-	case errors.As(err, &de):
-		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
-			Message: "stream broke mid-reply: " + provider.Redact(de.Error(), c.key)}
-	default:
-		return partial(res), provider.NetworkError(c.name, c.key, err, "stream broke mid-reply: ")
-	}
+	end := provider.StreamEnd{Name: c.name, Key: c.key, Idle: c.idle, Missing: "message_stop or a stop reason",
+		BodyError: func(b []byte) error { return c.bodyError(0, nil, b, now) }}
+	return end.Finish(ctx, rctx, res, st.complete(), err)
 }
 
 // localError is a request Mirror refuses before sending it.
 func (c *Client) localError(msg string) *provider.Error {
 	return &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: provider.Redact(msg, c.key)}
-}
-
-// partial keeps only what is safe to use from an interrupted answer: the
-// text. Tool calls are dropped, since a call cut short must not run.
-func partial(r provider.Result) provider.Result {
-	return provider.Result{Text: r.Text, Usage: r.Usage, Limits: r.Limits}
 }

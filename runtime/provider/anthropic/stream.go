@@ -51,23 +51,6 @@ type wireUsage struct {
 	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
 }
 
-// emitError carries the caller's emit error out of the stream unchanged.
-type emitError struct{ err error }
-
-func (e *emitError) Error() string { return e.err.Error() }
-func (e *emitError) Unwrap() error { return e.err }
-
-// streamError is an error event inside the stream; body is its JSON.
-type streamError struct{ body []byte }
-
-func (e *streamError) Error() string { return "error event in stream" }
-
-// decodeError is a stream whose bytes are not events (typically an event
-// cut off by a broken connection).
-type decodeError struct{ msg string }
-
-func (e *decodeError) Error() string { return e.msg }
-
 // stream assembles one streamed message.
 type stream struct {
 	text   strings.Builder
@@ -135,7 +118,7 @@ func (s *stream) read(r io.Reader, emit func(provider.Delta) error) error {
 		}
 		if err != nil {
 			if errors.Is(err, sse.ErrLineTooLong) {
-				return &decodeError{msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
+				return &provider.DecodeError{Msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
 			}
 			return err
 		}
@@ -157,7 +140,7 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 	}
 	var ev wireEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
-		return &decodeError{msg: "undecodable event: " + err.Error() + ": " + provider.Snippet(data)}
+		return &provider.DecodeError{Msg: "undecodable event: " + err.Error() + ": " + provider.Snippet(data)}
 	}
 	typ := ev.Type
 	if typ == "" {
@@ -165,7 +148,7 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 	}
 	switch typ {
 	case "error":
-		return &streamError{body: bytes.Clone(data)}
+		return &provider.StreamError{Body: bytes.Clone(data)}
 	case "message_start":
 		if ev.Message != nil {
 			s.addUsage(ev.Message.Usage)
@@ -215,7 +198,7 @@ func (s *stream) emitText(t string, emit func(provider.Delta) error) error {
 		return nil
 	}
 	if err := emit(provider.Delta{Text: t}); err != nil {
-		return &emitError{err: err}
+		return &provider.EmitError{Err: err}
 	}
 	s.text.WriteString(t)
 	return nil

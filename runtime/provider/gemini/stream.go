@@ -58,24 +58,6 @@ func (u *wireUsage) usage() provider.Usage {
 	}
 }
 
-// emitError carries the caller's emit error out of the stream unchanged.
-type emitError struct{ err error }
-
-func (e *emitError) Error() string { return e.err.Error() }
-func (e *emitError) Unwrap() error { return e.err }
-
-// streamError is an error object Gemini sent inside the stream; body is
-// the event's JSON.
-type streamError struct{ body []byte }
-
-func (e *streamError) Error() string { return "error in stream" }
-
-// decodeError is a stream whose bytes are not chunks (typically a chunk cut
-// off by a broken connection).
-type decodeError struct{ msg string }
-
-func (e *decodeError) Error() string { return e.msg }
-
 // stream assembles one streamed answer. Gemini sends no terminator: the
 // answer is complete when a finishReason (or a prompt block) arrived, and a
 // body that ends before that was cut short.
@@ -132,7 +114,7 @@ func (s *stream) read(r io.Reader, emit func(provider.Delta) error) error {
 		}
 		if err != nil {
 			if errors.Is(err, sse.ErrLineTooLong) {
-				return &decodeError{msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
+				return &provider.DecodeError{Msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
 			}
 			return err
 		}
@@ -157,10 +139,10 @@ func (s *stream) event(data []byte, emit func(provider.Delta) error) error {
 			return nil
 		}
 		if err != nil {
-			return &decodeError{msg: "undecodable chunk: " + err.Error() + ": " + provider.Snippet(data)}
+			return &provider.DecodeError{Msg: "undecodable chunk: " + err.Error() + ": " + provider.Snippet(data)}
 		}
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
-			return &streamError{body: bytes.Clone(data)}
+			return &provider.StreamError{Body: bytes.Clone(data)}
 		}
 		if err := s.apply(&ch, emit); err != nil {
 			return err
@@ -192,7 +174,7 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 				}
 				if p.Text != "" {
 					if err := emit(provider.Delta{Text: p.Text}); err != nil {
-						return &emitError{err: err}
+						return &provider.EmitError{Err: err}
 					}
 					s.text.WriteString(p.Text)
 				}

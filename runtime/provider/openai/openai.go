@@ -136,7 +136,7 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 
 	var r io.Reader = resp.Body
 	if c.idle > 0 {
-		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(errIdle) })
+		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(provider.ErrIdle) })
 		defer ir.Stop()
 		r = ir
 	}
@@ -169,40 +169,9 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	err = st.read(r, emit)
 	res := st.result()
 	res.Limits = limits
-	var (
-		ee *emitError
-		se *streamError
-		de *decodeError
-	)
-	switch {
-	case err == nil:
-		if !st.complete() {
-			return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork, Message: "stream broke mid-reply: it ended without [DONE] or a finish reason"}
-		}
-		return res, nil
-	case ctx.Err() != nil:
-		return partial(res), fmt.Errorf("%s: %w", c.name, ctx.Err())
-	case errors.As(err, &ee):
-		return partial(res), ee.err
-	case errors.As(err, &se):
-		return partial(res), c.bodyError(0, nil, se.body)
-	case errors.Is(context.Cause(rctx), errIdle):
-		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
-			Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
-	case errors.As(err, &de):
-		return partial(res), &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
-			Message: "stream broke mid-reply: " + c.redactor.redact(de.Error())}
-	default:
-		return partial(res), c.transportError(err, "stream broke mid-reply: ")
-	}
-}
-
-// errIdle is the cancellation cause set by the idle watchdog.
-var errIdle = errors.New("stream idle")
-
-// partial keeps only what is safe to use from an interrupted answer: the text.
-func partial(r provider.Result) provider.Result {
-	return provider.Result{Text: r.Text, Usage: r.Usage, Limits: r.Limits}
+	end := provider.StreamEnd{Name: c.name, Key: c.key, Idle: c.idle, Missing: "[DONE] or a finish reason",
+		BodyError: func(b []byte) error { return c.bodyError(0, nil, b) }}
+	return end.Finish(ctx, rctx, res, st.complete(), err)
 }
 
 // readWhole handles a non-streamed JSON completion (or error) body.
@@ -212,7 +181,7 @@ func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(pro
 		if ctx.Err() != nil {
 			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
 		}
-		if errors.Is(context.Cause(rctx), errIdle) {
+		if errors.Is(context.Cause(rctx), provider.ErrIdle) {
 			return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
 				Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
 		}

@@ -68,24 +68,6 @@ func (u *wireUsage) usage() provider.Usage {
 	return provider.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedTokens: cached}
 }
 
-// emitError carries the caller's emit error out of the stream unchanged.
-type emitError struct{ err error }
-
-func (e *emitError) Error() string { return e.err.Error() }
-func (e *emitError) Unwrap() error { return e.err }
-
-// streamError is an error event the server sent inside the stream; body is
-// the event's JSON.
-type streamError struct{ body []byte }
-
-func (e *streamError) Error() string { return "error event in stream" }
-
-// decodeError is a stream whose bytes are not SSE chunks (typically a chunk
-// cut off by a broken connection).
-type decodeError struct{ msg string }
-
-func (e *decodeError) Error() string { return e.msg }
-
 // stream assembles one streamed answer.
 type stream struct {
 	text    strings.Builder
@@ -130,7 +112,7 @@ func (s *stream) read(r io.Reader, emit func(provider.Delta) error) error {
 		}
 		if err != nil {
 			if errors.Is(err, sse.ErrLineTooLong) {
-				return &decodeError{msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
+				return &provider.DecodeError{Msg: fmt.Sprintf("an SSE line is longer than %d MiB", maxLine>>20)}
 			}
 			return err
 		}
@@ -159,7 +141,7 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 		return nil
 	}
 	if name == "error" {
-		return &streamError{body: bytes.Clone(data)}
+		return &provider.StreamError{Body: bytes.Clone(data)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for {
@@ -169,10 +151,10 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 			return nil
 		}
 		if err != nil {
-			return &decodeError{msg: "undecodable chunk: " + err.Error() + ": " + snippet(data)}
+			return &provider.DecodeError{Msg: "undecodable chunk: " + err.Error() + ": " + snippet(data)}
 		}
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
-			return &streamError{body: bytes.Clone(data)}
+			return &provider.StreamError{Body: bytes.Clone(data)}
 		}
 		if err := s.apply(&ch, emit); err != nil {
 			return err
@@ -195,7 +177,7 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 				continue
 			}
 			if err := emit(provider.Delta{Text: text}); err != nil {
-				return &emitError{err: err}
+				return &provider.EmitError{Err: err}
 			}
 			s.text.WriteString(text)
 		}

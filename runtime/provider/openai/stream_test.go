@@ -51,8 +51,8 @@ func TestSSEFraming(t *testing.T) {
 			var got []string
 			var st stream
 			err := st.read(strings.NewReader(tt.raw), collect(&got))
-			var de *decodeError
-			var se *streamError
+			var de *provider.DecodeError
+			var se *provider.StreamError
 			switch tt.errClass {
 			case "":
 				if err != nil {
@@ -91,7 +91,7 @@ func TestLongLine(t *testing.T) {
 
 	var tooLong stream
 	err := tooLong.read(strings.NewReader("data: "+strings.Repeat("y", maxLine+1)+"\n\n"), collect(new([]string)))
-	var de *decodeError
+	var de *provider.DecodeError
 	if !errors.As(err, &de) {
 		t.Fatalf("err %v, want decode error for an over-long line", err)
 	}
