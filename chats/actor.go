@@ -385,19 +385,12 @@ func (a *actor) breakDown(err error) {
 
 func (a *actor) publish(ev *Event, o Origin) {
 	for sub := range a.subs {
-		if sub == o.Sub && o.Req != "" {
-			continue
+		if sub != o.Sub {
+			sub.Deliver(Delivery{Event: ev})
 		}
-		sub.Deliver(Delivery{Event: ev})
 	}
-	if o.Sub != nil {
-		if _, subscribed := a.subs[o.Sub]; o.Req != "" || !subscribed {
-			e := ev
-			if o.Req != "" {
-				e = ev.withReq(o.Req)
-			}
-			o.Sub.Deliver(Delivery{Event: e})
-		}
+	if o.Sub != nil { // the asker gets its copy in order, opened or not
+		o.Sub.Deliver(Delivery{Event: ev, Req: o.Req})
 	}
 }
 
@@ -578,8 +571,8 @@ func (a *actor) resend(id string, o Origin) (Message, error) {
 		m.State = MsgDeleted
 	}
 	if o.Sub != nil {
-		ev := &Event{Type: EvMessageAccepted, Chat: a.id, Seq: m.Seq, Time: m.Time, Message: &m, Req: o.Req}
-		o.Sub.Deliver(Delivery{Event: ev})
+		ev := &Event{Type: EvMessageAccepted, Chat: a.id, Seq: m.Seq, Time: m.Time, Message: &m}
+		o.Sub.Deliver(Delivery{Event: ev, Req: o.Req})
 	}
 	return m, nil
 }
@@ -793,7 +786,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		// Everyone who pressed Stop gets the answer; the first got the event.
 		for _, so := range t.stoppers[1:] {
 			if so.Sub != nil {
-				so.Sub.Deliver(Delivery{Event: fin.withReq(so.Req)})
+				so.Sub.Deliver(Delivery{Event: fin, Req: so.Req})
 			}
 		}
 	}

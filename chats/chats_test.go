@@ -43,7 +43,7 @@ func TestTurnAnswersAndRecordsInOrder(t *testing.T) {
 	if fmt.Sprint(types) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", types, want)
 	}
-	if evs[0].Req != "r2" {
+	if s.req(0) != "r2" {
 		t.Fatalf("requester's copy lacks req: %+v", evs[0])
 	}
 	fin := evs[len(evs)-1]
@@ -187,7 +187,7 @@ func TestRepeatedClientIDAnswersTheSameMessage(t *testing.T) {
 		t.Fatalf("second send made %+v, want the first %+v", m2, m1)
 	}
 	evs := s.waitFor(t, "two answers", has(EvMessageAccepted, 2))
-	if evs[1].Req != "b" || evs[1].Message.ID != m1.ID {
+	if s.req(1) != "b" || evs[1].Message.ID != m1.ID {
 		t.Fatalf("answer to the repeat: %+v", evs[1])
 	}
 	recvStarted(t, g)
@@ -303,7 +303,7 @@ func TestStopKeepsThePartialReply(t *testing.T) {
 	}
 	evs := s.waitFor(t, "finished", has(EvTurnFinished, 1))
 	fin := evs[len(evs)-1]
-	if !fin.Stopped || *fin.Reply != "partial " || fin.Req != "stop" || !fin.Message.Stopped {
+	if !fin.Stopped || *fin.Reply != "partial " || s.req(len(evs)-1) != "stop" || !fin.Message.Stopped {
 		t.Fatalf("finished = %+v", fin)
 	}
 	if err := e.svc.Stop(bg, c.ID, Origin{}); !errors.Is(err, ErrNoTurn) {

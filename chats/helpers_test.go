@@ -183,6 +183,23 @@ func (s *sub) events() []*Event {
 	return out
 }
 
+// req is the req the subscriber's delivery of ev carried, for the event
+// delivered at position i of events().
+func (s *sub) req(i int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, d := range s.got {
+		if d.Event != nil {
+			if n == i {
+				return d.Req
+			}
+			n++
+		}
+	}
+	return ""
+}
+
 // waitFor waits, bounded, until pred holds over the deliveries so far.
 func (s *sub) waitFor(t *testing.T, what string, pred func([]*Event) bool) []*Event {
 	t.Helper()

@@ -164,7 +164,6 @@ type Event struct {
 	Result   *ToolOutcome       `json:"result,omitempty"`
 	Approval *Approval          `json:"approval,omitempty"`
 	Recovery *Recovery          `json:"recovery,omitempty"`
-	Req      string             `json:"req,omitempty"` // only on the requester's copy
 	// quota.wait: the learned per-minute quota, the window's usage (sent as
 	// "usage", see JSON) and the expected wait.
 	Quota      int64 `json:"quota,omitempty"`
@@ -193,17 +192,24 @@ func (e *Event) JSON() []byte {
 	return e.raw
 }
 
+// WithReq returns the event's wire bytes with "req" added, for the one
+// socket that asked; the shared bytes stay as they are.
+func (e *Event) WithReq(req string) []byte {
+	raw := e.JSON()
+	if req == "" {
+		return raw
+	}
+	q, _ := json.Marshal(req)
+	out := make([]byte, 0, len(raw)+len(q)+8)
+	out = append(out, raw[:len(raw)-1]...) // drop the closing brace
+	out = append(out, `,"req":`...)
+	out = append(out, q...)
+	return append(out, '}')
+}
+
 // eventJSON is Event without its methods, for JSON's own encoding.
 type eventJSON Event
 
-// withReq returns a copy of e carrying req, for the socket that asked.
-func (e *Event) withReq(req string) *Event {
-	c := &Event{Type: e.Type, Chat: e.Chat, Seq: e.Seq, Time: e.Time, Message: e.Message, Turn: e.Turn,
-		Offset: e.Offset, Text: e.Text, Reply: e.Reply, Usage: e.Usage, Model: e.Model, Stopped: e.Stopped,
-		Error: e.Error, Class: e.Class, Title: e.Title, Call: e.Call, Result: e.Result, Approval: e.Approval,
-		Recovery: e.Recovery, Req: req, Quota: e.Quota, QuotaUsage: e.QuotaUsage, WaitMS: e.WaitMS}
-	return c
-}
 
 // Snapshot is the state of an opened chat (chat.snapshot), or the close of a
 // resume with since (chat.resumed, where Messages is nil).
@@ -219,9 +225,13 @@ type Snapshot struct {
 	Req        string     `json:"req,omitempty"`
 }
 
-// Delivery is one thing a subscriber receives. Exactly one field is set.
+// Delivery is one thing a subscriber receives: an event or a snapshot, or
+// Closed.
 type Delivery struct {
-	Event    *Event
+	Event *Event
+	// Req is set on the requester's delivery of the event its request
+	// caused; a transport adds it to the event's shared bytes (WithReq).
+	Req      string
 	Snapshot *Snapshot
 	// Closed names a chat that stopped delivering to this subscriber because
 	// it failed; the subscriber may open it again.

@@ -171,7 +171,7 @@ func (c *conn) Deliver(d chats.Delivery) {
 	case d.Event != nil && d.Event.Type == chats.EvReplyDelta:
 		c.push(item{delta: d.Event})
 	case d.Event != nil:
-		c.push(item{raw: d.Event.JSON()})
+		c.push(item{raw: d.Event.WithReq(d.Req)})
 	case d.Snapshot != nil:
 		b, _ := json.Marshal(d.Snapshot)
 		c.push(item{raw: b})
