@@ -210,7 +210,6 @@ func (e *Event) WithReq(req string) []byte {
 // eventJSON is Event without its methods, for JSON's own encoding.
 type eventJSON Event
 
-
 // Snapshot is the state of an opened chat (chat.snapshot), or the close of a
 // resume with since (chat.resumed, where Messages is nil).
 type Snapshot struct {
