@@ -3,7 +3,10 @@
 // other package may depend on it.
 package config
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Config is the whole of runtime.yaml after defaults are applied.
 //
@@ -30,6 +33,7 @@ type Config struct {
 	// syntax ("@every 1h", "0 3 * * *").
 	BreakerPruneSchedule string `yaml:"breaker_prune_schedule"`
 	Tools                Tools  `yaml:"tools"`
+	Hooks                Hooks  `yaml:"hooks"`
 
 	// Dir is the folder runtime.yaml was read from ("" for built-in defaults);
 	// relative paths such as data_dir are resolved against it.
@@ -176,4 +180,63 @@ func (p ToolPolicies) Map() map[string]string {
 		"list_dir":   p.ListDir,
 		"shell":      p.Shell,
 	}
+}
+
+// Hooks are shell commands run around a checkpoint, which is Mirror's
+// compaction, the way Claude Code runs its compaction hooks: PreCompact before
+// a checkpoint is committed (a hook may block it), PostCompact after it, and
+// SessionStart with source compact at the next run, so a hook can put back
+// context the new view no longer carries. The keys are Claude Code's event
+// names, so an unknown event is refused at load rather than never firing.
+// Hooks of one event run in order; runtime/hooks runs them.
+type Hooks struct {
+	PreCompact   []Hook `yaml:"PreCompact"`
+	PostCompact  []Hook `yaml:"PostCompact"`
+	SessionStart []Hook `yaml:"SessionStart"`
+}
+
+// Hook is one command of a hook event.
+type Hook struct {
+	// Command runs through /bin/sh -c in the folder runtime.yaml was read
+	// from (Dir), with the hook's JSON input on stdin. It is never shown in
+	// errors: a command line may carry things not meant for logs.
+	Command string `yaml:"command"`
+	// Timeout bounds one run (default DefaultHookTimeout, at most
+	// MaxHookTimeout); a hook past it is killed with its process group.
+	Timeout time.Duration `yaml:"timeout"`
+	// Matcher picks the runs the hook fires on, as in Claude Code: for
+	// PreCompact and PostCompact the trigger (auto, manual), for SessionStart
+	// the source (compact; startup, resume and clear are accepted for
+	// settings copied from Claude Code but Mirror never fires them).
+	// Alternatives are joined with |; "" and * match everything. See Matches.
+	Matcher string `yaml:"matcher"`
+}
+
+// Matches reports whether the hook fires for value, a trigger or a source.
+func (h Hook) Matches(value string) bool {
+	if h.Matcher == "" || h.Matcher == "*" {
+		return true
+	}
+	for _, alt := range strings.Split(h.Matcher, "|") {
+		if strings.TrimSpace(alt) == value {
+			return true
+		}
+	}
+	return false
+}
+
+// Events lists the hook events with their hooks, in the order they fire, so
+// callers need not name each field.
+func (h Hooks) Events() []HookEvent {
+	return []HookEvent{
+		{HookPreCompact, h.PreCompact},
+		{HookPostCompact, h.PostCompact},
+		{HookSessionStart, h.SessionStart},
+	}
+}
+
+// HookEvent is one event's name and hooks.
+type HookEvent struct {
+	Name  string
+	Hooks []Hook
 }

@@ -59,6 +59,7 @@ func TestDefaultContract(t *testing.T) {
 			"read_file": "allow", "list_dir": "allow", "write_file": "ask", "edit_file": "ask", "shell": "ask"}},
 		{"tools.shell_timeout", c.Tools.ShellTimeout, 2 * time.Minute},
 		{"tools.output_limit", c.Tools.OutputLimit, 16000},
+		{"hooks", c.Hooks, Hooks{}},
 	}
 	for _, tc := range checks {
 		if !reflect.DeepEqual(tc.got, tc.want) {
@@ -279,6 +280,25 @@ func TestParseErrors(t *testing.T) {
 		{"output_limit small", "tools:\n  output_limit: 10\n", "runtime.yaml:2: tools.output_limit: want a number of characters from 500 to 1073741824, such as 16000"},
 		{"workspace NUL", "tools:\n  workspace: \"a\\0b\"\n", "runtime.yaml:2: tools.workspace: contains a NUL byte"},
 
+		// hooks.
+		{"unknown event", "hooks:\n  PreCompact: []\n  Stop:\n    - {command: x}\n", "runtime.yaml:3: hooks.Stop: unknown key; known keys here: PostCompact, PreCompact, SessionStart"},
+		{"event in lower case", "hooks:\n  precompact: [{command: x}]\n", "runtime.yaml:2: hooks.precompact: unknown key; known keys here: PostCompact, PreCompact, SessionStart"},
+		{"hooks as list", "hooks:\n  - PreCompact\n", "runtime.yaml:2: hooks: want a mapping of keys, not a list"},
+		{"event as mapping", "hooks:\n  PreCompact: {command: x}\n", "runtime.yaml:2: hooks.PreCompact: want a list, not a mapping"},
+		{"unknown hook key", "hooks:\n  PreCompact:\n    - command: x\n      type: command\n", "runtime.yaml:4: hooks.PreCompact[0].type: unknown key; known keys here: command, matcher, timeout"},
+		{"no command", "hooks:\n  PreCompact:\n    - {timeout: 10s}\n", "runtime.yaml:3: hooks.PreCompact[0].command: required: a shell command run with /bin/sh -c in this file's folder, such as ./hooks/keep-plan.sh"},
+		{"blank command", "hooks:\n  PostCompact:\n    - command: x\n    - command: \"  \"\n", "runtime.yaml:4: hooks.PostCompact[1].command: required: ..."},
+		{"NUL in command", "hooks:\n  SessionStart:\n    - command: \"cat a\\0SECRET\"\n", "runtime.yaml:3: hooks.SessionStart[0].command: contains a NUL byte"},
+		{"command as list", "hooks:\n  PreCompact:\n    - command: [a, b]\n", "runtime.yaml:3: hooks.PreCompact[0].command: want a string, not a list"},
+		{"timeout zero", "hooks:\n  PreCompact:\n    - command: x\n      timeout: 0s\n", "runtime.yaml:4: hooks.PreCompact[0].timeout: want a duration above 0 and at most 10m, such as 10s; leave it out for 60s"},
+		{"timeout negative", "hooks:\n  PreCompact:\n    - {command: x, timeout: -1s}\n", "runtime.yaml:3: hooks.PreCompact[0].timeout: want a duration above 0 and at most 10m, ..."},
+		{"timeout too long", "hooks:\n  PostCompact:\n    - {command: x, timeout: 11m}\n", "runtime.yaml:3: hooks.PostCompact[0].timeout: want a duration above 0 and at most 10m, ..."},
+		{"timeout bare number", "hooks:\n  PreCompact:\n    - {command: x, timeout: 10}\n", "runtime.yaml:3: hooks.PreCompact[0].timeout: want a duration with a unit, such as 30ms, 2m or 1h30m (a bare number is ambiguous)"},
+		{"matcher unknown", "hooks:\n  PreCompact:\n    - {command: x, matcher: always}\n", "runtime.yaml:3: hooks.PreCompact[0].matcher: want auto, manual, alternatives joined with | or \"\" for all, not \"always\""},
+		{"matcher a source on PreCompact", "hooks:\n  PreCompact:\n    - {command: x, matcher: \"auto|compact\"}\n", "runtime.yaml:3: hooks.PreCompact[0].matcher: want auto, manual, alternatives joined with | or \"\" for all, not \"auto|compact\""},
+		{"matcher a trigger on SessionStart", "hooks:\n  SessionStart:\n    - {command: x, matcher: manual}\n", "runtime.yaml:3: hooks.SessionStart[0].matcher: want compact, startup, resume, clear, alternatives joined with | or \"\" for all, not \"manual\""},
+		{"SessionStart never fires", "hooks:\n  SessionStart:\n    - {command: x, matcher: \"startup|resume\"}\n", "runtime.yaml:3: hooks.SessionStart[0].matcher: \"startup|resume\" never matches: Mirror fires SessionStart only after a checkpoint, with source compact"},
+
 		{"schedule", "breaker_prune_schedule: every hour\n", "runtime.yaml:1: breaker_prune_schedule: want a robfig/cron schedule such as \"@every 1h\" or \"0 3 * * *\": ..."},
 	}
 	for _, tc := range tests {
@@ -413,6 +433,86 @@ func TestTools(t *testing.T) {
 	}
 }
 
+func TestHooks(t *testing.T) {
+	src := `
+hooks:
+  PreCompact:
+    - {command: ./hooks/keep-plan.sh, timeout: 10s, matcher: manual}
+    - command: ./hooks/snapshot.sh
+  PostCompact:
+    - {command: "echo done >> log", matcher: "auto|manual"}
+  SessionStart:
+    - {command: cat PLAN.md, matcher: "startup|compact"}
+`
+	c, err := Parse([]byte(src), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Hooks{
+		PreCompact: []Hook{
+			{Command: "./hooks/keep-plan.sh", Timeout: 10 * time.Second, Matcher: "manual"},
+			{Command: "./hooks/snapshot.sh", Timeout: DefaultHookTimeout},
+		},
+		PostCompact:  []Hook{{Command: "echo done >> log", Timeout: time.Minute, Matcher: "auto|manual"}},
+		SessionStart: []Hook{{Command: "cat PLAN.md", Timeout: time.Minute, Matcher: "startup|compact"}},
+	}
+	if !reflect.DeepEqual(c.Hooks, want) {
+		t.Errorf("hooks = %+v\nwant %+v", c.Hooks, want)
+	}
+	// Naming one event leaves the others empty; an empty list is no hooks.
+	c, err = Parse([]byte("hooks:\n  PostCompact: []\n  SessionStart:\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(stripped(c), Default()) {
+		t.Errorf("empty hooks are not the default: %+v", c.Hooks)
+	}
+
+	matches := []struct {
+		matcher, value string
+		want           bool
+	}{
+		{"", "auto", true}, {"", "manual", true}, {"*", "compact", true},
+		{"auto", "auto", true}, {"auto", "manual", false},
+		{"manual", "manual", true}, {"manual", "auto", false},
+		{"auto|manual", "manual", true}, {"auto | manual", "auto", true},
+		{"startup|compact", "compact", true}, {"startup|resume", "compact", false},
+		{"compact", "comp", false},
+	}
+	for _, tc := range matches {
+		if got := (Hook{Matcher: tc.matcher}).Matches(tc.value); got != tc.want {
+			t.Errorf("Matcher %q Matches(%q) = %v, want %v", tc.matcher, tc.value, got, tc.want)
+		}
+	}
+}
+
+// The example runtime.yaml gives, commented out, must load once uncommented.
+func TestHooksSampleExample(t *testing.T) {
+	sample, err := os.ReadFile(filepath.Join("..", "runtime.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(sample), "\n# hooks:\n")
+	if !ok {
+		t.Fatal("runtime.yaml has no commented hooks: example")
+	}
+	src := "hooks:\n"
+	for _, line := range strings.Split(block, "\n") {
+		rest, ok := strings.CutPrefix(line, "# ")
+		if !ok {
+			break
+		}
+		src += rest + "\n"
+	}
+	c, err := Parse([]byte(src), "")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, src)
+	}
+	if len(c.Hooks.PreCompact) != 1 || len(c.Hooks.PostCompact) != 1 || len(c.Hooks.SessionStart) != 1 {
+		t.Errorf("example hooks = %+v", c.Hooks)
+	}
+}
+
 func TestParseContextLimit(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -462,6 +562,7 @@ func FuzzParse(f *testing.F) {
 		"telegram: {enabled: true, allowed_users: [1, 2]}\n",
 		"limits: {chat_idle: 1h, turn_timeout: 0}\n",
 		"\"\\u0000\": 1\n",
+		"hooks:\n  PreCompact: [{command: ./a.sh, timeout: 10s, matcher: manual}]\n  SessionStart: [{command: x, matcher: \"startup|compact\"}]\n",
 	} {
 		f.Add([]byte(s))
 	}

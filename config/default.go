@@ -34,6 +34,30 @@ const (
 	ContextFull = "full" // the whole window less the response reserve
 )
 
+// Hook events (the keys of hooks in runtime.yaml), Claude Code's names.
+const (
+	HookPreCompact   = "PreCompact"   // before a checkpoint is committed; may block it
+	HookPostCompact  = "PostCompact"  // after a checkpoint
+	HookSessionStart = "SessionStart" // at the run after a checkpoint, source compact
+)
+
+// Compaction triggers and session sources, the values hook matchers name.
+const (
+	TriggerAuto   = "auto"    // the runtime checkpointed on its own
+	TriggerManual = "manual"  // a person asked with /compact
+	SourceCompact = "compact" // the run after a checkpoint
+)
+
+// Hook timeouts: the default when a hook gives none, and the most one may
+// ask for, so a stuck hook cannot hold a turn for long.
+const (
+	DefaultHookTimeout = 60 * time.Second
+	MaxHookTimeout     = 10 * time.Minute
+)
+
+// defaultHook is what a hooks item starts from before its keys are read.
+func defaultHook() Hook { return Hook{Timeout: DefaultHookTimeout} }
+
 // BuiltinDelay is the builtin provider's default pause between streamed
 // pieces: slow enough that streaming, stop and queueing can be seen and tested.
 const BuiltinDelay = 30 * time.Millisecond

@@ -134,6 +134,7 @@ var (
 	durationType = reflect.TypeFor[time.Duration]()
 	modelType    = reflect.TypeFor[Model]()
 	providerType = reflect.TypeFor[Provider]()
+	hookType     = reflect.TypeFor[Hook]()
 )
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
@@ -222,7 +223,8 @@ func (d *decoder) unknown(k *yaml.Node, path string, known []string) {
 }
 
 // list decodes a sequence; it replaces the default list whole. Items of
-// models start from defaultModel, so an item names only what differs.
+// models start from defaultModel and hooks from defaultHook, so an item names
+// only what differs.
 func (d *decoder) list(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n, path, "want a list, not %s", describe(n))
@@ -234,8 +236,11 @@ func (d *decoder) list(n *yaml.Node, v reflect.Value, path string) {
 		ip := path + "[" + strconv.Itoa(i) + "]"
 		d.lines[ip] = item.Line
 		ev := reflect.New(et).Elem()
-		if et == modelType {
+		switch et {
+		case modelType:
 			ev.Set(reflect.ValueOf(defaultModel()))
+		case hookType:
+			ev.Set(reflect.ValueOf(defaultHook()))
 		}
 		if isNull(item) {
 			d.fail(item, ip, "empty item; remove the - or give it a value")

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ func (c *Config) Validate() error {
 	v.limits()
 	v.breakers()
 	v.tools()
+	v.hooks()
 	sort.SliceStable(v.errs, func(i, j int) bool {
 		a, b := v.errs[i].Line, v.errs[j].Line
 		return a != 0 && (b == 0 || a < b) // known lines in file order, unknown last
@@ -342,6 +344,52 @@ func (v *validator) tools() {
 	}
 	if t.OutputLimit < minOutputLimit || t.OutputLimit > maxTokens {
 		v.fail("tools.output_limit", "want a number of characters from %d to %d, such as 16000", minOutputLimit, maxTokens)
+	}
+}
+
+// hookMatchValues are what a matcher may name per event. SessionStart takes
+// Claude Code's sources so its settings carry over, but Mirror fires only
+// compact, so a matcher without it is refused as never matching.
+var hookMatchValues = map[string][]string{
+	HookPreCompact:   {TriggerAuto, TriggerManual},
+	HookPostCompact:  {TriggerAuto, TriggerManual},
+	HookSessionStart: {SourceCompact, "startup", "resume", "clear"},
+}
+
+func (v *validator) hooks() {
+	for _, ev := range v.c.Hooks.Events() {
+		for i, h := range ev.Hooks {
+			at := fmt.Sprintf("hooks.%s[%d]", ev.Name, i)
+			// The command is never echoed: it may carry what logs must not.
+			switch {
+			case strings.TrimSpace(h.Command) == "":
+				v.fail(at+".command", "required: a shell command run with /bin/sh -c in this file's folder, such as ./hooks/keep-plan.sh")
+			case strings.ContainsRune(h.Command, 0):
+				v.fail(at+".command", "contains a NUL byte")
+			}
+			if h.Timeout <= 0 || h.Timeout > MaxHookTimeout {
+				v.fail(at+".timeout", "want a duration above 0 and at most 10m, such as 10s; leave it out for 60s")
+			}
+			v.matcher(at+".matcher", ev.Name, h)
+		}
+	}
+}
+
+// matcher checks a hook's matcher: "", * or known values joined with |.
+func (v *validator) matcher(field, event string, h Hook) {
+	if h.Matcher == "" || h.Matcher == "*" {
+		return
+	}
+	known := hookMatchValues[event]
+	want := fmt.Sprintf("want %s, alternatives joined with | or \"\" for all", strings.Join(known, ", "))
+	for _, alt := range strings.Split(h.Matcher, "|") {
+		if !slices.Contains(known, strings.TrimSpace(alt)) {
+			v.fail(field, "%s, not %s", want, show(h.Matcher))
+			return
+		}
+	}
+	if event == HookSessionStart && !h.Matches(SourceCompact) {
+		v.fail(field, "%s never matches: Mirror fires SessionStart only after a checkpoint, with source compact", show(h.Matcher))
 	}
 }
 
