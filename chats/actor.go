@@ -50,6 +50,12 @@ type actor struct {
 	quitting bool
 	broken   error
 	dropHeld []string // held recovery answers applied, to delete at the next commit
+
+	conv conversation // the state of the conversation since the latest boundary
+	// context is the last context reading, for /status.
+	context *runtime.ContextInfo
+	// compact is the text of a /compact not yet acted on (nil: none).
+	compact *string
 }
 
 // batch is what the actor has decided but not yet committed. Its events are
@@ -116,7 +122,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 		a.meta, a.seq = meta, meta.Seq
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
 			switch ev.Type {
-			case EvMessagePicked, EvAssistantStep:
+			case EvMessagePicked, EvAssistantStep, EvContinuity:
 				a.msgs = append(a.msgs, *ev.Message)
 			case EvTurnFinished, EvTurnFailed:
 				if ev.Message != nil {
@@ -133,6 +139,10 @@ func loadActor(s *Service, id string) (*actor, error) {
 				openApprovals[ev.Approval.ID] = ev.Approval
 			case EvApprovalResolved:
 				delete(openApprovals, ev.Approval.ID)
+			case EvTurnStarted:
+				a.compact = nil // the turn that started took the /compact asked before it
+			case EvMessagePinned, EvClear, EvContext, EvCompact, EvBoundary, EvCheckpoint, EvHandoff, EvRuntimeContext:
+				a.replay(ev)
 			case EvRecoveryRequested:
 				r := *ev.Recovery
 				a.recoveries[r.ID] = &r
@@ -438,7 +448,7 @@ func (a *actor) snapshot(typ string, withMessages bool, req string) *Snapshot {
 	if withMessages {
 		sn.Messages = make([]Message, 0, len(a.msgs))
 		for _, m := range a.msgs {
-			if m.Role == provider.RoleTool || (m.State == MsgStep && strings.TrimSpace(m.Text) == "") {
+			if !isTranscript(m) && m.Role != RoleBoundary || (m.State == MsgStep && strings.TrimSpace(m.Text) == "") {
 				continue // tool traffic is shown live, not in the transcript
 			}
 			sn.Messages = append(sn.Messages, m)

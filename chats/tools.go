@@ -395,7 +395,10 @@ func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (str
 	case "/stop":
 		return "Stopped.", s.Stop(ctx, chat, o)
 	}
-	return "", fmt.Errorf("%w: unknown command %s (known: /changes, /rewind N, /stop)", ErrBadInput, fields[0])
+	if out, ok, err := s.command(ctx, chat, fields, text, o); ok {
+		return out, err
+	}
+	return "", fmt.Errorf("%w: unknown command %s (known: %s)", ErrBadInput, fields[0], Commands)
 }
 
 // describeChanges lists file changes for /changes: sanitized metadata only.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
@@ -60,6 +61,18 @@ const (
 	EvRecoveryRequested = "recovery.requested"
 	EvRecoveryResolved  = "recovery.resolved"
 	EvRewind            = "rewind"
+
+	// Long conversations (boundaries) and the request budget (checkpoints).
+	EvContext        = "context"         // how full the conversation is, as a turn starts
+	EvRuntimeContext = "runtime.context" // the runtime-context sections a turn's request carried
+	EvCheckpoint     = "checkpoint"      // a model-free re-plan of the view, stored before it is sent
+	EvHandoff        = "handoff.updated" // the assistant's half of the handoff record
+	EvBoundary       = "boundary"        // archive + clear: the conversation starts again after it
+	EvBoundaryFailed = "boundary.failed" // a boundary that could not happen; nothing changed
+	EvContinuity     = "continuity"      // the message a continued conversation opens with
+	EvMessagePinned  = "message.pinned"
+	EvClear          = "clear"   // a /clear topic boundary: requests start after it
+	EvCompact        = "compact" // a /compact request: a checkpoint on the next turn
 )
 
 // MsgStep is the state of an assistant message that asked for tool calls.
@@ -133,6 +146,10 @@ type Message struct {
 	// call a tool message answers.
 	ToolCalls  []provider.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string              `json:"tool_call_id,omitempty"`
+	// Pinned keeps the message whole in the assistant's view.
+	Pinned bool `json:"pinned,omitempty"`
+	// Sections are a runtime-context row's sections.
+	Sections json.RawMessage `json:"sections,omitempty"`
 }
 
 // Running is the turn in progress of a chat.
@@ -169,6 +186,23 @@ type Event struct {
 	Quota      int64 `json:"quota,omitempty"`
 	QuotaUsage int   `json:"-"`
 	WaitMS     int64 `json:"wait_ms,omitempty"`
+
+	// context: its numbers sit at the top level of the frame.
+	*runtime.ContextInfo
+	// checkpoint: the plan in force from now on; runtime.context: the
+	// sections; handoff.updated: the assistant's half of the record.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	Sections   json.RawMessage `json:"sections,omitempty"`
+	Handoff    json.RawMessage `json:"handoff,omitempty"`
+	// boundary: why it happened (hard or assistant), whether the work
+	// continued, the record it wrote, the last seq it archived, the memory
+	// notes reflect wrote, and why a continue was refused.
+	Reason    string   `json:"reason,omitempty"`
+	Continued *bool    `json:"continued,omitempty"`
+	Record    string   `json:"record,omitempty"`
+	Through   uint64   `json:"through,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
+	Why       string   `json:"why,omitempty"`
 
 	once sync.Once
 	raw  []byte

@@ -353,6 +353,7 @@ type frame struct {
 	Allow    *bool   `json:"allow"`
 	Recovery string  `json:"recovery"`
 	Action   string  `json:"action"`
+	Pinned   *bool   `json:"pinned"`
 }
 
 // handle answers one frame; false ends the socket.
@@ -468,6 +469,10 @@ func (c *conn) handle(data []byte) bool {
 			if delivered, err = svc.AnswerRecovery(ctx, f.Recovery, f.Action, o); err == nil {
 				c.send(map[string]any{"type": "recovery.answered", "recovery": f.Recovery, "delivered": delivered, "req": omit(f.Req)})
 			}
+		}
+	case "message.pin":
+		if need(f.Chat != "" && f.Message != "" && f.Pinned != nil, "chat, message and pinned") {
+			_, err = svc.Pin(ctx, f.Chat, f.Message, *f.Pinned, o)
 		}
 	case "chat.command":
 		if need(f.Chat != "" && f.Text != nil, "chat and text") {

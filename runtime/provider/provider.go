@@ -51,6 +51,9 @@ type Request struct {
 	Tools    []Tool
 	// MaxTokens caps the answer; 0 leaves it to the provider.
 	MaxTokens int
+	// ToolChoice, when set, names the one tool the model must call: the
+	// answer can only be that call (a boundary's forced ask).
+	ToolChoice string
 }
 
 // Usage is what the provider reports it billed for one request.

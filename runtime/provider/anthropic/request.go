@@ -19,7 +19,14 @@ type wireRequest struct {
 	System    []wireBlock   `json:"system,omitempty"`
 	Messages  []wireMessage `json:"messages"`
 	Tools     []wireTool    `json:"tools,omitempty"`
-	Stream    bool          `json:"stream"`
+	// ToolChoice forces one tool: {"type":"tool","name":...}.
+	ToolChoice *wireChoice `json:"tool_choice,omitempty"`
+	Stream     bool        `json:"stream"`
+}
+
+type wireChoice struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
 }
 
 type wireMessage struct {
@@ -131,6 +138,9 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
 		}
 		w.Tools = append(w.Tools, wireTool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	if req.ToolChoice != "" {
+		w.ToolChoice = &wireChoice{Type: "tool", Name: req.ToolChoice}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -46,6 +46,7 @@ package builtin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -204,6 +205,9 @@ func parseTool(msgs []provider.Message) (name, args string, ok bool) {
 // ToolCall is the one tool call the model answers req with, when the last
 // message is "/tool NAME {json}" and req offers NAME.
 func ToolCall(req provider.Request) (provider.ToolCall, bool) {
+	if req.ToolChoice != "" && offered(req.Tools, req.ToolChoice) {
+		return provider.ToolCall{ID: "call_" + strconv.Itoa(len(req.Messages)), Name: req.ToolChoice, Arguments: forcedArgs(req)}, true
+	}
 	name, args, ok := parseTool(req.Messages)
 	if !ok || !offered(req.Tools, name) {
 		return provider.ToolCall{}, false
@@ -399,3 +403,27 @@ func pieces(s string, words int) []string {
 // isSpace reports ASCII whitespace; multi-byte runes are never split because
 // their bytes are all >= 0x80.
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+
+// forcedArgs are the arguments of a call the request forces. The built-in
+// model cannot reason, so it states what it can see: for handoff_update, the
+// conversation's first request as the objective and its last as the next
+// action, which keeps a boundary on the built-in model meaningful.
+func forcedArgs(req provider.Request) string {
+	if req.ToolChoice != "handoff_update" {
+		return "{}"
+	}
+	first, last := "", ""
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleUser && !strings.HasPrefix(m.Content, "<") {
+			if first == "" {
+				first = m.Content
+			}
+			last = m.Content
+		}
+	}
+	b, _ := json.Marshal(map[string]any{
+		"objective":   truncate(strings.Join(strings.Fields(first), " "), 200),
+		"next_action": truncate(strings.Join(strings.Fields(last), " "), 200),
+	})
+	return string(b)
+}

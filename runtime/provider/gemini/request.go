@@ -17,6 +17,7 @@ type wireRequest struct {
 	SystemInstruction *wireContent          `json:"systemInstruction,omitempty"`
 	Contents          []wireContent         `json:"contents"`
 	Tools             []wireTool            `json:"tools,omitempty"`
+	ToolConfig        *wireToolConfig       `json:"toolConfig,omitempty"`
 	GenerationConfig  *wireGenerationConfig `json:"generationConfig,omitempty"`
 }
 
@@ -44,6 +45,16 @@ type wireFunctionResponse struct {
 	ID       string          `json:"id,omitempty"`
 	Name     string          `json:"name"`
 	Response json.RawMessage `json:"response"`
+}
+
+// wireToolConfig forces a call to the named functions (mode ANY).
+type wireToolConfig struct {
+	FunctionCallingConfig wireCallingConfig `json:"functionCallingConfig"`
+}
+
+type wireCallingConfig struct {
+	Mode                 string   `json:"mode"`
+	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
 }
 
 type wireTool struct {
@@ -145,6 +156,9 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 			decls = append(decls, wireFunctionDeclaration{Name: t.Name, Description: t.Description, ParametersJSONSchema: params})
 		}
 		w.Tools = []wireTool{{FunctionDeclarations: decls}}
+		if req.ToolChoice != "" {
+			w.ToolConfig = &wireToolConfig{FunctionCallingConfig: wireCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{req.ToolChoice}}}
+		}
 	}
 	if req.MaxTokens > 0 {
 		w.GenerationConfig = &wireGenerationConfig{MaxOutputTokens: req.MaxTokens}

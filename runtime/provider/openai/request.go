@@ -12,13 +12,14 @@ import (
 // Wire shapes of the request. Field order is the JSON order, which the
 // request golden test pins so that the same view gives the same bytes.
 type wireRequest struct {
-	Model               string         `json:"model"`
-	Messages            []wireMessage  `json:"messages"`
-	Tools               []wireTool     `json:"tools,omitempty"`
-	MaxTokens           int            `json:"max_tokens,omitempty"`
-	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
+	Model               string          `json:"model"`
+	Messages            []wireMessage   `json:"messages"`
+	Tools               []wireTool      `json:"tools,omitempty"`
+	ToolChoice          *wireToolChoice `json:"tool_choice,omitempty"`
+	MaxTokens           int             `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options,omitempty"`
 }
 
 type streamOptions struct {
@@ -43,6 +44,16 @@ type wireToolCall struct {
 type wireFunction struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+}
+
+// wireToolChoice forces one function: {"type":"function","function":{"name":...}}.
+type wireToolChoice struct {
+	Type     string       `json:"type"`
+	Function wireToolName `json:"function"`
+}
+
+type wireToolName struct {
+	Name string `json:"name"`
 }
 
 type wireTool struct {
@@ -84,6 +95,9 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
 		}
 		w.Tools = append(w.Tools, wireTool{Type: "function", Function: wireToolDef{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	if req.ToolChoice != "" {
+		w.ToolChoice = &wireToolChoice{Type: "function", Function: wireToolName{Name: req.ToolChoice}}
 	}
 	if req.MaxTokens > 0 {
 		// OpenAI's reasoning models refuse max_tokens ("Use
