@@ -149,7 +149,7 @@ func (f *follower) run() {
 			f.dirty = false
 			continue // take what arrived meanwhile before waiting
 		}
-		if f.retire.Load() && !f.running && len(f.st.Asks) == 0 {
+		if f.retire.Load() && !f.running && len(f.st.Asks) == 0 && f.quiet() {
 			b.mu.Lock()
 			if f.retire.Load() {
 				delete(b.followers, f.key)
@@ -175,10 +175,32 @@ func (f *follower) run() {
 	}
 }
 
-func (f *follower) save() error {
+// quiet reports whether the chat has nothing running, queued or waiting to
+// resume, so a retired follower may go: an answer to a recovery starts the
+// turn it resumes before the follower sees any event of it.
+func (f *follower) quiet() bool {
+	c, err := f.b.svc.Get(f.b.ctx, f.key.chat)
+	if errors.Is(err, chats.ErrNotFound) {
+		return true
+	}
+	return err == nil && c.State != chats.StateRunning && c.Pending == 0 && !c.Resume
+}
+
+func (f *follower) save() error { return f.saveWith(nil) }
+
+// saveWith persists the follower's state and, in the same write, what more
+// puts.
+func (f *follower) saveWith(more func(bk *bolt.Bucket) error) error {
 	f.st.LastSeq = f.seen
 	v, _ := json.Marshal(f.st)
-	return f.b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("f", f.key.tg, f.key.chat), v) })
+	return f.b.write(func(bk *bolt.Bucket) error {
+		if more != nil {
+			if err := more(bk); err != nil {
+				return err
+			}
+		}
+		return bk.Put(tgKey("f", f.key.tg, f.key.chat), v)
+	})
 }
 
 func (f *follower) newTurn(turn string) {
@@ -243,7 +265,7 @@ func (f *follower) apply(d chats.Delivery) error {
 		if ev.Stopped {
 			text = strings.TrimSpace(text + "\n\n(stopped)")
 		}
-		return f.land(ev.Turn, text)
+		return f.land(ev.Turn, text, msgID(ev.Message))
 	case chats.EvTurnFailed:
 		if ev.Class == "interrupted" {
 			// The turn goes on when the chat is back; keep its messages.
@@ -254,7 +276,7 @@ func (f *follower) apply(d chats.Delivery) error {
 		if ev.Message != nil && ev.Message.Text != "" {
 			text = ev.Message.Text
 		}
-		return f.land(ev.Turn, strings.TrimSpace(text+"\n\n⚠️ "+ev.Error))
+		return f.land(ev.Turn, strings.TrimSpace(text+"\n\n⚠️ "+ev.Error), msgID(ev.Message))
 	case chats.EvMessageAccepted:
 		m := ev.Message
 		if m != nil && f.running && strings.HasPrefix(m.ClientID, fmt.Sprintf("tg:%d:", f.key.tg)) && !strings.HasSuffix(m.ClientID, ":r") {
@@ -283,6 +305,9 @@ func (f *follower) apply(d chats.Delivery) error {
 				t := "Picked up: the assistant is reading it."
 				if ev.Type == chats.EvMessageDeleted {
 					t = "Deleted from the queue."
+					if f.redirecting(m.ID) {
+						t = "Redirected: the assistant reads it at its next step."
+					}
 				}
 				if err := b.editText(b.ctx, f.key.tg, id, t, t, nil); err != nil && !isAPIError(err, errEditNotFound) {
 					return err
@@ -315,6 +340,17 @@ func (f *follower) apply(d chats.Delivery) error {
 		}
 	}
 	return nil
+}
+
+// redirecting reports whether pending message id is being redirected (a
+// Redirect press deleted it to send it again).
+func (f *follower) redirecting(id string) bool {
+	found := false
+	_ = f.b.read(func(bk *bolt.Bucket) error {
+		found = bk.Get(tgKey("x", f.key.chat, id)) != nil
+		return nil
+	})
+	return found
 }
 
 func approvalText(name, args string) string {
@@ -418,10 +454,19 @@ func (f *follower) stream() error {
 	return f.show(f.reply)
 }
 
+func msgID(m *chats.Message) string {
+	if m == nil {
+		return ""
+	}
+	return m.ID
+}
+
 // land puts a turn's final text into its messages, exactly once: a
 // replayed turn.finished whose text landed already does nothing, and one
-// that had not landed edits the messages recorded for the turn.
-func (f *follower) land(turn, text string) error {
+// that had not landed edits the messages recorded for the turn. Each of
+// the turn's Telegram messages is then mapped to msg, the Mirror message
+// it shows (for /pin as a reply), in the same write.
+func (f *follower) land(turn, text, msg string) error {
 	if f.st.Turn != turn {
 		f.st.Turn, f.st.MsgIDs, f.st.Landed, f.shown = turn, nil, false, nil
 	}
@@ -435,5 +480,17 @@ func (f *follower) land(turn, text string) error {
 		}
 		f.st.Landed = true
 	}
-	return f.save()
+	if msg == "" {
+		return f.save()
+	}
+	v, _ := json.Marshal(sentRecord{Chat: f.key.chat, Msg: msg, Reply: true})
+	ids := append([]int(nil), f.st.MsgIDs...)
+	return f.saveWith(func(bk *bolt.Bucket) error {
+		for _, id := range ids {
+			if err := bk.Put(tgKey("m", f.key.tg, id), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -54,7 +54,7 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 				if errors.As(err, &oe) && time.Until(oe.RetryAt) > wait {
 					wait = min(time.Until(oe.RetryAt), 30*time.Second)
 				}
-				if err := sleep(ctx, wait); err != nil {
+				if err := b.pause(ctx, wait); err != nil {
 					return nil, err
 				}
 				continue
@@ -109,7 +109,7 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 		if attempt == 0 || attempt%10 == 9 {
 			b.log.Warn("telegram request failed; retrying", "method", method(c), "err", err, "retry_in", wait)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := b.pause(ctx, wait); err != nil {
 			return nil, err
 		}
 	}

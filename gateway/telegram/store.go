@@ -20,7 +20,10 @@ import (
 //	offset             next getUpdates offset (decimal)
 //	cur/<tg>           the Telegram chat's current Mirror chat
 //	f/<tg>/<chat>      followState of that pair
-//	m/<tg>/<msg>       "<chat> <message>": the Mirror message a Telegram message made
+//	m/<tg>/<msg>       sentRecord: the Mirror message a Telegram message shows
+//	                   (a person's message passed on, or a reply of the bot)
+//	x/<chat>/<msg>     sentRecord: a Redirect of that pending message begun
+//	                   (so a repeated press finishes it instead of losing it)
 //	p/<CODE>           Pairing waiting for approval
 //	u/<user>           Pairing approved: that user has access
 var bucket = []byte("telegram")

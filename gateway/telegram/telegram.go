@@ -94,6 +94,12 @@ type Bot struct {
 	pacersMu sync.Mutex
 	pacers   map[int64]*pacer
 
+	// pause waits between retries (sleep; tests put a fake clock here).
+	pause func(ctx context.Context, d time.Duration) error
+	// runCmd runs a chat's slash command (the chats service's Command;
+	// tests wrap it to see the text handed over).
+	runCmd func(ctx context.Context, chat, text string, o chats.Origin) (string, error)
+
 	mu        sync.Mutex
 	followers map[followKey]*follower
 	started   bool
@@ -141,7 +147,7 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 	b := &Bot{opt: opt, cfg: opt.Config.Telegram, log: opt.Log, svc: opt.Chats, store: opt.Store,
 		secret: opt.WebhookSecret, ctx: bctx, cancel: cancel,
 		global: newPacer(time.Second / time.Duration(opt.GlobalRate)), pacers: map[int64]*pacer{},
-		followers: map[followKey]*follower{}}
+		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
 	api, err := tgbotapi.NewBotAPIWithClient(opt.Token, opt.Config.Telegram.APIEndpoint, ctxClient{ctx: cctx, c: opt.HTTPClient})

@@ -3,6 +3,7 @@ package telegram
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
@@ -34,27 +37,75 @@ const (
 )
 
 type stack struct {
-	t     *testing.T
+	t     testing.TB
 	cfg   *config.Config
 	svc   *chats.Service
 	store *chats.Store
 	db    *bolt.DB
 	fake  *fakeAPI
 	bot   *Bot
+	mon   *monitor.Monitor
+	so    stackOpts
+	path  string
 	now   time.Time
 	nowMu sync.Mutex
 }
 
+// stackOpts say how a test stack is built; the zero value of a field is the
+// default.
+type stackOpts struct {
+	delay    time.Duration // the builtin model's delay between pieces
+	mutate   func(*config.Config)
+	interval time.Duration
+	global   int
+	fake     *fakeAPI
+	// model replaces the builtin model of the default chain.
+	model provider.Provider
+	// thresholds, when set, give the bot a Monitor (a Telegram breaker).
+	thresholds *monitor.Thresholds
+	log        *slog.Logger
+	// prep runs on each new Bot before Start (a fake clock, a command seam).
+	prep func(*Bot)
+}
+
 func newStack(t testing.TB, delay time.Duration, mutate func(*config.Config), interval time.Duration, global int, fake *fakeAPI) *stack {
 	t.Helper()
+	return newStackWith(t, stackOpts{delay: delay, mutate: mutate, interval: interval, global: global, fake: fake})
+}
+
+func newStackWith(t testing.TB, so stackOpts) *stack {
+	t.Helper()
+	if so.interval == 0 {
+		so.interval, so.global = testChatInterval, testGlobalRate
+	}
+	if so.fake == nil {
+		so.fake = newFake(t, fakeInterval, fakeGlobal)
+	}
 	cfg := config.Default()
-	cfg.Providers[0].Delay = &delay
+	cfg.Providers[0].Delay = &so.delay
 	cfg.Telegram.Enabled = true
 	cfg.Telegram.AllowedUsers = []int64{111}
-	if mutate != nil {
-		mutate(cfg)
+	if so.mutate != nil {
+		so.mutate(cfg)
 	}
-	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
+	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
+	cfg.Telegram.APIEndpoint = so.fake.endpoint()
+	st := &stack{t: t, cfg: cfg, fake: so.fake, so: so, now: time.Now(), path: filepath.Join(t.TempDir(), "mirror.db")}
+	st.open(t)
+	t.Cleanup(func() {
+		if st.bot != nil {
+			st.bot.Close()
+		}
+		st.closeService()
+	})
+	st.bot = st.start(t, so.interval, so.global)
+	return st
+}
+
+// open opens the database and the chats service (and the monitor).
+func (st *stack) open(t testing.TB) {
+	t.Helper()
+	db, err := chats.OpenDB(st.path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,31 +113,57 @@ func newStack(t testing.TB, delay time.Duration, mutate func(*config.Config), in
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runtime.New(cfg, func(string) string { return "" })
+	var eng *runtime.Engine
+	if st.so.model != nil {
+		eng, err = runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: st.so.model, Remote: "fake", Window: 128000}},
+			map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
+	} else {
+		eng, err = runtime.New(st.cfg, func(string) string { return "" })
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
-	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
+	reg, err := tools.New(tools.OptionsFrom(st.cfg, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	eng.SetTools(reg)
-	svc := chats.New(chats.Options{Store: store, Turner: eng})
-	cfg.Telegram.APIEndpoint = fake.endpoint()
-	st := &stack{cfg: cfg, svc: svc, store: store, db: db, fake: fake, now: time.Now()}
-	t.Cleanup(func() {
-		if st.bot != nil {
-			st.bot.Close()
+	if st.so.thresholds != nil {
+		if st.mon, err = monitor.Open(db, st.cfg, monitor.Options{Thresholds: *st.so.thresholds}); err != nil {
+			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-		store.Close()
-		db.Close()
-	})
-	st.bot = st.start(t, interval, global)
-	return st
+	}
+	st.db, st.store = db, store
+	st.svc = chats.New(chats.Options{Store: store, Turner: eng})
+}
+
+func (st *stack) closeService() {
+	if st.svc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st.svc.Close(ctx)
+	if st.mon != nil {
+		st.mon.Close()
+	}
+	st.store.Close()
+	st.db.Close()
+	st.svc = nil
+}
+
+// restart stops the bot and the chats service as a shutdown does, opens
+// the same database again and starts a new bot on it.
+func (st *stack) restart(t testing.TB) {
+	t.Helper()
+	st.bot.Close()
+	st.bot = nil
+	st.closeService()
+	st.open(t)
+	if _, err := st.svc.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.bot = st.start(t, st.so.interval, st.so.global)
 }
 
 func (st *stack) clock() time.Time {
@@ -98,9 +175,13 @@ func (st *stack) clock() time.Time {
 func (st *stack) start(t testing.TB, interval time.Duration, global int) *Bot {
 	t.Helper()
 	b, err := New(context.Background(), Options{Config: st.cfg, Token: botToken, Chats: st.svc, Store: st.store,
-		ChatInterval: interval, GlobalRate: global, PollTimeout: 10 * time.Second, Now: st.clock, WebhookSecret: "s3cret"})
+		ChatInterval: interval, GlobalRate: global, PollTimeout: 10 * time.Second, Now: st.clock, WebhookSecret: "s3cret",
+		Monitor: st.mon, Log: st.so.log})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st.so.prep != nil {
+		st.so.prep(b)
 	}
 	if err := b.Start(context.Background()); err != nil {
 		b.Close()
@@ -196,22 +277,66 @@ func TestDMConversation(t *testing.T) {
 	}
 }
 
+// cmdSeam records the texts the bot hands to the chats service's Command.
+// /changes goes through to the real Command; anything else is answered
+// "cmd: TEXT" here, so the tests do not depend on which commands chats
+// knows yet.
+type cmdSeam struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (c *cmdSeam) install(b *Bot) {
+	real := b.runCmd
+	b.runCmd = func(ctx context.Context, chat, text string, o chats.Origin) (string, error) {
+		c.mu.Lock()
+		c.texts = append(c.texts, text)
+		c.mu.Unlock()
+		if strings.HasPrefix(text, "/changes") {
+			return real(ctx, chat, text, o)
+		}
+		return "cmd: " + text, nil
+	}
+}
+
+func (c *cmdSeam) got() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.texts...)
+}
+
 func TestCommands(t *testing.T) {
-	st := testStack(t, time.Millisecond, nil)
+	seam := &cmdSeam{}
+	st := newStackWith(t, stackOpts{delay: time.Millisecond, prep: seam.install})
 	st.fake.pushText(111, 111, "hi")
 	first := st.waitReply(t, 111, "You said")
-	for _, tc := range []struct{ cmd, want string }{
-		{"/status", "Pending: 0"},
-		{"/compact keep the plan", "Compaction is not available yet"},
-		{"/pin", "Use /pin as a reply"},
-		{"/new Second", "New chat: Second"},
-		{"/stop", "Nothing is running"},
-		{"/chats", "Tap one to switch"},
+	for _, tc := range []struct{ cmd, want, handed string }{
+		{"/status", "cmd: /status", "/status"},
+		{"/compact keep the plan", "cmd: /compact keep the plan", "/compact keep the plan"},
+		{"/changes", "No file tools are configured", "/changes"},
+		{"/pin", "Send /pin as a reply", ""},
+		{"/new Second", "New chat: Second", ""},
+		{"/stop", "Nothing is running", ""},
+		{"/chats", "Tap one to switch", ""},
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
+			before := len(seam.got())
 			st.fake.pushText(111, 111, tc.cmd)
 			st.fake.waitFor(tc.want, func() bool { return st.fake.hasTextLocked(111, tc.want) })
+			got := seam.got()[before:]
+			switch {
+			case tc.handed == "" && len(got) != 0:
+				t.Fatalf("Command got %q", got)
+			case tc.handed != "" && (len(got) != 1 || got[0] != tc.handed):
+				t.Fatalf("Command got %q, want %q", got, tc.handed)
+			}
 		})
+	}
+	st.fake.mu.Lock()
+	status := st.fake.msgWithLocked(111, "cmd: /status").Text
+	st.fake.mu.Unlock()
+	if !strings.Contains(status, "Pending: 0") {
+		t.Fatalf("/status shows %q, want the chat's state and Command's answer", status)
 	}
 	if cur := st.bot.currentChat(111); cur == first {
 		t.Fatal("/new did not switch")

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
@@ -31,21 +33,45 @@ func (b *Bot) offset() int {
 	return int(n)
 }
 
+// Backoff of the polling loop: transient failures start at pollBackoff and
+// double up to maxPollBackoff; a 409 Conflict (another poller, or a webhook
+// set) starts at conflictBackoff and doubles up to maxConflictBackoff,
+// because polling fast only fights the other instance.
+const (
+	pollBackoff        = time.Second
+	maxPollBackoff     = 30 * time.Second
+	conflictBackoff    = 5 * time.Second
+	maxConflictBackoff = time.Minute
+	// maxBreakerWait bounds one wait for an open Telegram breaker.
+	maxBreakerWait = time.Minute
+)
+
 // pollLoop long-polls getUpdates. Each update is handled and its offset
 // committed before the next; cancelling the bot's context aborts the poll
-// in flight. Failures back off (409 conflicts slowest, with a clear log)
-// rather than loop hot.
+// in flight. Failures back off exponentially (bounded) and are reported to
+// the Telegram breaker; while the breaker is open the loop waits for its
+// cooldown instead of asking. A 409 Conflict is logged once per episode
+// with what to do, and once more when polling works again.
 func (b *Bot) pollLoop() {
 	defer b.wg.Done()
 	offset := b.offset()
-	backoff := time.Second
-	conflicts := 0
+	backoff, conflict, updBackoff := pollBackoff, conflictBackoff, pollBackoff
+	inConflict, breakerLogged := false, false
 	for b.ctx.Err() == nil {
 		var done func(error, string)
 		if b.opt.Monitor != nil {
 			d, err := b.opt.Monitor.Telegram().Allow()
 			if err != nil {
-				if sleep(b.ctx, time.Second) != nil {
+				wait := pollBackoff
+				var oe *monitor.OpenError
+				if errors.As(err, &oe) {
+					wait = min(max(time.Until(oe.RetryAt), pollBackoff), maxBreakerWait)
+				}
+				if !breakerLogged {
+					b.log.Warn("telegram: the Telegram breaker is open; polling waits for its cooldown", "err", err, "retry_in", wait)
+					breakerLogged = true
+				}
+				if b.pause(b.ctx, wait) != nil {
 					return
 				}
 				continue
@@ -53,9 +79,13 @@ func (b *Bot) pollLoop() {
 			done = d
 		}
 		rctx, cancel := context.WithTimeout(b.ctx, b.opt.PollTimeout+15*time.Second)
-		ups, err := b.with(rctx).GetUpdates(tgbotapi.UpdateConfig{Offset: offset, Timeout: int(b.opt.PollTimeout / time.Second),
+		var ups []polled
+		resp, err := b.with(rctx).Request(tgbotapi.UpdateConfig{Offset: offset, Timeout: int(b.opt.PollTimeout / time.Second),
 			AllowedUpdates: allowedUpdates})
 		cancel()
+		if err == nil {
+			ups, err = decodeUpdates(resp.Result)
+		}
 		err = redactErr(err)
 		if b.ctx.Err() != nil {
 			return
@@ -64,31 +94,39 @@ func (b *Bot) pollLoop() {
 			var te *tgbotapi.Error
 			class := monitor.ClassNetwork
 			wait := backoff
-			backoff = min(backoff*2, 30*time.Second)
+			backoff = min(backoff*2, maxPollBackoff)
 			switch {
 			case errors.As(err, &te) && te.Code == 409:
 				// Another instance polls this token, or a webhook is set:
-				// retrying fast only fights it.
-				class = monitor.ClassBadRequest
-				conflicts++
-				wait = min(time.Duration(conflicts)*5*time.Second, time.Minute)
-				b.log.Error("telegram: getUpdates conflict: another process uses this bot token, or a webhook is set (telegram.mode: webhook elsewhere?); polling paused",
-					"telegram_error", Redact(te.Message), "retry_in", wait)
+				// retrying fast only fights it. Counted by the breaker
+				// (unclassified), so a lasting conflict shows on the Monitor.
+				class = ""
+				wait = conflict
+				conflict = min(conflict*2, maxConflictBackoff)
+				if !inConflict {
+					inConflict = true
+					b.log.Error("telegram: getUpdates conflict: another process polls this bot token, or a webhook is set for it "+
+						"(stop the other instance, or use telegram.mode: webhook); polling backs off until the conflict ends",
+						"telegram_error", Redact(te.Message), "retry_in", wait)
+				} else {
+					b.log.Debug("telegram: getUpdates conflict goes on", "retry_in", wait)
+				}
 			case errors.As(err, &te) && te.Code == 429:
 				class, wait = monitor.ClassRateLimited, time.Duration(max(te.RetryAfter, 1))*time.Second
 				b.opt.Metrics.Telegram429()
 			case errors.As(err, &te) && te.Code >= 500:
 				class = monitor.ClassServer
+				b.log.Warn("telegram: getUpdates failed", "err", err, "retry_in", wait)
 			case errors.As(err, &te) && (te.Code == 401 || te.Code == 404):
 				class = monitor.ClassAuth
-				b.log.Error("telegram: the Bot API refuses the token", "err", err)
+				b.log.Error("telegram: the Bot API refuses the token", "err", err, "retry_in", wait)
 			default:
 				b.log.Warn("telegram: getUpdates failed", "err", err, "retry_in", wait)
 			}
 			if done != nil {
 				done(err, class)
 			}
-			if sleep(b.ctx, wait) != nil {
+			if b.pause(b.ctx, wait) != nil {
 				return
 			}
 			continue
@@ -96,9 +134,23 @@ func (b *Bot) pollLoop() {
 		if done != nil {
 			done(nil, "")
 		}
-		backoff, conflicts = time.Second, 0
-		for _, u := range ups {
+		if inConflict {
+			b.log.Info("telegram: getUpdates works again; the conflict ended")
+		}
+		backoff, conflict, inConflict, breakerLogged = pollBackoff, conflictBackoff, false, false
+		for _, p := range ups {
+			u := p.u
 			if u.UpdateID < offset {
+				continue
+			}
+			if p.bad != nil {
+				// Undecodable: kept for inspection and skipped, or it would
+				// block every update after it.
+				b.log.Error("telegram: malformed update skipped (kept in the database under bad/)", "update", u.UpdateID, "err", p.bad)
+				if err := b.keepBad(u.UpdateID, p.raw); err != nil {
+					break // not committed: the next poll tries again
+				}
+				offset = u.UpdateID + 1
 				continue
 			}
 			if err := b.handle(u); err != nil {
@@ -107,14 +159,65 @@ func (b *Bot) pollLoop() {
 				}
 				// Not committed: the update comes again on the next poll.
 				b.log.Warn("telegram: update not handled; retrying", "update", u.UpdateID, "err", err)
-				if sleep(b.ctx, backoff) != nil {
+				if b.pause(b.ctx, updBackoff) != nil {
 					return
 				}
+				updBackoff = min(updBackoff*2, maxPollBackoff)
 				break
 			}
+			updBackoff = pollBackoff
 			offset = u.UpdateID + 1
 		}
 	}
+}
+
+// polled is one update of a getUpdates answer; bad is set (and u holds
+// only the update_id) when it could not be decoded.
+type polled struct {
+	u   tgbotapi.Update
+	raw json.RawMessage
+	bad error
+}
+
+// decodeUpdates decodes getUpdates' result one update at a time, so one
+// malformed update is skipped alone instead of failing the whole batch
+// forever. An entry without an update_id cannot be confirmed and is left out.
+func decodeUpdates(raw json.RawMessage) ([]polled, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("getUpdates: the result is not a list of updates: %w", err)
+	}
+	out := make([]polled, 0, len(items))
+	for _, it := range items {
+		var id struct {
+			UpdateID *int `json:"update_id"`
+		}
+		if json.Unmarshal(it, &id) != nil || id.UpdateID == nil {
+			continue
+		}
+		var u tgbotapi.Update
+		if err := json.Unmarshal(it, &u); err != nil {
+			out = append(out, polled{u: tgbotapi.Update{UpdateID: *id.UpdateID}, raw: it, bad: err})
+			continue
+		}
+		out = append(out, polled{u: u, raw: it})
+	}
+	return out, nil
+}
+
+// keepBad stores a malformed update under bad/<id> (at most 64 KiB of it)
+// and commits the offset past it.
+func (b *Bot) keepBad(id int, raw []byte) error {
+	if len(raw) > 64<<10 {
+		raw = raw[:64<<10]
+	}
+	next := strconv.Itoa(id + 1)
+	return b.write(func(bk *bolt.Bucket) error {
+		if err := bk.Put(tgKey("bad", id), raw); err != nil {
+			return err
+		}
+		return bk.Put([]byte("offset"), []byte(next))
+	})
 }
 
 // handle handles one update durably and commits offset past it, in one
@@ -165,7 +268,11 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, error
 		return nil, b.pair(m)
 	}
 	if strings.TrimSpace(text) == "" {
-		b.notify(tg, "I can read text messages only, for now.", nil, m.MessageID)
+		if strings.TrimSpace(m.Text) != "" {
+			b.notify(tg, "Write your message along with the mention.", nil, m.MessageID)
+		} else {
+			b.notify(tg, "I can read text messages only, for now.", nil, m.MessageID)
+		}
 		return nil, nil
 	}
 	if strings.HasPrefix(text, "/") {
@@ -189,26 +296,85 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, error
 	return func(bk *bolt.Bucket) error { return bk.Put(tgKey("m", tg, m.MessageID), v) }, nil
 }
 
-// sentRecord maps a Telegram message to the Mirror message it made.
+// sentRecord maps a Telegram message to the Mirror message it shows: a
+// person's message the bot passed on (with its text, kept for Redirect), or
+// one of the bot's replies (Reply).
 type sentRecord struct {
-	Chat string `json:"chat"`
-	Msg  string `json:"msg"`
-	Text string `json:"text"`
+	Chat  string `json:"chat"`
+	Msg   string `json:"msg"`
+	Text  string `json:"text,omitempty"`
+	Reply bool   `json:"reply,omitempty"`
 }
 
-// addressed reports whether a group message is for the bot (a mention of
-// it, a reply to it, or a command naming it), and the text without the
-// mention.
+// addressed reports whether a group message is for the bot, and its text
+// without the mention. A message is for the bot when it mentions it (a
+// "mention" entity naming @botusername, a "text_mention" of the bot, or a
+// command such as /status@botusername) or replies to one of its messages.
+// A bare /command is not: in a group it may be meant for another bot.
 func (b *Bot) addressed(m *tgbotapi.Message) (string, bool) {
-	name := "@" + b.api.Self.UserName
+	self := b.api.Self
 	text := m.Text
-	ok := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == b.api.Self.ID
-	if b.api.Self.UserName != "" && strings.Contains(strings.ToLower(text), strings.ToLower(name)) {
-		ok = true
-		i := strings.Index(strings.ToLower(text), strings.ToLower(name))
-		text = strings.TrimSpace(text[:i] + text[i+len(name):])
+	ok := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == self.ID
+	if self.UserName == "" {
+		return text, ok
 	}
-	return text, ok
+	name := "@" + strings.ToLower(self.UserName)
+	units := utf16.Encode([]rune(text))
+	cut := func(off, n int) (string, bool) {
+		if off < 0 || n <= 0 || off+n > len(units) {
+			return "", false
+		}
+		return string(utf16.Decode(units[off : off+n])), true
+	}
+	var strip [][2]int // UTF-16 ranges of mentions to remove
+	for _, e := range m.Entities {
+		word, valid := cut(e.Offset, e.Length)
+		if !valid {
+			continue
+		}
+		switch e.Type {
+		case "mention":
+			if strings.ToLower(word) == name {
+				ok = true
+				strip = append(strip, [2]int{e.Offset, e.Offset + e.Length})
+			}
+		case "text_mention":
+			if e.User != nil && e.User.ID == self.ID {
+				ok = true
+			}
+		case "bot_command":
+			if _, at, found := strings.Cut(word, "@"); found {
+				if "@"+strings.ToLower(at) != name {
+					return text, false // a command for another bot
+				}
+				ok = true
+				// Keep the command, drop the bot's name: /status@bot → /status.
+				strip = append(strip, [2]int{e.Offset + len(utf16.Encode([]rune(word[:strings.IndexByte(word, '@')]))), e.Offset + e.Length})
+			}
+		}
+	}
+	if len(m.Entities) == 0 {
+		// No entities (a client that sends none): a whole-word @mention.
+		lower := strings.ToLower(text)
+		if i := strings.Index(lower, name); i >= 0 && !wordByte(lower, i+len(name)) {
+			ok = true
+			return strings.TrimSpace(text[:i] + text[i+len(name):]), ok
+		}
+	}
+	for i := len(strip) - 1; i >= 0; i-- {
+		r := strip[i]
+		units = append(units[:r[0]:r[0]], units[r[1]:]...)
+	}
+	return strings.TrimSpace(string(utf16.Decode(units))), ok
+}
+
+// wordByte reports whether s[i] continues a username.
+func wordByte(s string, i int) bool {
+	if i >= len(s) {
+		return false
+	}
+	c := s[i]
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z'
 }
 
 // pair answers a user without access with their pairing code, and nothing else.
@@ -271,7 +437,7 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 		found = v != nil && json.Unmarshal(v, &rec) == nil
 		return nil
 	})
-	if !found || strings.TrimSpace(m.Text) == "" {
+	if !found || rec.Reply || strings.TrimSpace(m.Text) == "" {
 		return nil
 	}
 	_, err := b.svc.Edit(b.ctx, rec.Chat, rec.Msg, m.Text, chats.Origin{})
@@ -345,58 +511,118 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) {
 		b.notify(q.Message.Chat.ID, "Now in chat: "+c.Title, nil, 0)
 	case "d", "x":
 		chat, msg, _ := strings.Cut(arg, ":")
-		var rec sentRecord
-		if verb == "x" && q.Message != nil && q.Message.Chat != nil {
-			rec = b.findSent(q.Message.Chat.ID, chat, msg)
+		if chat == "" || msg == "" {
+			b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
+			return
+		}
+		if verb == "x" {
+			b.answerCallback(q.ID, b.redirect(q, chat, msg))
+			return
 		}
 		err := b.svc.Delete(ctx, chat, msg, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrInUse):
 			b.answerCallback(q.ID, "Already in use: the assistant picked that message up.")
 		case errors.Is(err, chats.ErrNotFound):
-			b.answerCallback(q.ID, "That message is no longer queued.")
+			b.answerCallback(q.ID, "That message is no longer queued (it was deleted or redirected).")
 		case err != nil:
-			b.answerCallback(q.ID, "Could not do it: "+err.Error())
-		case verb == "d":
-			b.answerCallback(q.ID, "Deleted.")
-		case rec.Text == "":
-			b.answerCallback(q.ID, "Deleted; its text is unknown here, so send it again.")
+			b.answerCallback(q.ID, "Could not delete: "+err.Error())
 		default:
-			tg := q.Message.Chat.ID
-			_, err := b.svc.Send(ctx, chat, rec.Text, rec.clientID(tg, q.Message.ReplyToMessage)+":r", chats.ModeRedirect, chats.Origin{})
-			if err != nil {
-				b.answerCallback(q.ID, "Could not redirect: "+err.Error())
-				return
-			}
-			b.answerCallback(q.ID, "Redirected: the assistant reads it now.")
+			b.answerCallback(q.ID, "Deleted.")
 		}
 	default:
 		b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
 	}
 }
 
-func (r sentRecord) clientID(tg int64, orig *tgbotapi.Message) string {
-	if orig != nil {
-		return fmt.Sprintf("tg:%d:%d", tg, orig.MessageID)
-	}
-	return fmt.Sprintf("tg:%d:%s", tg, r.Msg)
+// redirectIntent is what a Redirect press records before it deletes the
+// pending message: the text to send again and the Telegram message that
+// maps to it.
+type redirectIntent struct {
+	Text string `json:"text"`
+	Key  string `json:"key"`
 }
 
-// findSent finds the record of Mirror message msg among tg's.
-func (b *Bot) findSent(tg int64, chat, msg string) sentRecord {
+// redirect turns pending message msg of chat into a redirect: chats has no
+// way to change a message's mode, so the message is deleted and its text
+// sent again with mode redirect, under a client id derived from the
+// original, so a repeated press (or a press handled again after a crash)
+// never makes a second message. What the press did is recorded first, so
+// a press interrupted between the delete and the send is finished by the
+// next one. It returns the answer for the button.
+func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) string {
+	if q.Message == nil || q.Message.Chat == nil {
+		return "This button no longer works: its message is gone."
+	}
+	tg := q.Message.Chat.ID
+	ikey := tgKey("x", chat, msg)
+	var in redirectIntent
+	begun := false
+	_ = b.read(func(bk *bolt.Bucket) error {
+		v := bk.Get(ikey)
+		begun = v != nil && json.Unmarshal(v, &in) == nil
+		return nil
+	})
+	if !begun {
+		rec, key := b.findSent(tg, chat, msg)
+		if rec.Text == "" {
+			return "I do not know that message's text here, so I cannot redirect it; it stays queued."
+		}
+		in = redirectIntent{Text: rec.Text, Key: string(key)}
+		v, _ := json.Marshal(in)
+		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(ikey, v) }); err != nil {
+			return "Could not redirect: " + err.Error()
+		}
+	}
+	err := b.svc.Delete(b.ctx, chat, msg, chats.Origin{})
+	switch {
+	case errors.Is(err, chats.ErrInUse):
+		return "Already in use: the assistant picked that message up."
+	case errors.Is(err, chats.ErrNotFound) && !begun:
+		_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(ikey) })
+		return "That message is no longer queued (it was deleted or redirected)."
+	case errors.Is(err, chats.ErrNotFound):
+		// Deleted by an earlier press of this button: finish its send.
+	case err != nil:
+		return "Could not redirect: " + err.Error()
+	}
+	m, err := b.svc.Send(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, chats.Origin{})
+	if err != nil {
+		return "Could not redirect (press again to retry): " + err.Error()
+	}
+	if m.State != "" && m.State != chats.MsgPending {
+		return "Already in use: the assistant picked that message up."
+	}
+	if in.Key != "" {
+		// Edits of the person's Telegram message now change the redirect.
+		v, _ := json.Marshal(sentRecord{Chat: chat, Msg: m.ID, Text: in.Text})
+		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put([]byte(in.Key), v) }); err != nil {
+			b.log.Warn("telegram: redirect mapping not stored", "err", err)
+		}
+	}
+	return "Redirected: the assistant reads it at its next step."
+}
+
+// redirectClientID is the client id of the redirect made of pending
+// message msg: derived from it alone, so every press makes the same one.
+func redirectClientID(chat, msg string) string { return "tgx:" + chat + ":" + msg }
+
+// findSent finds the record of Mirror message msg among tg's, and its key.
+func (b *Bot) findSent(tg int64, chat, msg string) (sentRecord, []byte) {
 	var out sentRecord
+	var key []byte
 	prefix := string(tgKey("m", tg)) + "/"
 	_ = b.read(func(bk *bolt.Bucket) error {
 		c := bk.Cursor()
 		for k, v := c.Seek([]byte(prefix)); k != nil && strings.HasPrefix(string(k), prefix); k, v = c.Next() {
 			var r sentRecord
-			if json.Unmarshal(v, &r) == nil && r.Chat == chat && r.Msg == msg {
-				out = r
+			if json.Unmarshal(v, &r) == nil && r.Chat == chat && r.Msg == msg && !r.Reply {
+				out, key = r, append([]byte(nil), k...)
 			}
 		}
 		return nil
 	})
-	return out
+	return out, key
 }
 
 // command runs a bot command; handled is false for a slash text that is not
@@ -471,39 +697,93 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		if err != nil {
 			return true, err
 		}
-		b.notify(tg, b.status(c), nil, 0)
-	case "/compact":
-		b.notify(tg, "Compaction is not available yet: /compact comes with a later version of Mirror. Nothing was changed.", nil, m.MessageID)
-	case "/pin":
-		if m.ReplyToMessage == nil {
-			b.notify(tg, "Use /pin as a reply to the message to pin. (Pinning is not available yet, though.)", nil, m.MessageID)
-		} else {
-			b.notify(tg, "Pinning is not available yet: /pin comes with a later version of Mirror. Nothing was pinned.", nil, m.MessageID)
+		// The chat's own /status adds the Context line.
+		out, err := b.runCommand(chat, "/status")
+		if err != nil {
+			return true, err
 		}
-	case "/changes", "/rewind":
+		b.notify(tg, b.status(c)+"\n"+out, nil, 0)
+	case "/compact", "/changes", "/rewind":
 		chat := b.currentChat(tg)
 		if chat == "" {
-			b.notify(tg, "No current chat.", nil, 0)
+			b.notify(tg, "No current chat. Send a message, or /new.", nil, m.MessageID)
 			return true, nil
 		}
-		out, err := b.svc.Command(b.ctx, chat, text, chats.Origin{})
+		// As typed, without a group's @botname: "/compact keep the plan".
+		out, err := b.runCommand(chat, strings.TrimSpace(name+" "+rest))
 		if err != nil {
-			out = err.Error()
+			return true, err
 		}
-		b.notify(tg, out, nil, 0)
+		b.notify(tg, out, nil, m.MessageID)
+	case "/pin":
+		chat, cmd, problem := b.pinCommand(tg, m.ReplyToMessage)
+		if problem != "" {
+			b.notify(tg, problem, nil, m.MessageID)
+			return true, nil
+		}
+		out, err := b.runCommand(chat, cmd)
+		if err != nil {
+			return true, err
+		}
+		b.notify(tg, out, nil, m.MessageID)
 	default:
 		return false, nil
 	}
 	return true, nil
 }
 
+// runCommand runs a slash command of chat and returns what to show: its
+// answer, or its error's text when the command refused (unknown command,
+// bad arguments). Only a transient failure is returned as an error, so the
+// update is handled again.
+func (b *Bot) runCommand(chat, text string) (string, error) {
+	out, err := b.runCmd(b.ctx, chat, text, chats.Origin{})
+	switch {
+	case err != nil && (errors.Is(err, chats.ErrClosed) || b.ctx.Err() != nil):
+		return "", err
+	case err != nil:
+		return "Not done: " + err.Error(), nil
+	case strings.TrimSpace(out) == "":
+		return "Done.", nil
+	}
+	return out, nil
+}
+
+// pinCommand makes the /pin command of a reply: the chat that owns the
+// Mirror message the replied-to Telegram message shows, and "/pin <id>".
+// problem is what to tell the person instead when that is impossible.
+func (b *Bot) pinCommand(tg int64, reply *tgbotapi.Message) (chat, cmd, problem string) {
+	if reply == nil {
+		return "", "", "Send /pin as a reply to the message to pin (one of mine, or one of yours I passed on)."
+	}
+	rec, ok := b.mapped(tg, reply.MessageID)
+	if !ok || rec.Msg == "" {
+		return "", "", "I cannot pin that message: it is not one I know (only my replies and the messages I passed on to the assistant can be pinned)."
+	}
+	return rec.Chat, "/pin " + rec.Msg, ""
+}
+
+// mapped returns the Mirror message a Telegram message of tg shows.
+func (b *Bot) mapped(tg int64, id int) (sentRecord, bool) {
+	var rec sentRecord
+	var found bool
+	_ = b.read(func(bk *bolt.Bucket) error {
+		v := bk.Get(tgKey("m", tg, id))
+		found = v != nil && json.Unmarshal(v, &rec) == nil
+		return nil
+	})
+	return rec, found
+}
+
 const helpText = `Mirror: send a message to talk to the assistant in your current chat.
 /new [title] – start a new chat
 /chats – list chats and switch
 /stop – stop the running reply
-/status – the current chat's state
+/status – the current chat's state and context
+/compact [what to keep] – compact the conversation now
+/pin – as a reply: pin that message into the assistant's context
 /changes, /rewind N – file changes of the chat
-/compact, /pin – coming later`
+In a group, mention me (@name) or reply to me.`
 
 func (b *Bot) status(c chats.Chat) string {
 	models := b.opt.Config.Chains[c.Chain]
@@ -554,15 +834,32 @@ func (b *Bot) WebhookHandler() http.Handler {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
 			return
 		}
-		var u tgbotapi.Update
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&u); err != nil {
-			http.Error(w, "not an update", http.StatusBadRequest)
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
 			return
 		}
+		ups, err := decodeUpdates(append(append([]byte("["), raw...), ']'))
+		if err != nil || len(ups) != 1 {
+			http.Error(w, "not an update: a JSON object with an update_id is expected", http.StatusBadRequest)
+			return
+		}
+		p := ups[0]
+		u := p.u
 		mu.Lock()
 		defer mu.Unlock()
 		if u.UpdateID < b.offset() {
 			w.WriteHeader(http.StatusOK) // handled already
+			return
+		}
+		if p.bad != nil {
+			// Telegram would deliver it again and again: keep it, skip it.
+			b.log.Error("telegram: malformed webhook update skipped (kept in the database under bad/)", "update", u.UpdateID, "err", p.bad)
+			if err := b.keepBad(u.UpdateID, p.raw); err != nil {
+				http.Error(w, "not stored; deliver again", http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
 			return
 		}
 		if err := b.handle(u); err != nil {
