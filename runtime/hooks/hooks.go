@@ -1,8 +1,10 @@
 // Package hooks runs the compaction hooks of runtime.yaml with Claude Code's
 // hook protocol, so hooks written for Claude Code work against Mirror: a
 // checkpoint is Mirror's compaction. It owns nothing but the processes it
-// starts, each of which ends (or is killed with its process group) before the
-// call that started it returns.
+// starts: each hook has ended, or been killed with its process group at its
+// timeout, before the call that started it returns. A child a hook leaves in
+// the background after exiting is the hook's own, as in Claude Code; it
+// cannot hold the call past a short grace for the output pipes.
 //
 // The protocol, per hook: the event's JSON on stdin; exit 0 is success, and
 // stdout may be JSON ({"decision":"block","reason":...} or
