@@ -1,0 +1,534 @@
+package view
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+)
+
+// Stages are the materialize stages, in the order they run. A test pins
+// this list against pipeline and against the specification's table.
+var Stages = []string{"clear-cut", "agent-history", "turn-context", "media", "checkpoint", "preflight", "admission"}
+
+// pipeline registers each stage's function; its order is the run order.
+var pipeline = []struct {
+	name string
+	run  func(*build) error
+}{
+	{"clear-cut", clearCut},
+	{"agent-history", agentHistory},
+	{"turn-context", turnContext},
+	{"media", media},
+	{"checkpoint", checkpoint},
+	{"preflight", preflight},
+	{"admission", admission},
+}
+
+// Checkpoint triggers.
+const (
+	TriggerManual    = "manual"     // /compact
+	TriggerAuto      = "auto"       // a measured request at or past the mark
+	TriggerSafetyNet = "safety-net" // the in-run safety net pruned last time
+	TriggerOverflow  = "overflow"   // the provider overflowed or answered empty
+	TriggerAdmission = "admission"  // the built view did not fit the ceiling
+)
+
+// build is the state the stages hand along. Stages read rows and write
+// entries; no stage changes a Row.
+type build struct {
+	in    *Input
+	count func(string) int
+	tools map[string]bool
+
+	cp      *Checkpoint // in force (nil after a clear that it predates)
+	planned *Checkpoint // planned this turn
+
+	old  []Row  // rows at or before cp.Evicted: only pins are read from them
+	rows []Row  // rows after it
+	vis  []*Row // rows the agent history keeps
+
+	due    string    // the trigger of a checkpoint due this turn
+	cur    []Section // this turn's runtime context (nil: none this turn)
+	warned bool
+
+	base    []entry // rows as payloads, before any checkpoint
+	entries []entry // the view
+	size    int
+	sized   bool // size rests on a measurement
+
+	reports []StageReport
+}
+
+// entry is one message of the view under construction.
+type entry struct {
+	row       *Row // nil for the head and for this turn's context
+	kind      Kind
+	role      string
+	text      string
+	calls     []provider.ToolCall
+	callID    string
+	tokens    int // text and calls, without the per-message overhead
+	sections  []Section
+	reasoning string
+	head      bool // the cards and pins message
+	current   bool // this turn's runtime context
+	masked    bool
+	folded    bool
+}
+
+// sent reports whether the entry becomes a message: a context row with
+// nothing new sends nothing.
+func (e *entry) sent() bool { return e.text != "" || len(e.calls) > 0 }
+
+// historyTokens is the view's size without the fixed overhead.
+func historyTokens(es []entry) int {
+	n, k := 0, 0
+	for i := range es {
+		if es[i].sent() {
+			n += es[i].tokens
+			k++
+		}
+	}
+	return n + tokens.Overhead(k)
+}
+
+// Materialize builds this turn's view from the stored rows and the
+// checkpoint in force, planning a new checkpoint when one is due. It fails
+// only with a *BudgetError, when no checkpoint can make the request fit.
+func Materialize(in Input) (View, error) {
+	b := &build{in: &in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{}}
+	if b.count == nil {
+		b.count = tokens.Count
+	}
+	for _, t := range in.Roster {
+		b.tools[t] = true
+	}
+	for _, s := range pipeline {
+		if err := s.run(b); err != nil {
+			return View{Stages: b.reports}, err
+		}
+	}
+	return b.view(), nil
+}
+
+func (b *build) report(stage string, rows, toks int, format string, args ...any) {
+	b.reports = append(b.reports, StageReport{Stage: stage, Rows: rows, Tokens: toks, Note: fmt.Sprintf(format, args...)})
+}
+
+// active is the checkpoint the view is built with.
+func (b *build) active() *Checkpoint {
+	if b.planned != nil {
+		return b.planned
+	}
+	return b.cp
+}
+
+func epochOf(cp *Checkpoint) uint64 {
+	if cp == nil {
+		return 0
+	}
+	return cp.Epoch
+}
+
+// measured reports whether the last measurement speaks for this view: it was
+// billed for the same epoch.
+func (b *build) measured() bool {
+	m := b.in.Measured
+	return m.Tokens > 0 && m.Epoch == epochOf(b.cp) && b.planned == nil
+}
+
+// clearCut drops the latest /clear and everything before it, and splits
+// off the rows the checkpoint in force evicted.
+func clearCut(b *build) error {
+	rows := b.in.Rows
+	var floor uint64
+	if b.cp != nil {
+		floor = b.cp.Evicted
+	}
+	start, clearSeq := 0, uint64(0)
+	// Rows at or before the evicted seq were cut by the checkpoint already
+	// (it was planned after any clear among them), so the scan stops there
+	// and a turn costs only what came after it.
+	for i := len(rows) - 1; i >= 0 && rows[i].Seq > floor; i-- {
+		if rows[i].Kind == KindClear {
+			start, clearSeq = i+1, rows[i].Seq
+			break
+		}
+	}
+	note := "no clear"
+	if clearSeq > 0 {
+		note = fmt.Sprintf("cut at clear m%d", clearSeq)
+		if b.cp != nil && b.cp.AtSeq < clearSeq {
+			b.cp, floor = nil, 0
+			note += "; the checkpoint in force predates it and is dropped"
+		}
+	}
+	rest := rows[start:]
+	k := sort.Search(len(rest), func(i int) bool { return rest[i].Seq > floor })
+	b.old, b.rows = rest[:k], rest[k:]
+	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
+	return nil
+}
+
+// agentHistory keeps the rows that carry something for the model: it drops
+// empty silent rows and tool results whose call is not in the view (a
+// provider refuses an orphan result).
+func agentHistory(b *build) error {
+	calls := map[string]bool{}
+	b.vis = make([]*Row, 0, len(b.rows))
+	dropped := 0
+	for i := range b.rows {
+		r := &b.rows[i]
+		switch r.Kind {
+		case KindAssistant:
+			if r.Text == "" && len(r.ToolCalls) == 0 {
+				dropped++
+				continue
+			}
+			for _, c := range r.ToolCalls {
+				calls[c.ID] = true
+			}
+		case KindTool:
+			if !calls[r.ToolCallID] {
+				dropped++
+				continue
+			}
+		case KindUser:
+			if r.Text == "" {
+				dropped++
+				continue
+			}
+		case KindContext:
+		default:
+			dropped++
+			continue
+		}
+		b.vis = append(b.vis, r)
+	}
+	b.report("agent-history", len(b.vis), -1, "%d rows dropped", dropped)
+	return nil
+}
+
+// turnContext decides this turn's runtime context: the caller's sections,
+// the one-time checkpoint warning, and the late pins. The stored context
+// rows of past turns stay where they are among the rows.
+func turnContext(b *build) error {
+	b.due = b.dueTrigger()
+	if len(b.in.Context) == 0 {
+		b.report("turn-context", len(b.vis), -1, "no runtime context this turn; due %q", b.due)
+		return nil
+	}
+	cur := append([]Section(nil), b.in.Context...)
+	m, bud := b.in.Measured, b.in.Budget
+	if b.due == "" && b.measured() && m.Tokens >= bud.Warn && m.Tokens < bud.Mark && !b.warnedThisEpoch() {
+		cur = append(cur, Section{Key: WarningKey, Text: warningText(m.Tokens, bud.Ceiling)})
+		b.warned = true
+	}
+	if pins := b.latePins(b.cp); len(pins) > 0 {
+		cur = append(cur, Section{Key: PinsKey, Text: b.pinsSection(pins)})
+	}
+	b.cur = cur
+	b.report("turn-context", len(b.vis), -1, "%d sections; warned %v; due %q", len(cur), b.warned, b.due)
+	return nil
+}
+
+// dueTrigger says why a checkpoint is due this turn, "" when none is. A
+// checkpoint is scheduled from signals and provider measurements only; an
+// estimate alone triggers one only in admission.
+func (b *build) dueTrigger() string {
+	s := b.in.Signals
+	switch {
+	case s.Compact:
+		return TriggerManual
+	case s.Overflow:
+		return TriggerOverflow
+	case s.Pruned:
+		return TriggerSafetyNet
+	case b.measured() && b.in.Measured.Tokens >= b.in.Budget.Mark:
+		return TriggerAuto
+	}
+	return ""
+}
+
+// warnedThisEpoch reports whether a context row stored since the checkpoint
+// in force already carries the warning.
+func (b *build) warnedThisEpoch() bool {
+	var since uint64
+	if b.cp != nil {
+		since = b.cp.AtSeq
+	}
+	for i := len(b.vis) - 1; i >= 0 && b.vis[i].Seq > since; i-- {
+		if b.vis[i].Kind != KindContext {
+			continue
+		}
+		for _, s := range b.vis[i].Sections {
+			if s.Key == WarningKey && s.Text != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func warningText(measured, ceiling int) string {
+	return fmt.Sprintf("# Context checkpoint ahead\n"+
+		"The last request was %d tokens, %d%% of the %d-token request ceiling. At 85%% a checkpoint reshapes this view without a model: "+
+		"old tool results become pointers to their tool_call_id, long answers keep their head and tail, and the oldest turns become short cards "+
+		"that list files, commands, errors, requests and the last answer, not the reasons behind decisions. Pinned messages stay whole. "+
+		"Save now what you will need with its reasons (memory, or ask the person to pin a message).",
+		measured, measured*100/max(ceiling, 1), ceiling)
+}
+
+// media turns rows into model payloads. It is the seam where steer notes,
+// invocation text, media rehydration and image downscaling belong; rows
+// here are text and tool calls, so it maps them one to one.
+func media(b *build) error {
+	b.base = make([]entry, 0, len(b.vis)+1)
+	for _, r := range b.vis {
+		b.base = append(b.base, b.entryOf(r))
+	}
+	if b.cur != nil {
+		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleUser, sections: b.cur, current: true})
+	}
+	b.report("media", len(b.base), -1, "")
+	return nil
+}
+
+func (b *build) entryOf(r *Row) entry {
+	e := entry{row: r, kind: r.Kind, text: r.Text, tokens: r.Tokens, reasoning: r.Reasoning}
+	switch r.Kind {
+	case KindUser:
+		e.role = provider.RoleUser
+	case KindAssistant:
+		e.role, e.calls = provider.RoleAssistant, r.ToolCalls
+	case KindTool:
+		e.role, e.callID = provider.RoleTool, r.ToolCallID
+	case KindContext:
+		// Runtime context goes to the model as a user message; its text
+		// depends on the context shown before it (renderContexts).
+		e.role, e.text, e.sections, e.reasoning = provider.RoleUser, "", r.Sections, ""
+		return e
+	}
+	if e.tokens == 0 {
+		e.tokens = b.count(r.Text)
+		for _, c := range r.ToolCalls {
+			e.tokens += b.count(c.Name) + b.count(c.Arguments)
+		}
+	}
+	return e
+}
+
+// checkpoint applies the checkpoint in force and, when one is due, plans a
+// new one and rebuilds the view with it.
+func checkpoint(b *build) error {
+	b.entries = b.apply(b.cp)
+	before := historyTokens(b.entries)
+	note := fmt.Sprintf("epoch %d; no checkpoint due", epochOf(b.cp))
+	if b.due != "" {
+		note = b.replan(b.due)
+	}
+	b.report("checkpoint", len(b.entries), historyTokens(b.entries), "history %d before; %s", before, note)
+	return nil
+}
+
+// replan plans a checkpoint and, when it planned one, rebuilds the view.
+func (b *build) replan(trigger string) string {
+	cp, note := b.plan(trigger)
+	if cp == nil {
+		return note
+	}
+	b.planned = cp
+	// The new checkpoint keeps every pin whole and makes the warning moot.
+	if b.cur != nil {
+		cur := b.cur[:0:0]
+		for _, s := range b.cur {
+			if s.Key != WarningKey && s.Key != PinsKey {
+				cur = append(cur, s)
+			}
+		}
+		b.cur, b.warned = cur, false
+		b.base[len(b.base)-1].sections = cur
+	}
+	b.entries = b.apply(cp)
+	cp.After = historyTokens(b.entries)
+	return note
+}
+
+// preflight refuses a turn that no checkpoint could fit: the fixed
+// overhead, the cards and pins, and the active turn alone exceed the ceiling.
+func preflight(b *build) error {
+	a := activeStart(b.entries)
+	n, k := 0, 0
+	for i := range b.entries {
+		e := &b.entries[i]
+		if (i >= a || e.head) && e.sent() {
+			n += e.tokens
+			k++
+		}
+	}
+	least := b.in.Overhead + n + tokens.Overhead(k)
+	ceil := b.in.Budget.Ceiling
+	b.report("preflight", len(b.entries)-a, least, "least possible request %d of ceiling %d", least, ceil)
+	if least > ceil {
+		return &BudgetError{Stage: "preflight", Size: least, Limit: ceil,
+			Hint: "the current turn alone, with the system prompt and tools, cannot fit and no checkpoint can shrink it; " +
+				"send a shorter message or split it, start a /new chat, or choose a larger context limit"}
+	}
+	return nil
+}
+
+// admission sizes the request, measured-or-estimated, against the ceiling;
+// a view that does not fit and took no checkpoint takes one now.
+func admission(b *build) error {
+	ceil := b.in.Budget.Ceiling
+	b.size, b.sized = b.sizeNow()
+	note := ""
+	if b.size > ceil && b.planned == nil {
+		note = "over the ceiling: " + b.replan(TriggerAdmission) + "; "
+		b.size, b.sized = b.sizeNow()
+	}
+	b.report("admission", len(b.entries), b.size, "%ssize %d (measured %v) of ceiling %d", note, b.size, b.sized, ceil)
+	if b.size > ceil {
+		return &BudgetError{Stage: "admission", Size: b.size, Limit: ceil,
+			Hint: "a checkpoint could not bring the view under it; send /compact, start a /new chat, unpin large messages, or choose a larger context limit"}
+	}
+	return nil
+}
+
+// sizeNow is the request's size: the last measurement plus the messages
+// after it when the measurement speaks for this view, else the estimate.
+func (b *build) sizeNow() (int, bool) {
+	if !b.measured() {
+		return b.in.Overhead + historyTokens(b.entries), false
+	}
+	m := b.in.Measured
+	n, k := 0, 0
+	for i := len(b.entries) - 1; i >= 0; i-- {
+		e := &b.entries[i]
+		if e.head || (e.row != nil && e.row.Seq <= m.Seq) {
+			break
+		}
+		if e.sent() {
+			n += e.tokens
+			k++
+		}
+	}
+	return m.Tokens + n + k*tokens.MessageOverhead, true
+}
+
+func (b *build) view() View {
+	v := View{Checkpoint: b.planned, Epoch: epochOf(b.active()), Size: b.size, Measured: b.sized, Warned: b.warned, Stages: b.reports}
+	v.Messages = make([]provider.Message, 0, len(b.entries))
+	v.Reasoning = make([]string, 0, len(b.entries))
+	for i := range b.entries {
+		e := &b.entries[i]
+		if !e.sent() {
+			continue
+		}
+		v.Messages = append(v.Messages, provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens})
+		v.Reasoning = append(v.Reasoning, e.reasoning)
+		if e.current {
+			v.Context, v.ContextTokens = b.cur, e.tokens
+		}
+	}
+	return v
+}
+
+// apply builds the view from the payloads and a checkpoint: the cards and
+// pins first, then the rows after the evicted seq with the masked and folded
+// ones shortened, then the runtime context rendered against what is shown.
+func (b *build) apply(cp *Checkpoint) []entry {
+	out := make([]entry, 0, len(b.base)+1)
+	if cp == nil {
+		out = append(out, b.base...)
+	} else {
+		if len(cp.Cards) > 0 || len(cp.Pinned) > 0 {
+			out = append(out, b.headEntry(cp))
+		}
+		masked, folded := cutMap(cp.Masked), cutMap(cp.Folded)
+		for _, e := range b.base {
+			if e.row != nil {
+				if e.row.Seq <= cp.Evicted {
+					continue
+				}
+				if c, ok := masked[e.row.Seq]; ok {
+					e = b.mask(e, c.Tokens)
+				} else if c, ok := folded[e.row.Seq]; ok {
+					e = b.fold(e, c.Tokens)
+				}
+				if e.row.Seq <= cp.AtSeq {
+					e.reasoning = "" // a rewritten prefix invalidates signed reasoning
+				}
+			}
+			out = append(out, e)
+		}
+	}
+	b.renderContexts(out, cp)
+	return out
+}
+
+func cutMap(cs []Cut) map[uint64]Cut {
+	m := make(map[uint64]Cut, len(cs))
+	for _, c := range cs {
+		m[c.Seq] = c
+	}
+	return m
+}
+
+// renderContexts renders each context entry against the context shown
+// before it: the first shown in whole, the others as updates.
+func (b *build) renderContexts(es []entry, cp *Checkpoint) {
+	var prev []Section
+	first := true
+	for i := range es {
+		e := &es[i]
+		if e.kind != KindContext {
+			continue
+		}
+		e.text = renderContext(prev, e.sections, first)
+		// A stored count is of the text rendered when the row was stored;
+		// the first context after an eviction renders whole instead.
+		rebased := first && cp != nil && cp.Evicted > 0
+		switch {
+		case e.text == "":
+			e.tokens = 0
+		case e.row != nil && e.row.Tokens > 0 && !rebased:
+			e.tokens = e.row.Tokens
+		default:
+			e.tokens = b.count(e.text)
+		}
+		prev, first = e.sections, false
+	}
+}
+
+// activeStart is the index of the active turn's first user row: the last
+// user row, moved back to the first user row of the same Turn when rows
+// name their turn (a steer mid-turn is a user row of the same turn).
+func activeStart(es []entry) int {
+	last := -1
+	for i := len(es) - 1; i >= 0; i-- {
+		if es[i].row != nil && es[i].kind == KindUser {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return len(es)
+	}
+	turn := es[last].row.Turn
+	if turn == "" {
+		return last
+	}
+	for i := last - 1; i >= 0; i-- {
+		r := es[i].row
+		if r == nil || (r.Turn != turn && r.Kind != KindContext) {
+			break
+		}
+		if r.Kind == KindUser {
+			last = i
+		}
+	}
+	return last
+}
