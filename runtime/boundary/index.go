@@ -163,7 +163,11 @@ func FormatHits(query string, hits []Hit) string {
 		return fmt.Sprintf("Nothing archived matches %s.", quote(query))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d archived messages match %s, best first:\n", len(hits), quote(query))
+	if len(hits) == 1 {
+		fmt.Fprintf(&b, "1 archived message matches %s:\n", quote(query))
+	} else {
+		fmt.Fprintf(&b, "%d archived messages match %s, best first:\n", len(hits), quote(query))
+	}
 	for _, h := range hits {
 		fmt.Fprintf(&b, "- boundary %d, event %d (%s): %s\n", h.Boundary, h.Seq, h.Role, h.Snippet)
 	}
@@ -410,11 +414,21 @@ func (r *reader) bounded(hi uint64) uint64 {
 
 // count reads a count of items each taking at least size bytes.
 func (r *reader) count(size int) int {
-	return int(r.bounded(uint64(len(r.b) / size)))
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)/size) {
+		r.fail("count past the end")
+	}
+	if r.err != nil {
+		return 0
+	}
+	return int(n)
 }
 
 func (r *reader) str() string {
-	n := r.bounded(uint64(len(r.b)))
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.fail("string past the end")
+	}
 	if r.err != nil {
 		return ""
 	}
