@@ -166,6 +166,11 @@ func Owed(h *Handoff) bool {
 // ended.
 const NotOwed = "The assistant asked to carry on, but the handoff written for this boundary lists nothing remaining and names no next action, so there is nothing for the next conversation to pick up. The work stopped here instead; nothing starts until you speak."
 
+// NotAnswered is why a conversation ended at hard without the assistant's
+// word: it did not answer the forced ask, and the handoff kept along the way
+// names nothing left to do. (When it does, the work carries on from it.)
+const NotAnswered = "The conversation reached its hard limit and the assistant did not say where the work stood when asked. The handoff below is what it wrote along the way and what the record saw; it names nothing left to do, so the work waits for you."
+
 // Template renders a Handoff with a handoff.md template (config.HandoffTemplate).
 type Template struct {
 	t *template.Template

@@ -123,6 +123,16 @@ func TestRenderSeedExample(t *testing.T) {
 	}
 	golden(t, "handoff.golden", got)
 
+	// The store keeps it as JSON; it comes back the same.
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Handoff
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(&back, h) {
+		t.Errorf("JSON round trip: %+v, %v", back, err)
+	}
+
 	// An empty record says so rather than leaving blank sections.
 	empty, err := DefaultTemplate().Render(&Handoff{})
 	if err != nil {
