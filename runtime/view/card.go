@@ -96,11 +96,38 @@ func (b *build) card(rows []*Row, epoch uint64) Card {
 	if c.Turns == 0 {
 		c.Turns = users
 	}
-	if n := len(reqs); n > cardRequests {
-		c.OlderRequests, reqs = n-cardRequests, reqs[n-cardRequests:]
-	}
-	c.Requests = reqs
+	c.Requests, c.OlderRequests = shrinkRequests(reqs, cardRequests)
 	return c
+}
+
+// shrinkRequests keeps at most n requests: every assignment update (a
+// trusted change of the task), then the newest ordinary requests, in their
+// order. It returns how many it left out.
+func shrinkRequests(reqs []Request, n int) ([]Request, int) {
+	if len(reqs) <= n {
+		return reqs, 0
+	}
+	keep := make([]bool, len(reqs))
+	room := n
+	for i := len(reqs) - 1; i >= 0 && room > 0; i-- {
+		if reqs[i].Label != "" {
+			keep[i] = true
+			room--
+		}
+	}
+	for i := len(reqs) - 1; i >= 0 && room > 0; i-- {
+		if !keep[i] {
+			keep[i] = true
+			room--
+		}
+	}
+	var out []Request
+	for i, r := range reqs {
+		if keep[i] {
+			out = append(out, r)
+		}
+	}
+	return out, len(reqs) - len(out)
 }
 
 func appendCapped(list []string, s string, n, more int) ([]string, int) {
