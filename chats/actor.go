@@ -68,6 +68,11 @@ type batch struct {
 	clients [][2]string // client_id, message id
 	outputs [][2]string // handle, whole tool output
 	dirty   bool        // metadata changed without an event
+	// archive is a boundary's copy of the conversation, written in the
+	// same transaction as its rows; archiveFailed is set when that
+	// transaction failed and nothing of the batch was kept.
+	archive       *archiveEntry
+	archiveFailed error
 }
 
 // unput drops m from the pending messages this batch would store, and says
@@ -83,7 +88,7 @@ func (b *batch) unput(m *Message) bool {
 }
 
 func (b *batch) empty() bool {
-	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && len(b.outputs) == 0 && !b.dirty
+	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && len(b.outputs) == 0 && !b.dirty && b.archive == nil
 }
 
 type turn struct {
@@ -109,6 +114,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 	a := &actor{s: s, id: id, inbox: make(chan func()), done: make(chan struct{}), subs: map[Subscriber]struct{}{},
 		approvals: map[string]*waiting{}, recoveries: map[string]*Recovery{}, settled: map[string]string{}}
 	started := map[string]*Event{} // tool.call rows by call id, until their result
+	calls := map[string]*provider.ToolCall{}
 	openApprovals := map[string]*Approval{}
 	var held [][2]string
 	err := s.store.db.View(func(tx *bolt.Tx) error {
@@ -130,7 +136,12 @@ func loadActor(s *Service, id string) (*actor, error) {
 				}
 			case EvToolCall:
 				started[ev.Call.ID] = ev
+				calls[ev.Call.ID] = ev.Call
 			case EvToolResult:
+				if c := calls[ev.Result.CallID]; c != nil {
+					a.conv.handoff.Seen.ObserveCall(c.Name, c.Arguments, ev.Result.IsError, ev.Seq)
+					delete(calls, ev.Result.CallID)
+				}
 				delete(started, ev.Result.CallID)
 				delete(a.settled, ev.Result.CallID)
 				a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq,
@@ -352,8 +363,19 @@ func (a *actor) flush() error {
 				}
 			}
 		}
+		if b.archive != nil {
+			return putArchive(tx, a.s.store, a.id, b.archive)
+		}
 		return nil
 	})
+	if err != nil && b.archive != nil {
+		// Only a boundary's rows were in this batch (it flushed first):
+		// drop them, and memory is as it was before the boundary.
+		a.s.log.Error("boundary write failed", "chat", a.id, "err", err)
+		a.seq -= uint64(len(b.events))
+		a.b = batch{archiveFailed: err}
+		return nil
+	}
 	if err != nil {
 		a.breakDown(err)
 		return a.broken
@@ -640,6 +662,7 @@ func (a *actor) maybeStart() {
 		return // an interrupted call waits for its answer before anything else runs
 	}
 	id := "t" + strconv.FormatUint(a.seq+uint64(len(a.pending))+1, 10)
+	last, picked := a.seq, len(a.pending)
 	for _, p := range a.pending {
 		m := *p
 		m.State, m.Turn = MsgPicked, id
@@ -657,7 +680,14 @@ func (a *actor) maybeStart() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &turn{id: id, cancel: cancel, seq: ev.Seq, start: time.Now()}
 	a.turn = t
-	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, History: a.history(), Host: &host{a: a, t: t}, Settle: a.settled}
+	hist := a.history()
+	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, History: hist, Host: &host{a: a, t: t}, Settle: a.settled,
+		Picked: len(hist) - picked, Last: last}
+	// The starting reading is stored with the pickup: no commit of its own.
+	a.s.opt.Turner.Prepare(&in)
+	if p := in.Prepared; p != nil {
+		a.appendContext(id, p.Info, p.Msg)
+	}
 	a.settled = map[string]string{}
 	go func() {
 		tctx, stop := context.WithTimeout(ctx, a.s.opt.TurnTimeout)
@@ -688,7 +718,15 @@ func (a *actor) maybeStart() {
 // without a result before a later message gets one saying so, as providers
 // require; calls open at the very end are the next turn's to settle.
 func (a *actor) history() []provider.Message {
-	h := make([]provider.Message, 0, len(a.msgs))
+	conv := a.msgs[a.conv.start:]
+	// A /clear topic boundary: requests start after the latest one.
+	for i := len(conv) - 1; i >= 0; i-- {
+		if conv[i].Role == RoleClear {
+			conv = conv[i+1:]
+			break
+		}
+	}
+	h := make([]provider.Message, 0, len(conv)+1)
 	var open []provider.ToolCall
 	closeOpen := func() {
 		for _, c := range open {
@@ -696,7 +734,7 @@ func (a *actor) history() []provider.Message {
 		}
 		open = nil
 	}
-	for _, m := range a.msgs {
+	for _, m := range conv {
 		switch {
 		case m.Role == provider.RoleTool:
 			for i, c := range open {
@@ -706,6 +744,13 @@ func (a *actor) history() []provider.Message {
 				}
 			}
 			h = append(h, provider.Message{Role: m.Role, Content: m.Text, ToolCallID: m.ToolCallID, Tokens: m.Tokens})
+			continue
+		case m.Role == RoleContext:
+			// The runtime context a past request carried, in its place:
+			// the same rows give the same request bytes.
+			h = append(h, provider.Message{Role: provider.RoleSystem, Content: m.Text, Tokens: m.Tokens})
+			continue
+		case m.Role != provider.RoleUser && m.Role != provider.RoleAssistant:
 			continue
 		case m.Role == provider.RoleAssistant && m.State != MsgDone && m.State != MsgStep:
 			continue // a failed turn's partial text is shown, not sent
@@ -747,6 +792,11 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	var fin *Event
 	switch {
 	case a.broken != nil:
+	case (err == nil || stopped) && res.Boundary != nil && !res.Boundary.Continued && reply == "":
+		// The work ended at a boundary: the record at the top of the
+		// cleared conversation says so; no empty answer is added.
+		usage := res.Usage
+		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model}, o)
 	case err == nil || stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: tokens.Count(reply)}
 		seq := a.seq + 1
@@ -791,6 +841,10 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		outcome = "failed"
 	}
 	a.s.opt.Metrics.TurnFinished(res.Model, time.Since(t.start), res.Usage.InputTokens, res.Usage.OutputTokens, res.Usage.CachedTokens, outcome)
+	if res.Measured > 0 {
+		a.conv.measured = res.Measured
+	}
+	a.writeHandoff()
 	a.turn = nil
 	if err := a.flush(); err == nil && fin != nil && len(t.stoppers) > 1 {
 		// Everyone who pressed Stop gets the answer; the first got the event.

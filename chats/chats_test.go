@@ -39,7 +39,7 @@ func TestTurnAnswersAndRecordsInOrder(t *testing.T) {
 		last = ev.Seq
 		types = append(types, ev.Type)
 	}
-	want := []string{EvMessageAccepted, EvMessagePicked, EvTurnStarted, EvTurnFinished}
+	want := []string{EvMessageAccepted, EvMessagePicked, EvTurnStarted, EvContext, EvRuntimeContext, EvTurnFinished}
 	if fmt.Sprint(types) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", types, want)
 	}
@@ -52,7 +52,7 @@ func TestTurnAnswersAndRecordsInOrder(t *testing.T) {
 	}
 	// Everything shown was stored, in the same order.
 	stored := e.durable(c.ID)
-	if len(stored) != 5 || stored[4].Type != EvTurnFinished {
+	if len(stored) != 7 || stored[6].Type != EvTurnFinished {
 		t.Fatalf("stored %s", typesOf(stored))
 	}
 }

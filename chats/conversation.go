@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -291,11 +294,11 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (bool, 
 type conversation struct {
 	start      int             // index in actor.msgs where it begins
 	from       uint64          // seq of the boundary it follows (0: the chat's start)
-	checkpoint json.RawMessage // the checkpoint in force
-	handoff    json.RawMessage // the assistant's half of the record, as last written
-	judged     uint64          // seq of that write
-	asked      bool            // the runtime asked for the record once already
-	measured   int             // input tokens the provider billed for the last request
+	checkpoint json.RawMessage  // the checkpoint in force
+	handoff    boundary.Handoff // the record as kept: the assistant's half as last written, the runtime's as seen
+	asked      bool             // the runtime asked for the record once already
+	measured   int              // input tokens the provider billed for the last request
+	written    string           // the handoff.md text last written, so an unchanged record is not written again
 }
 
 // replay applies a stored row of long-conversation state, at load and as
@@ -320,7 +323,7 @@ func (a *actor) replay(ev *Event) {
 		a.conv.checkpoint = ev.Checkpoint
 	case EvHandoff:
 		if len(ev.Handoff) > 0 {
-			a.conv.handoff, a.conv.judged = ev.Handoff, ev.Seq
+			a.conv.setHandoff(ev.Handoff, ev.Seq)
 		}
 		if ev.Reason == "asked" {
 			a.conv.asked = true
@@ -331,7 +334,313 @@ func (a *actor) replay(ev *Event) {
 	case EvBoundary:
 		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
 			Text: ev.Record, State: MsgDone})
-		a.conv = conversation{start: len(a.msgs), from: ev.Seq}
+		// The assistant's half carries into the fresh conversation as where
+		// the work stands; the runtime's half starts again, and the
+		// assistant is asked anew should it reach hard without a word.
+		keep := a.conv.handoff
+		keep.Seen, keep.JudgedSeq = boundary.Seen{}, 0
+		a.conv = conversation{start: len(a.msgs), from: ev.Seq, handoff: keep}
 		a.compact = nil
 	}
+}
+
+// Context stores the reading a turn starts with when a boundary came first
+// (otherwise it was stored with the pickup), before the request is sent.
+func (h *host) Context(ci runtime.ContextInfo, msg provider.Message) error {
+	return h.a.exec(func() error {
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		h.a.appendContext(h.t.id, ci, msg)
+		return h.a.flush()
+	})
+}
+
+// appendContext adds a turn's reading and runtime context to the batch.
+func (a *actor) appendContext(turn string, ci runtime.ContextInfo, msg provider.Message) {
+	c := ci
+	a.context = &c
+	a.append(&Event{Type: EvContext, Turn: turn, ContextInfo: &c}, Origin{})
+	ev := a.append(&Event{Type: EvRuntimeContext, Turn: turn, Text: msg.Content}, Origin{})
+	a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
+		Turn: turn, Text: msg.Content, State: MsgDone, Tokens: msg.Tokens})
+}
+
+// Handoff is the record as kept now.
+func (h *host) Handoff() (boundary.Handoff, bool) {
+	var out boundary.Handoff
+	var asked bool
+	_ = h.a.exec(func() error {
+		out, asked = h.a.conv.handoff, h.a.conv.asked
+		out.Seen.Running = h.a.running()
+		return nil
+	})
+	return out, asked
+}
+
+// running names what is still under way, for the record's runtime half.
+func (a *actor) running() []string {
+	var out []string
+	for _, w := range a.approvals {
+		out = append(out, "waiting for approval: "+w.Tool)
+	}
+	for _, r := range a.recoveries {
+		out = append(out, "interrupted call waiting for repeat or skip: "+r.Call.Name)
+	}
+	if n := len(a.pending); n > 0 {
+		out = append(out, fmt.Sprintf("%d queued message(s) from the person", n))
+	}
+	return out
+}
+
+// Last is the record's last seq.
+func (h *host) Last() uint64 {
+	var seq uint64
+	_ = h.a.exec(func() error { seq = h.a.seq; return nil })
+	return seq
+}
+
+// HandoffUpdated stores the assistant's half of the record.
+func (h *host) HandoffUpdated(hf boundary.Handoff, asked, answered bool) (uint64, error) {
+	var seq uint64
+	err := h.a.exec(func() error {
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		mine := hf
+		mine.Seen, mine.JudgedSeq = boundary.Seen{}, 0 // the runtime's half is rebuilt from the record
+		ev := &Event{Type: EvHandoff, Turn: h.t.id}
+		if answered {
+			ev.Handoff, _ = json.Marshal(mine)
+		}
+		if asked {
+			ev.Reason = "asked"
+		}
+		h.a.append(ev, Origin{})
+		h.a.replay(ev)
+		seq = ev.Seq
+		return h.a.flush()
+	})
+	return seq, err
+}
+
+// setHandoff takes the assistant's half from a handoff.updated row.
+func (c *conversation) setHandoff(raw json.RawMessage, seq uint64) {
+	var mine boundary.Handoff
+	if json.Unmarshal(raw, &mine) != nil {
+		return
+	}
+	mine.Seen, mine.JudgedSeq = c.handoff.Seen, seq
+	c.handoff = mine
+}
+
+// Boundary archives the conversation and clears it in one transaction.
+// If the write fails nothing changes: the rows are not kept, a
+// boundary.failed row says so, and the next turn tries again.
+func (h *host) Boundary(b runtime.Boundary) error {
+	return h.a.exec(func() error { return h.a.boundary(h.t, b) })
+}
+
+func (a *actor) boundary(t *turn, b runtime.Boundary) error {
+	if err := a.flush(); err != nil {
+		return err
+	}
+	conv := a.msgs[a.conv.start:]
+	carry := b.Carry
+	if carry > len(conv) {
+		carry = 0
+	}
+	archived := conv[:len(conv)-carry]
+	carried := append([]Message(nil), conv[len(conv)-carry:]...)
+	docs := make([]ArchDoc, 0, len(archived))
+	bdocs := make([]boundary.Doc, 0, len(archived))
+	for _, m := range archived {
+		if m.Role == provider.RoleUser || m.Role == provider.RoleAssistant || m.Role == provider.RoleTool {
+			docs = append(docs, ArchDoc{Seq: m.Seq, Role: m.Role, Text: m.Text})
+			bdocs = append(bdocs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Text})
+		}
+	}
+	cont := b.Continued
+	bev := a.append(&Event{Type: EvBoundary, Turn: t.id, Reason: b.Reason, Continued: &cont, Record: b.Record,
+		Through: b.Through, Notes: b.Notes, Why: b.Why}, Origin{})
+	index, err := boundary.BuildIndex(bev.Seq, bdocs).MarshalBinary()
+	if err != nil {
+		return err
+	}
+	entry := archiveEntry{Boundary: bev.Seq, From: a.conv.from + 1, Through: b.Through, Reason: b.Reason, Time: bev.Time,
+		Record: b.Record, Docs: docs, Index: index}
+	seq := bev.Seq + 1
+	opening := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleUser, Text: b.Opening,
+		State: MsgContinuity, Turn: t.id, Tokens: tokens.Count(b.Opening)}
+	oev := a.append(&Event{Type: EvContinuity, Turn: t.id, Message: opening}, Origin{})
+	opening.Time = oev.Time
+	for _, m := range carried {
+		c := m
+		a.append(&Event{Type: EvMessagePicked, Turn: t.id, Message: &c}, Origin{})
+	}
+	a.b.archive = &entry
+	if err := a.flush(); err != nil {
+		return err
+	}
+	if a.b.archiveFailed != nil { // set by flush when only the archive's transaction failed
+		failed := a.b.archiveFailed
+		a.b.archiveFailed = nil
+		a.append(&Event{Type: EvBoundaryFailed, Turn: t.id, Reason: b.Reason,
+			Error: "The boundary could not be written, so the conversation is left exactly as it was; the next turn tries again: " + failed.Error()}, Origin{})
+		if err := a.flush(); err != nil {
+			return err
+		}
+		return failed
+	}
+	a.replay(bev)
+	a.msgs = append(a.msgs, *opening)
+	a.msgs = append(a.msgs, carried...)
+	return nil
+}
+
+// MsgContinuity is the state of the message a continued (or ended)
+// conversation opens with: the runtime wrote it, not the person.
+const MsgContinuity = "continuity"
+
+// putArchive writes a boundary's archive entry. The store's archiveHook
+// (tests) may fail it, to prove that a failed archive changes nothing.
+func putArchive(tx *bolt.Tx, s *Store, chat string, e *archiveEntry) error {
+	if s.archiveHook != nil {
+		if err := s.archiveHook(); err != nil {
+			return err
+		}
+	}
+	b, err := subBucket(tx, bucketArchive, chat, true)
+	if err != nil {
+		return err
+	}
+	v, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return b.Put(seqKey(e.Boundary), v)
+}
+
+// Lookup answers recall_history and handoff_history from the chat's
+// archive. It only reads, so it runs on the turn's goroutine.
+func (h *host) Lookup(ctx context.Context, call provider.ToolCall) (runtime.ToolResult, error) {
+	entries, err := h.a.s.archives(h.a.id)
+	if err != nil {
+		return runtime.ToolResult{}, err
+	}
+	var out string
+	switch call.Name {
+	case boundary.ToolRecallHistory:
+		r, err := boundary.ParseRecall(json.RawMessage(call.Arguments))
+		if err != nil {
+			return runtime.ToolResult{}, err
+		}
+		out = recall(entries, r)
+	case boundary.ToolHandoffHistory:
+		n, err := boundary.ParseHandoffHistory(json.RawMessage(call.Arguments))
+		if err != nil {
+			return runtime.ToolResult{}, err
+		}
+		if out, err = handoffHistory(entries, n); err != nil {
+			return runtime.ToolResult{}, err
+		}
+	default:
+		return runtime.ToolResult{}, fmt.Errorf("no tool %s", call.Name)
+	}
+	return runtime.ToolResult{Content: out, Full: out}, nil
+}
+
+// archives reads a chat's archive entries, oldest first.
+func (s *Service) archives(chat string) ([]archiveEntry, error) {
+	var out []archiveEntry
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		b, _ := subBucket(tx, bucketArchive, chat, false)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var e archiveEntry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("chat %s: corrupt archive entry: %w", chat, err)
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func recall(entries []archiveEntry, r boundary.Recall) string {
+	indexes := make([]*boundary.Index, 0, len(entries))
+	for _, e := range entries {
+		ix := &boundary.Index{}
+		if ix.UnmarshalBinary(e.Index) == nil {
+			indexes = append(indexes, ix)
+		}
+	}
+	if len(indexes) == 0 {
+		return "Nothing is archived in this chat yet: no conversation of it has been consolidated."
+	}
+	return boundary.FormatHits(r.Query, boundary.Search(r.Query, indexes, r.Limit))
+}
+
+func handoffHistory(entries []archiveEntry, n uint64) (string, error) {
+	if n == 0 {
+		if len(entries) == 0 {
+			return "No boundary has been written in this chat yet.", nil
+		}
+		var b strings.Builder
+		b.WriteString("Handoffs written at this chat's boundaries, oldest first (read one with {\"boundary\": n}):\n")
+		for i, e := range entries {
+			fmt.Fprintf(&b, "%d. %s, %s, events %d to %d: %s\n", i+1, e.Time.Format("2006-01-02 15:04 UTC"), e.Reason, e.From, e.Through, objectiveOf(e.Record))
+		}
+		return strings.TrimRight(b.String(), "\n"), nil
+	}
+	if n > uint64(len(entries)) {
+		return "", fmt.Errorf("%w: there are %d boundaries; ask for 1 to %d", ErrBadInput, len(entries), len(entries))
+	}
+	return entries[n-1].Record, nil
+}
+
+// objectiveOf is the first line under "## Objective" of a rendered record.
+func objectiveOf(record string) string {
+	_, rest, ok := strings.Cut(record, "## Objective\n")
+	if !ok {
+		return "(no objective)"
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(rest), "\n")
+	if line == "" || strings.HasPrefix(line, "#") {
+		return "(no objective)"
+	}
+	return line
+}
+
+// writeHandoff keeps data_dir/workstreams/<chat>/handoff.md current after a
+// turn, laid out by the handoff.md template in force. An empty record (a
+// chat that never used a tool or wrote a handoff) writes nothing, and an
+// unchanged one is not written again.
+func (a *actor) writeHandoff() {
+	dir := a.s.opt.DataDir
+	if dir == "" {
+		return
+	}
+	h := a.conv.handoff
+	h.Seen.Running = a.running()
+	if h.JudgedSeq == 0 && len(h.Seen.Read)+len(h.Seen.Changed)+len(h.Seen.Commands)+len(h.Seen.Failed) == 0 {
+		return
+	}
+	tmpl, err := boundary.LoadTemplate(a.s.opt.ConfigDir)
+	if err != nil {
+		a.s.log.Warn("handoff template", "err", err)
+		return
+	}
+	text, err := tmpl.Render(&h)
+	if err != nil || text == a.conv.written {
+		return
+	}
+	if err := boundary.WriteHandoff(dir, a.id, text); err != nil {
+		a.s.log.Warn("write handoff", "chat", a.id, "err", err)
+		return
+	}
+	a.conv.written = text
 }

@@ -45,6 +45,8 @@ type Turner interface {
 	Run(ctx context.Context, in runtime.TurnInput, onDelta func(text string) error) (runtime.TurnResult, error)
 	HasChain(name string) bool
 	ChatChain() string
+	// Prepare takes a turn's starting reading on the chat's goroutine.
+	Prepare(in *runtime.TurnInput)
 }
 
 // Options configure a Service.
@@ -62,6 +64,10 @@ type Options struct {
 	// when no file tools run.
 	Ledger    *tools.Ledger
 	Workspace string
+	// DataDir is where each chat's handoff record is kept current
+	// (workstreams/<chat>/handoff.md); "" keeps none. ConfigDir is the
+	// folder whose handoff.md overrides the built-in template.
+	DataDir, ConfigDir string
 	// Metrics counts turns and queue depth; nil counts nothing.
 	Metrics *monitor.Metrics
 	Log     *slog.Logger

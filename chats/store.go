@@ -37,6 +37,8 @@ type Store struct {
 
 	// commitHook, when set (tests), runs inside every commit and may fail it.
 	commitHook func() error
+	// archiveHook, when set (tests), runs inside a boundary's commit and may fail it.
+	archiveHook func() error
 }
 
 type write struct {

@@ -136,6 +136,7 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) erro
 		if res.Handle != "" {
 			h.a.b.outputs = append(h.a.b.outputs, [2]string{res.Handle, res.Full})
 		}
+		h.a.conv.handoff.Seen.ObserveCall(call.Name, call.Arguments, res.IsError, ev.Seq)
 		h.a.msgs = append(h.a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
 			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: tokens.Count(res.Content)})
 		return h.a.flush()

@@ -107,12 +107,19 @@ func Default() *Config {
 	}
 }
 
+// The conversation limits by default, as shares of the window (seed 001: a
+// fifth and a quarter are reasonable starting points).
+const (
+	DefaultSoftRatio = 0.20
+	DefaultHardRatio = 0.25
+)
+
 // defaultModel is what a models[] item starts from before its keys are read:
 // everything but the names and the window, which differ for every model.
 func defaultModel() Model {
 	return Model{
 		ContextLimit: ContextAuto,
-		Compaction:   Compaction{SoftRatio: 0.20, HardRatio: 0.25},
+		Compaction:   Compaction{SoftRatio: DefaultSoftRatio, HardRatio: DefaultHardRatio},
 		Boundary:     Boundary{ContinuityBudgetTokens: 8000},
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider/gemini"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
 	"github.com/mirror-gateway/mirror/runtime/quota"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
@@ -38,6 +39,15 @@ type Model struct {
 	// Fingerprint is provider.Fingerprint of the provider's API key: models
 	// on the same key and remote model share one quota.
 	Fingerprint string
+	// SoftRatio and HardRatio are the conversation's limits as shares of
+	// Window (compaction.soft_ratio, hard_ratio); 0 leaves a limit off.
+	SoftRatio, HardRatio float64
+	// ContextLimit is the request budget's context limit: auto, full or
+	// a token step.
+	ContextLimit string
+	// ContinuityBudget caps the message a continued conversation opens
+	// with (boundary.continuity_budget_tokens).
+	ContinuityBudget int
 }
 
 // Engine runs turns. It is safe for concurrent use by every chat.
@@ -52,6 +62,10 @@ type Engine struct {
 
 	defsOnce   sync.Once
 	defsTokens int // the tool definitions' JSON, counted once
+
+	cal       *tokens.Calibration // what providers billed against local counts, per model
+	dataDir   string              // memory notes and handoff records live here; "" writes none
+	configDir string              // where a handoff.md beside runtime.yaml overrides the built-in one
 }
 
 // New binds the configured models to providers built from cfg. getenv reads
@@ -92,7 +106,8 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 	models := make([]*Model, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
 		models = append(models, &Model{Name: m.Name, ProvName: m.Provider, Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput,
-			Fingerprint: prints[m.Provider]})
+			Fingerprint: prints[m.Provider], SoftRatio: m.Compaction.SoftRatio, HardRatio: m.Compaction.HardRatio,
+			ContextLimit: m.ContextLimit, ContinuityBudget: m.Boundary.ContinuityBudgetTokens})
 	}
 	return NewEngine(models, cfg.Chains, cfg.Roles, cfg.Limits.ProviderConcurrency)
 }
@@ -101,8 +116,12 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 // model requests in flight across every chat.
 func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, concurrency int) (*Engine, error) {
 	e := &Engine{models: map[string]*Model{}, chains: map[string][]*Model{}, roles: roles,
-		sem: make(chan struct{}, max(1, concurrency))}
+		sem: make(chan struct{}, max(1, concurrency)), cal: &tokens.Calibration{}}
 	for _, m := range models {
+		if m.SoftRatio <= 0 && m.HardRatio <= 0 {
+			// A model built in code without limits gets the defaults.
+			m.SoftRatio, m.HardRatio = config.DefaultSoftRatio, config.DefaultHardRatio
+		}
 		e.models[m.Name] = m
 	}
 	for name, list := range chains {
@@ -123,6 +142,20 @@ func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, 
 // SetTools offers t to the model in every turn that has a Host. Call it
 // before the first turn.
 func (e *Engine) SetTools(t *tools.Registry) { e.tools = t }
+
+// SetDirs names where boundaries write: memory notes and handoff records
+// under dataDir, and the handoff.md template overriding the built-in one in
+// configDir (the folder of runtime.yaml). Call it before the first turn.
+func (e *Engine) SetDirs(dataDir, configDir string) { e.dataDir, e.configDir = dataDir, configDir }
+
+// DataDir is where boundaries write memory notes and handoff records.
+func (e *Engine) DataDir() string { return e.dataDir }
+
+// ConfigDir is the folder whose handoff.md overrides the built-in template.
+func (e *Engine) ConfigDir() string { return e.configDir }
+
+// Chain returns the models of a chain, in order.
+func (e *Engine) Chain(name string) []*Model { return e.chains[name] }
 
 // SetMonitor guards every model with its provider breaker: a chain skips a
 // model whose breaker is open. Call it before the first turn.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/mirror-gateway/mirror/monitor"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -46,6 +47,27 @@ type Host interface {
 	// QuotaWait shows that a model request waits for its key's quota
 	// window; it must not block the turn.
 	QuotaWait(w quota.Wait)
+
+	// Context stores the reading the turn starts with and the runtime
+	// context its requests carry last, before the first request is sent.
+	// A turn whose reading was Prepared calls it only after a boundary.
+	Context(info ContextInfo, msg provider.Message) error
+	// Handoff is the record as kept now: the assistant's half as it last
+	// wrote it, the runtime's half as the record saw it, and whether the
+	// runtime asked for it already in this conversation.
+	Handoff() (h boundary.Handoff, asked bool)
+	// Last is the record's last seq now.
+	Last() uint64
+	// HandoffUpdated stores the assistant's half of the record and returns
+	// the row's seq. asked marks the runtime's one forced ask (answered or
+	// not), so it is never asked twice in a conversation.
+	HandoffUpdated(h boundary.Handoff, asked, answered bool) (uint64, error)
+	// Boundary archives the conversation and clears it, in one
+	// transaction; on error nothing changed, and the chat says so.
+	Boundary(b Boundary) error
+	// Lookup answers the tools that read the chat's own record:
+	// recall_history and handoff_history.
+	Lookup(ctx context.Context, call provider.ToolCall) (ToolResult, error)
 }
 
 // TurnInput is what a turn reads: the chain to ask and the conversation so far,
@@ -61,6 +83,21 @@ type TurnInput struct {
 	// without a result because a crash interrupted them: Repeat or Skip.
 	// Open calls not named here had not started, and run as usual.
 	Settle map[string]string
+	// Picked is the index in History where the messages this turn picked
+	// up begin; len(History) when it picked none.
+	Picked int
+	// Last is the record's last seq before the turn picked anything up.
+	Last uint64
+	// Prepared is the reading Prepare took on the chat's goroutine, stored
+	// with the pickup; nil when a boundary must come first.
+	Prepared *Prepared
+}
+
+// Prepared is a turn's starting reading and the runtime context its
+// requests carry last.
+type Prepared struct {
+	Info ContextInfo
+	Msg  provider.Message
 }
 
 // TurnResult is a turn's answer.
@@ -69,6 +106,13 @@ type TurnResult struct {
 	Usage provider.Usage
 	Model string
 	Steps int
+	// Boundary is the boundary the turn ran, if any.
+	Boundary *Boundary
+	// Measured is the input the provider billed for the turn's last
+	// request: the measurement the next turn's budget starts from.
+	Measured int
+	// Context is the reading the turn started with.
+	Context ContextInfo
 }
 
 // SkippedResult is what the model reads for an interrupted call that was not
@@ -94,52 +138,121 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	if len(chain) == 0 {
 		return TurnResult{}, fmt.Errorf("no chain %q", in.Chain)
 	}
-	msgs := make([]provider.Message, 0, len(in.History)+8)
-	msgs = append(msgs, provider.Message{Role: provider.RoleSystem, Content: SystemPrompt})
-	msgs = append(msgs, in.History...)
 	var out TurnResult
-	reg := e.tools
+	defs := e.offered(in.Host != nil)
+	sz := e.sizer(chain[0], defs)
+	picked := min(max(in.Picked, 0), len(in.History))
 	if in.Host == nil {
-		reg = nil
+		picked = 0
 	}
-	var defs []provider.Tool
-	if reg != nil {
-		defs = reg.Definitions()
+	conv := append(make([]provider.Message, 0, len(in.History)+8), in.History...)
+	if in.Host != nil {
 		// A resumed turn first settles the calls its history left open.
 		for _, call := range openCalls(in.History) {
-			res, err := e.settle(ctx, in, call)
+			res, err := e.settle(ctx, &in, call)
 			if err != nil {
 				return out, err
 			}
-			msgs = append(msgs, toolMessage(call, res))
+			conv = append(conv, toolMessage(call, res))
 		}
+	}
+	// The reading is taken as the turn starts, with the person's message
+	// already counted. If that message is what carries the conversation
+	// past hard, the conversation before it is written down and cleared
+	// first, and the message goes into the fresh one exactly as typed.
+	crossed := false
+	if p := in.Prepared; p != nil {
+		out.Context = p.Info
+		conv = append(conv, p.Msg)
+	} else if in.Host != nil {
+		reading := sz.read(conv)
+		if reading.HardReached && picked > 0 {
+			crossed = true
+			b, err := e.consolidate(ctx, &in, conv[:picked], ReasonHard, nil, len(in.History)-picked, in.Last)
+			switch {
+			case err == nil:
+				out.Boundary = &b
+				conv = append([]provider.Message{openingMessage(b.Opening)}, conv[picked:]...)
+				reading = sz.read(conv)
+			case ctx.Err() != nil:
+				return out, err
+			}
+			// A boundary that failed left everything as it was: the turn
+			// goes on if it fits, and the next turn tries again.
+		}
+		out.Context = info(reading, chain[0].Name)
+		msg := contextMessage(out.Context.Line)
+		if err := in.Host.Context(out.Context, msg); err != nil {
+			return out, err
+		}
+		conv = append(conv, msg)
 	}
 	for {
 		if out.Steps == MaxSteps {
 			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
 		}
+		if r := sz.read(conv); r.HardReached && in.Host != nil && !crossed && out.Steps > 0 {
+			// A turn is never cut in half: the next request is not sent,
+			// the turn ends after the last tool result it has, and the
+			// boundary runs then. One crossing, one boundary.
+			crossed = true
+			b, err := e.consolidate(ctx, &in, conv, ReasonHard, nil, 0, in.Host.Last())
+			if err != nil {
+				return out, err
+			}
+			out.Boundary = &b
+			if !b.Continued {
+				out.Reply = ""
+				return out, nil
+			}
+			conv = []provider.Message{openingMessage(b.Opening)}
+		} else if r.Overflow && out.Steps == 0 {
+			return out, &BudgetError{Stage: "preflight", Size: r.Used + sz.fixed + sz.limits.MaxAnswer, Limit: sz.limits.Window,
+				Hint: "the request with the longest answer allowed would not fit the model's window; shorten the message, /compact, or start /new"}
+		}
 		out.Steps++
-		res, model, err := e.answer(ctx, chain, provider.Request{Messages: msgs, Tools: defs}, in.Host, onDelta)
+		msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
+		req := provider.Request{Messages: msgs, Tools: defs}
+		est := e.estimate(req)
+		res, model, err := e.answer(ctx, chain, req, in.Host, onDelta)
 		out.Usage.InputTokens += res.Usage.InputTokens
 		out.Usage.OutputTokens += res.Usage.OutputTokens
 		out.Usage.CachedTokens += res.Usage.CachedTokens
 		out.Reply, out.Model = res.Text, model
-		if err != nil || len(res.ToolCalls) == 0 || reg == nil {
+		if res.Usage.InputTokens > 0 {
+			out.Measured = res.Usage.InputTokens
+			if e.cal != nil && model != "" {
+				e.cal.Observe(model, est, res.Usage.InputTokens)
+			}
+		}
+		if err != nil || len(res.ToolCalls) == 0 || in.Host == nil {
 			return out, err
 		}
 		if err := in.Host.Step(res.Text, res.ToolCalls); err != nil {
 			return out, err
 		}
-		msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+		conv = append(conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+		var consolidate *boundary.Consolidate
 		for _, call := range res.ToolCalls {
 			if err := in.Host.CallStarted(call); err != nil {
 				return out, err
 			}
-			r, err := e.runCall(ctx, in, call)
-			if err != nil {
+			var r ToolResult
+			if call.Name == boundary.ToolConsolidate {
+				c, perr := boundary.ParseConsolidate(json.RawMessage(call.Arguments))
+				if perr != nil {
+					r = ToolResult{Content: perr.Error(), Full: perr.Error(), IsError: true}
+				} else {
+					consolidate = &c
+					r = ToolResult{Content: "Consolidating after this step.", Full: "Consolidating after this step."}
+				}
+				if err := in.Host.CallFinished(call, r); err != nil {
+					return out, err
+				}
+			} else if r, err = e.runCall(ctx, &in, call); err != nil {
 				return out, err
 			}
-			msgs = append(msgs, toolMessage(call, r))
+			conv = append(conv, toolMessage(call, r))
 			if r.IsError && e.mon != nil && ctx.Err() == nil &&
 				e.mon.ToolFailure(in.Chat, turnID(in.Turn), monitor.CallSignature(call.Name, []byte(call.Arguments))) {
 				// The same call keeps failing: pause the turn and say so,
@@ -151,13 +264,45 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			out.Reply = ""
 			return out, err
 		}
+		if consolidate != nil {
+			// The assistant judged a phase done: the boundary runs after
+			// the step's results, recorded as its decision.
+			want := consolidate.Continue
+			b, err := e.consolidate(ctx, &in, conv, ReasonAssistant, &want, 0, in.Host.Last())
+			if err != nil {
+				return out, err
+			}
+			out.Boundary = &b
+			if !b.Continued {
+				out.Reply = ""
+				return out, nil
+			}
+			conv = []provider.Message{openingMessage(b.Opening)}
+			continue
+		}
 		// The tool boundary: messages sent to steer the turn are read now.
 		red, err := in.Host.Redirects()
 		if err != nil {
 			return out, err
 		}
-		msgs = append(msgs, red...)
+		conv = append(conv, red...)
 	}
+}
+
+// openingMessage is the message a cleared conversation opens with.
+func openingMessage(text string) provider.Message {
+	return provider.Message{Role: provider.RoleUser, Content: text, Tokens: tokens.Count(text)}
+}
+
+// BudgetError refuses a request locally, before it is sent: it cannot fit.
+type BudgetError struct {
+	Stage       string // where it was found: preflight or admission
+	Size, Limit int    // the estimated size and the threshold, in tokens
+	Hint        string // what to do
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("budget (%s): the request is about %d tokens and the limit is %d: %s", e.Stage, e.Size, e.Limit, e.Hint)
 }
 
 // ToolLoopError ends a turn whose model kept making the same failing call;
@@ -172,7 +317,7 @@ func turnID(n uint64) string { return "t" + strconv.FormatUint(n, 10) }
 
 // settle runs (Repeat) or skips a call a crash interrupted, or runs a call
 // that had not started.
-func (e *Engine) settle(ctx context.Context, in TurnInput, call provider.ToolCall) (ToolResult, error) {
+func (e *Engine) settle(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
 	switch in.Settle[call.ID] {
 	case Skip:
 		res := ToolResult{Content: SkippedResult, Full: SkippedResult, IsError: true}
@@ -189,8 +334,23 @@ func (e *Engine) settle(ctx context.Context, in TurnInput, call provider.ToolCal
 
 // runCall checks a journaled call against its schema and policy, asks the
 // person when the policy says so, runs it, and journals the result.
-func (e *Engine) runCall(ctx context.Context, in TurnInput, call provider.ToolCall) (ToolResult, error) {
+func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
 	var res ToolResult
+	switch call.Name {
+	case boundary.ToolHandoffUpdate:
+		res = e.handoffUpdate(in, call)
+		return res, in.Host.CallFinished(call, res)
+	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory:
+		res, err := in.Host.Lookup(ctx, call)
+		if err != nil {
+			res = ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
+		}
+		return res, in.Host.CallFinished(call, res)
+	}
+	if e.tools == nil {
+		res = ToolResult{Content: "Not run: no tool " + call.Name + " is offered here.", IsError: true}
+		return res, in.Host.CallFinished(call, res)
+	}
 	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID}
 	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
 	if err := e.tools.Check(call); err != nil {
@@ -345,13 +505,19 @@ func (e *Engine) estimate(req provider.Request) int {
 			n += tokens.Count(m.Content)
 		}
 	}
-	if len(req.Tools) > 0 {
-		e.defsOnce.Do(func() {
-			if b, err := json.Marshal(req.Tools); err == nil {
-				e.defsTokens = tokens.Count(string(b))
-			}
-		})
-		n += e.defsTokens
+	return n + e.defsCount(req.Tools)
+}
+
+// defsCount is the tokens of the tool definitions' JSON. A turn offers the
+// same definitions every time, so they are counted once per Engine.
+func (e *Engine) defsCount(defs []provider.Tool) int {
+	if len(defs) == 0 {
+		return 0
 	}
-	return n
+	e.defsOnce.Do(func() {
+		if b, err := json.Marshal(defs); err == nil {
+			e.defsTokens = tokens.Count(string(b))
+		}
+	})
+	return e.defsTokens
 }

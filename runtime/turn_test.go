@@ -13,6 +13,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/monitor"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
@@ -88,8 +89,44 @@ func looping(t *testing.T) string {
 	return srv.URL
 }
 
-// journal is the smallest Host: it records and allows everything.
-type journal struct{ calls, results int }
+// journal is the smallest Host: it records and allows everything, and
+// keeps a conversation's record in memory.
+type journal struct {
+	calls, results int
+	seq            uint64
+	contexts       []ContextInfo
+	handoff        boundary.Handoff
+	asked          bool
+	boundaries     []Boundary
+	failBoundary   error
+}
+
+func (j *journal) Context(ci ContextInfo, _ provider.Message) error {
+	j.contexts = append(j.contexts, ci)
+	return nil
+}
+func (j *journal) Handoff() (boundary.Handoff, bool) { return j.handoff, j.asked }
+func (j *journal) Last() uint64                      { return j.seq }
+func (j *journal) HandoffUpdated(h boundary.Handoff, asked, answered bool) (uint64, error) {
+	j.seq++
+	j.asked = j.asked || asked
+	if answered {
+		j.handoff = h
+		j.handoff.JudgedSeq = j.seq
+	}
+	return j.seq, nil
+}
+func (j *journal) Boundary(b Boundary) error {
+	if j.failBoundary != nil {
+		return j.failBoundary
+	}
+	j.boundaries = append(j.boundaries, b)
+	j.asked = false
+	return nil
+}
+func (j *journal) Lookup(context.Context, provider.ToolCall) (ToolResult, error) {
+	return ToolResult{Content: "nothing archived"}, nil
+}
 
 func (j *journal) Step(string, []provider.ToolCall) error { return nil }
 func (j *journal) CallStarted(provider.ToolCall) error    { j.calls++; return nil }

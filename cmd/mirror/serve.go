@@ -168,13 +168,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return usageError{err}
 	}
 	engine.SetTools(toolbox)
+	engine.SetDirs(dir, cfg.Dir)
 	store, err := chats.NewStore(db)
 	if err != nil {
 		return err
 	}
 	metrics := monitor.NewMetrics()
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
-		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log})
+		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
+		DataDir: dir, ConfigDir: cfg.Dir})
 
 	var tg *telegram.Bot
 	var routes []gateway.Route

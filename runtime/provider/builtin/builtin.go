@@ -183,6 +183,9 @@ const toolCommand = "/tool"
 // user's. ok is false when it is not a /tool message; name is "" for a bare
 // "/tool".
 func parseTool(msgs []provider.Message) (name, args string, ok bool) {
+	for len(msgs) > 0 && msgs[len(msgs)-1].Role == provider.RoleSystem {
+		msgs = msgs[:len(msgs)-1] // the runtime context a turn carries last
+	}
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role != provider.RoleUser {
 		return "", "", false
 	}

@@ -1,0 +1,278 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+)
+
+// Boundary is what a boundary hands the chat to store: the rows it writes
+// and archives in one transaction.
+type Boundary struct {
+	Reason    string // "hard" (the runtime decided) or "assistant" (consolidate)
+	Record    string // the handoff record, rendered with the template
+	Handoff   boundary.Handoff
+	Continued bool
+	// Why says why a continue was refused, or why the record is the
+	// runtime's own (the assistant did not answer the ask).
+	Why string
+	// Opening is the message the cleared conversation opens with: the
+	// continuity message, or the record with the word that the work ended.
+	Opening string
+	Notes   []string // memory notes reflect wrote
+	// Carry is how many of the chat's newest messages (the ones this turn
+	// picked up) go into the fresh conversation exactly as typed.
+	Carry int
+	// Through is the last seq of the record the conversation reached.
+	Through uint64
+}
+
+// Boundary reasons.
+const (
+	ReasonHard      = "hard"
+	ReasonAssistant = "assistant"
+)
+
+// ErrBoundary wraps a boundary that could not happen; the conversation is
+// left exactly as it was and the next turn tries again.
+var ErrBoundary = errors.New("the boundary could not happen; the conversation is left as it was and the next turn tries again")
+
+// offered is the tools a turn offers: none without a chat to journal
+// them, else the workspace tools and the conversation's own (answered by
+// the turn and its chat: they read and write the chat's record).
+func (e *Engine) offered(withHost bool) []provider.Tool {
+	if !withHost {
+		return nil
+	}
+	var defs []provider.Tool
+	if e.tools != nil {
+		defs = e.tools.Definitions()
+	}
+	return append(defs, boundary.Tools()...)
+}
+
+// Prepare takes a turn's starting reading on the chat's goroutine, so that
+// the runtime context is stored with the pickup rather than in a commit of
+// its own. It leaves in.Prepared nil when the picked messages carry the
+// conversation past hard: the turn then runs a boundary first.
+func (e *Engine) Prepare(in *TurnInput) {
+	chain := e.chains[in.Chain]
+	if len(chain) == 0 || in.Host == nil {
+		return
+	}
+	sz := e.sizer(chain[0], e.offered(true))
+	r := sz.read(in.History)
+	if r.HardReached && in.Picked > 0 && in.Picked < len(in.History) {
+		return
+	}
+	ci := info(r, chain[0].Name)
+	in.Prepared = &Prepared{Info: ci, Msg: contextMessage(ci.Line)}
+}
+
+// sizer measures a conversation against the first model of its chain: the
+// model that answers when nothing fails, and whose window the limits are
+// shares of.
+type sizer struct {
+	e      *Engine
+	m      *Model
+	limits boundary.Limits
+	fixed  int // the system prompt and tool definitions
+}
+
+func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
+	s := sizer{e: e, m: m, fixed: tokens.Count(SystemPrompt) + e.defsCount(defs)}
+	maxAnswer := m.MaxOutput
+	if maxAnswer <= 0 {
+		maxAnswer = responseReserve(m.Window)
+	}
+	s.limits = boundary.NewLimits(m.Window, m.SoftRatio, m.HardRatio, maxAnswer, 0)
+	return s
+}
+
+// responseReserve is max(min(16384, 20% window), 10% window).
+func responseReserve(window int) int {
+	return max(min(16384, window/5), window/10)
+}
+
+// read assesses msgs (without the system prompt) with the calibrated
+// estimate.
+func (s sizer) read(msgs []provider.Message) boundary.Reading {
+	n := tokens.Overhead(len(msgs))
+	for _, m := range msgs {
+		n += messageTokens(m)
+	}
+	if s.e.cal != nil {
+		n = s.e.cal.Correct(s.m.Name, n)
+	}
+	return s.limits.Assess(n, s.fixed)
+}
+
+func messageTokens(m provider.Message) int {
+	n := m.Tokens
+	if n <= 0 {
+		n = tokens.Count(m.Content)
+	}
+	for _, c := range m.ToolCalls {
+		n += tokens.Count(c.Name) + tokens.Count(c.Arguments)
+	}
+	return n
+}
+
+func info(r boundary.Reading, model string) ContextInfo {
+	return ContextInfo{Used: r.Used, Window: r.Window, Soft: r.Soft, Hard: r.Hard, SoftReached: r.SoftReached,
+		HardReached: r.HardReached, Model: model, Line: boundary.ContextLine(r)}
+}
+
+// contextMessage is the runtime context a request carries last: the
+// Context line, the one way the limits reach the assistant. It is a system
+// message: the runtime speaks, not the person (adapters whose API has one
+// instruction turn a later system message into text in place).
+func contextMessage(line string) provider.Message {
+	text := "<runtime-context>\n" + line + "\n</runtime-context>"
+	return provider.Message{Role: provider.RoleSystem, Content: text, Tokens: tokens.Count(text)}
+}
+
+// consolidate runs a boundary: record, reflect, archive and clear (one
+// transaction, the chat's), then says whether the work continues and with
+// what the fresh conversation opens. conv is the conversation being
+// closed, without the system prompt. On error nothing was changed.
+func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider.Message, reason string, want *bool, carry int, through uint64) (Boundary, error) {
+	b := Boundary{Reason: reason, Carry: carry, Through: through}
+	var asked bool
+	b.Handoff, asked = in.Host.Handoff()
+	h := &b.Handoff
+	// 1. The record. At hard with no word from the assistant, ask once,
+	// with a request it can only answer with handoff_update.
+	if h.JudgedSeq == 0 && reason == ReasonHard && !asked {
+		answered, err := e.askRecord(ctx, in, conv, h)
+		if err != nil && ctx.Err() != nil {
+			return b, err
+		}
+		if !answered {
+			b.Why = "The assistant did not answer the request for its record; the conversation continues from the handoff the runtime kept."
+		}
+	}
+	tmpl, err := boundary.LoadTemplate(e.configDir)
+	if err != nil {
+		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+	}
+	if b.Record, err = tmpl.Render(h); err != nil {
+		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+	}
+	// 2. Reflect: what the conversation taught goes to memory. It is
+	// independent of the record, so a failed reflect does not hold the
+	// boundary up; it is said in the boundary row.
+	notes, rerr := e.reflect(ctx, in, conv, through)
+	if rerr != nil {
+		if ctx.Err() != nil {
+			return b, rerr
+		}
+		b.Why = strings.TrimSpace(b.Why + " Reflect failed, so nothing was written to memory: " + rerr.Error())
+	}
+	b.Notes = notes
+	// 3. Continue or stop: the assistant's answer, but never a continue
+	// that nothing is owed for.
+	cont := boundary.Owed(h)
+	if want != nil {
+		cont = *want
+	}
+	if cont && !boundary.Owed(h) {
+		cont = false
+		b.Why = strings.TrimSpace(b.Why + " " + boundary.NotOwed)
+	}
+	b.Continued = cont
+	budget := 8000
+	if m := e.chains[in.Chain]; len(m) > 0 && m[0].ContinuityBudget > 0 {
+		budget = m[0].ContinuityBudget
+	}
+	if cont {
+		b.Opening, _, err = boundary.Continuity(tmpl, h, through, budget, tokens.Count)
+	} else {
+		why := ""
+		if want != nil && *want {
+			why = boundary.NotOwed
+		}
+		b.Opening, _, err = boundary.Ended(tmpl, h, through, why, budget, tokens.Count)
+	}
+	if err != nil {
+		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+	}
+	// 4. Archive and clear, in one transaction of the chat's.
+	if err := in.Host.Boundary(b); err != nil {
+		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+	}
+	return b, nil
+}
+
+// ask is the one forced request for the record. It reports whether the
+// assistant answered with a valid handoff_update, which then stands.
+func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.Message, h *boundary.Handoff) (bool, error) {
+	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
+	msgs = append(msgs, boundary.ForcedAskMessage())
+	req := provider.Request{Messages: msgs, Tools: boundary.ForcedAskTools(), ToolChoice: boundary.ToolHandoffUpdate}
+	res, _, err := e.answer(ctx, e.chains[in.Chain], req, in.Host, func(string) error { return nil })
+	answered := false
+	if err == nil {
+		for _, c := range res.ToolCalls {
+			if c.Name != boundary.ToolHandoffUpdate {
+				continue
+			}
+			next := *h
+			if boundary.ApplyUpdate(&next, json.RawMessage(c.Arguments)) == nil {
+				*h, answered = next, true
+			}
+		}
+	}
+	seq, serr := in.Host.HandoffUpdated(*h, true, answered)
+	if serr != nil {
+		return answered, serr
+	}
+	if answered {
+		h.JudgedSeq = seq
+	}
+	return answered, err
+}
+
+// reflect is the separate model turn (role reflect) that writes what the
+// conversation taught as notes under data_dir/memory.
+func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Message, through uint64) ([]string, error) {
+	chain := e.chains[e.roles.Reflect]
+	if len(chain) == 0 {
+		chain = e.chains[in.Chain]
+	}
+	docs := make([]boundary.Doc, 0, len(conv))
+	for _, m := range conv {
+		if m.Role == provider.RoleUser || m.Role == provider.RoleAssistant {
+			docs = append(docs, boundary.Doc{Role: m.Role, Text: m.Content})
+		}
+	}
+	res, _, err := e.answer(ctx, chain, provider.Request{Messages: boundary.ReflectPrompt(docs)}, nil, func(string) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	if e.dataDir == "" {
+		return nil, nil
+	}
+	return boundary.WriteNotes(e.dataDir, in.Chat, through, time.Now(), boundary.ParseNotes(res.Text))
+}
+
+// handoffUpdate answers the assistant's handoff_update: the record changes
+// only when the arguments are valid, and is stored before the answer.
+func (e *Engine) handoffUpdate(in *TurnInput, call provider.ToolCall) ToolResult {
+	next, _ := in.Host.Handoff()
+	if err := boundary.ApplyUpdate(&next, json.RawMessage(call.Arguments)); err != nil {
+		return ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
+	}
+	if _, err := in.Host.HandoffUpdated(next, false, true); err != nil {
+		return ToolResult{Content: "The record could not be stored: " + err.Error(), IsError: true}
+	}
+	const ok = "The handoff is up to date."
+	return ToolResult{Content: ok, Full: ok}
+}
