@@ -292,8 +292,8 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (bool, 
 // conversation is what a chat knows of its conversation since the latest
 // boundary, beyond its messages: what the next turn's view is built from.
 type conversation struct {
-	start      int             // index in actor.msgs where it begins
-	from       uint64          // seq of the boundary it follows (0: the chat's start)
+	start      int              // index in actor.msgs where it begins
+	from       uint64           // seq of the boundary it follows (0: the chat's start)
 	checkpoint json.RawMessage  // the checkpoint in force
 	handoff    boundary.Handoff // the record as kept: the assistant's half as last written, the runtime's as seen
 	asked      bool             // the runtime asked for the record once already
