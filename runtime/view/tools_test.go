@@ -1,0 +1,104 @@
+package view
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+func TestSafetyNet(t *testing.T) {
+	count := func(s string) int { return (len(s) + 3) / 4 }
+	msgs := []provider.Message{
+		{Role: "system", Content: "sys", Tokens: 100},
+		{Role: "user", Content: "old turn", Tokens: 10},
+		{Role: "assistant", ToolCalls: []provider.ToolCall{{ID: "a", Name: "shell"}}, Tokens: 10},
+		{Role: "tool", ToolCallID: "a", Content: "old result", Tokens: 30000},
+		{Role: "user", Content: "this turn", Tokens: 10},
+	}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprint("c", i)
+		msgs = append(msgs,
+			provider.Message{Role: "assistant", ToolCalls: []provider.ToolCall{{ID: id, Name: "shell"}}, Tokens: 10},
+			provider.Message{Role: "tool", ToolCallID: id, Content: "result " + id, Tokens: 20000})
+	}
+	// Under the mark: untouched, the same slice.
+	if out, n := SafetyNet(msgs, 200000, count); n != 0 || &out[0] != &msgs[0] {
+		t.Fatal("pruned a request far from the ceiling")
+	}
+	out, n := SafetyNet(msgs, 70000, count)
+	if n != 2 {
+		t.Fatalf("pruned %d, want 2", n)
+	}
+	// The running turn's older results go first, oldest first; the newest
+	// result stays; the earlier turn's result was not needed.
+	if !strings.Contains(out[6].Content, `tool_output {"tool_call_id": "c1"}`) || !strings.Contains(out[8].Content, "c2") {
+		t.Errorf("wrong results pruned: %q / %q", out[6].Content, out[8].Content)
+	}
+	if out[10].Content != "result c3" || out[3].Content != "old result" {
+		t.Error("the newest result or an unneeded earlier result was pruned")
+	}
+	if msgs[6].Content != "result c1" {
+		t.Error("SafetyNet changed its input")
+	}
+	// Tighter: the earlier turn's result goes too, never the newest.
+	out, n = SafetyNet(msgs, 40000, count)
+	if n != 3 || out[10].Content != "result c3" {
+		t.Errorf("pruned %d; newest %q", n, out[10].Content)
+	}
+}
+
+const sampleRequest = `{
+ "model": "gpt-4o",
+ "messages": [
+  {"role": "system", "content": "You are helpful."},
+  {"role": "user", "content": [{"type": "text", "text": "look at this"}, {"type": "image_url", "image_url": {"url": "data:x"}}]},
+  {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.go\"}"}}]},
+  {"role": "tool", "tool_call_id": "c1", "content": %q},
+  {"role": "assistant", "content": %q},
+  {"role": "user", "content": "thanks"},
+  {"role": "assistant", "content": "welcome"},
+  {"role": "user", "content": "one more"},
+  {"role": "assistant", "content": "sure"},
+  {"role": "user", "content": "and another"},
+  {"role": "assistant", "content": "done"},
+  {"role": "user", "content": "bye"},
+  {"role": "assistant", "content": "bye"}
+ ],
+ "tools": [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+}`
+
+func TestCheckCompression(t *testing.T) {
+	raw := fmt.Sprintf(sampleRequest, strings.Repeat("line of code\n", 3000), strings.Repeat("A long answer sentence. ", 400))
+	r, err := CheckCompression([]byte(raw), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "gpt-4o" || r.Window != 128000 || r.ImageParts != 1 || r.Images != ImageTokens || r.System == 0 ||
+		r.ToolResults < 6000 || r.ToolCallArgs == 0 || r.ToolDefinitions == 0 || r.Masked != 1 || r.Folded != 1 {
+		t.Errorf("report %+v", r)
+	}
+	if !(r.Total > r.AfterMasking && r.AfterMasking > r.AfterFolding) {
+		t.Errorf("no gain: %d → %d → %d", r.Total, r.AfterMasking, r.AfterFolding)
+	}
+	golden(t, "check_compression.golden", []byte(r.String()))
+
+	for _, bad := range []string{``, `{`, `[]`, `{"messages": [{"role": "user", "content": 5}]}`, `{"messages": [{"role": "robot", "content": "x"}]}`} {
+		if _, err := CheckCompression([]byte(bad), 0); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzCheckCompression(f *testing.F) {
+	f.Add([]byte(fmt.Sprintf(sampleRequest, "x", "y")), 0)
+	f.Add([]byte(`{"messages":[{"role":"tool","content":[{"type":"text","text":"a"}]}]}`), 1000)
+	f.Add([]byte(`{"model":"gpt-4","messages":[{"role":"assistant","tool_calls":[{"id":"","function":{}}]}],"tools":[1]}`), -5)
+	f.Fuzz(func(t *testing.T, raw []byte, window int) {
+		r, err := CheckCompression(raw, window%3000000)
+		if err == nil {
+			_ = r.String()
+		}
+	})
+}
