@@ -167,9 +167,11 @@ func CheckCompression(raw []byte, window int) (Report, error) {
 	tail := b.tailStart(work)
 	var cp Checkpoint
 	r.Masked = b.maskPass(&cp, work, tail, &size, -1)
-	r.AfterMasking = size
+	b.settle(&cp, work)
+	r.AfterMasking = overhead + historyTokens(work) + systems*tokens.MessageOverhead
 	r.Folded = b.foldPass(&cp, work, tail, &size, -1)
-	r.AfterFolding = size
+	b.settle(&cp, work)
+	r.AfterFolding = overhead + historyTokens(work) + systems*tokens.MessageOverhead
 	return r, nil
 }
 

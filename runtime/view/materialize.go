@@ -58,7 +58,8 @@ type build struct {
 	size    int
 	sized   bool // size rests on a measurement
 
-	reports []StageReport
+	reports   []StageReport
+	ptrTokens int // estimated tokens of one pointer
 }
 
 // entry is one message of the view under construction.

@@ -84,9 +84,10 @@ func (b *build) plan(trigger string) (*Checkpoint, string) {
 	if size > target {
 		note += b.evict(cp, work, size, target, min(tail, activeStart(work)))
 	}
-	// Only rows still shown need their cut remembered.
+	// Only rows still shown need their cut remembered, and counted.
 	cp.Masked = keepAfter(cp.Masked, cp.Evicted)
 	cp.Folded = keepAfter(cp.Folded, cp.Evicted)
+	b.settle(cp, work)
 	sort.Slice(cp.Pinned, func(i, j int) bool { return cp.Pinned[i] < cp.Pinned[j] })
 	if len(cp.Cards) > 0 || len(cp.Pinned) > 0 {
 		cp.HeadTokens = b.count(b.headText(cp))
@@ -104,12 +105,12 @@ func (b *build) maskPass(cp *Checkpoint, work []entry, tail int, size *int, targ
 		if e.row == nil || e.kind != KindTool || e.masked || e.row.Pinned {
 			continue
 		}
-		m := b.mask(*e, 0)
+		m := b.mask(*e, b.estimate(e.tokens, len(e.text), 0))
 		if e.tokens-m.tokens < maskMin {
 			continue
 		}
 		*size -= e.tokens - m.tokens
-		cp.Masked = append(cp.Masked, Cut{Seq: e.row.Seq, Tokens: m.tokens})
+		cp.Masked = append(cp.Masked, Cut{Seq: e.row.Seq}) // counted in settle, if it stays in view
 		*e = m
 		n++
 	}
@@ -126,16 +127,57 @@ func (b *build) foldPass(cp *Checkpoint, work []entry, tail int, size *int, targ
 			len(e.text) <= foldMin || len([]rune(e.text)) <= foldMin {
 			continue
 		}
-		f := b.fold(*e, 0)
+		f := b.fold(*e, b.estimate(e.tokens, len(e.text), foldHead+foldTail))
 		if f.tokens >= e.tokens {
 			continue
 		}
 		*size -= e.tokens - f.tokens
-		cp.Folded = append(cp.Folded, Cut{Seq: e.row.Seq, Tokens: f.tokens})
+		cp.Folded = append(cp.Folded, Cut{Seq: e.row.Seq})
 		*e = f
 		n++
 	}
 	return n
+}
+
+// estimate is what a pointer or a fold of an entry of toks tokens and n
+// bytes is likely to cost, before it is counted: most masks of a long
+// history are evicted right after, so counting each would be wasted. keep
+// is the runes of the entry a fold keeps (0 for a pointer).
+func (b *build) estimate(toks, n, keep int) int {
+	if b.ptrTokens == 0 {
+		// Every pointer has the same shape; one count gives its size.
+		b.ptrTokens = b.count(fmt.Sprintf("[Tool result m1000 cleared from this view at a checkpoint: shell call call_1000, 1000 tokens. "+
+			`Get it back with %s {"tool_call_id": "call_1000"}.]`, ToolOutput)) + 8
+	}
+	if keep == 0 {
+		return b.ptrTokens
+	}
+	return b.ptrTokens + toks*min(keep, n)/max(n, 1)
+}
+
+// settle counts the pointers and folds the plan keeps in view, for their
+// Cut.Tokens: the estimate chose them; the count sizes them.
+func (b *build) settle(cp *Checkpoint, work []entry) {
+	if len(cp.Masked) == 0 && len(cp.Folded) == 0 {
+		return
+	}
+	at := make(map[uint64]*entry, len(work))
+	for i := range work {
+		if work[i].row != nil && work[i].row.Seq > cp.Evicted {
+			at[work[i].row.Seq] = &work[i]
+		}
+	}
+	for _, cuts := range [][]Cut{cp.Masked, cp.Folded} {
+		for i := range cuts {
+			if cuts[i].Tokens != 0 {
+				continue
+			}
+			if e := at[cuts[i].Seq]; e != nil {
+				cuts[i].Tokens = b.count(e.text)
+				e.tokens = cuts[i].Tokens
+			}
+		}
+	}
 }
 
 func keepAfter(cs []Cut, evicted uint64) []Cut {

@@ -1,0 +1,83 @@
+package view
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// benchConv is a stored conversation of rows turns of four rows each
+// (user, tool call, result, answer), perRow tokens a row on average.
+func benchConv(rows, perRow int) *conv {
+	c := &conv{}
+	for len(c.rows) < rows {
+		n := len(c.rows)
+		c.user(fmt.Sprintf("request %d", n), perRow/2)
+		c.call++
+		id := fmt.Sprintf("call_%d", c.call)
+		c.add(Row{Kind: KindAssistant, ToolCalls: []provider.ToolCall{{ID: id, Name: "shell", Arguments: fmt.Sprintf(`{"command": "make t%d"}`, n%50)}}, Tokens: 20})
+		c.add(Row{Kind: KindTool, ToolCallID: id, ToolName: "shell", Text: "ok", Tokens: 3*perRow - 20 - perRow/2})
+		c.answer(fmt.Sprintf("answer %d", n), perRow)
+	}
+	return c
+}
+
+// BenchmarkMaterializeFrozen: with a checkpoint in force, a turn costs what
+// was appended since, not the size of the history behind the checkpoint.
+func BenchmarkMaterializeFrozen(b *testing.B) {
+	// The same 100 tokens a row: 10k rows are ~1M tokens, 50k rows ~5M.
+	// The checkpoint keeps the same view of either; only what lies behind
+	// its evicted seq differs.
+	for _, hist := range []int{10000, 50000} {
+		for _, fresh := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("history=%dk/new=%dk", hist/1000, fresh/1000), func(b *testing.B) {
+				c := benchConv(hist, 100)
+				in := Input{Rows: c.rows, Budget: mustBudget(b, 1000000, "full"), Overhead: 2000, Roster: fullRoster, Signals: Signals{Compact: true}}
+				v, err := Materialize(in)
+				if err != nil || v.Checkpoint == nil {
+					b.Fatalf("plan: %v", err)
+				}
+				for i := 0; i < fresh/4; i++ {
+					c.user("more", 1)
+					c.step("shell", `{"command": "ls"}`, "x", 1, false)
+					c.answer("ok", 1)
+				}
+				in.Rows, in.Checkpoint, in.Signals = c.rows, v.Checkpoint, Signals{}
+				in.Context = []Section{{Key: "cwd", Text: "/"}}
+				// As the lead reads them: the rows after the evicted seq (a
+				// cursor seek) and the pinned ones; "all" passes the whole
+				// record, which adds a scan of the evicted rows for pins.
+				after := c.rows[int(v.Checkpoint.Evicted):]
+				for _, rows := range []struct {
+					name string
+					rows []Row
+				}{{"all", c.rows}, {"after-evicted", after}} {
+					b.Run(rows.name, func(b *testing.B) {
+						in.Rows = rows.rows
+						b.ReportAllocs()
+						for b.Loop() {
+							v, err := Materialize(in)
+							if err != nil || v.Checkpoint != nil {
+								b.Fatalf("frozen turn re-planned or failed: %v", err)
+							}
+						}
+					})
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPlanCheckpoint plans a checkpoint over 10k rows (~1M tokens).
+func BenchmarkPlanCheckpoint(b *testing.B) {
+	c := benchConv(10000, 100)
+	in := Input{Rows: c.rows, Budget: mustBudget(b, 0, "auto"), Overhead: 2000, Roster: fullRoster, Signals: Signals{Compact: true}}
+	b.ReportAllocs()
+	for b.Loop() {
+		v, err := Materialize(in)
+		if err != nil || v.Checkpoint == nil {
+			b.Fatal(err)
+		}
+	}
+}
