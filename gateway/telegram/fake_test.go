@@ -41,6 +41,92 @@ type fakeAPI struct {
 	webhook    map[string]string
 	edits      map[int64]int
 	sendsAt    map[int64][]time.Time
+	// pollFail and sendFail, when set, answer every getUpdates, or every
+	// sendMessage and editMessageText, with that Bot API error.
+	pollFail *fakeErr
+	sendFail *fakeErr
+}
+
+// fakeErr is a Bot API error answer.
+type fakeErr struct {
+	code int
+	desc string
+}
+
+// Telegram's texts for the errors the tests provoke (wire-formats §1.3).
+var (
+	errConflict = &fakeErr{409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
+	errInternal = &fakeErr{500, "Internal Server Error"}
+)
+
+func (f *fakeAPI) setPollFail(e *fakeErr) {
+	f.mu.Lock()
+	f.pollFail = e
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+func (f *fakeAPI) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// pushRaw queues an update whose body after the update_id is raw JSON
+// (possibly malformed for its fields).
+func (f *fakeAPI) pushRaw(raw string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextUpdate++
+	id := f.nextUpdate
+	f.updates = append(f.updates, json.RawMessage(fmt.Sprintf(`{"update_id":%d,%s}`, id, raw)))
+	f.ids = append(f.ids, id)
+	f.notifyLocked()
+	return id
+}
+
+// pushGroup pushes a message in group chat (negative id) with the given
+// entities JSON ("" for none) and, when replyTo is set, as a reply to that
+// message of replyFrom (a user id; 42 is the bot). It returns the message_id.
+func (f *fakeAPI) pushGroup(chat, user int64, text, entities string, replyTo int, replyFrom int64) int {
+	id := nextMsgID()
+	extra := ""
+	if entities != "" {
+		extra += `,"entities":` + entities
+	}
+	if replyTo != 0 {
+		extra += fmt.Sprintf(`,"reply_to_message":{"message_id":%d,"from":{"id":%d,"is_bot":%t,"first_name":"R","username":"r"},"chat":{"id":%d,"type":"supergroup"},"date":1767225500,"text":"earlier"}`,
+			replyTo, replyFrom, replyFrom == 42, chat)
+	}
+	f.push("message", fmt.Sprintf(`{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"U%d"},"chat":{"id":%d,"type":"supergroup","title":"Team"},"date":1767225600,"text":%q%s}`,
+		id, user, user, chat, text, extra))
+	return id
+}
+
+// pushReply pushes a private message that replies to message replyTo.
+func (f *fakeAPI) pushReply(chat, user int64, text string, replyTo int) int {
+	id := nextMsgID()
+	ents := ""
+	if strings.HasPrefix(text, "/") {
+		ents = fmt.Sprintf(`,"entities":[{"type":"bot_command","offset":0,"length":%d}]`, len(strings.Fields(text)[0]))
+	}
+	f.push("message", fmt.Sprintf(`{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"U"},"chat":{"id":%d,"type":"private"},"date":1767225600,"text":%q%s,"reply_to_message":{"message_id":%d,"date":1767225500,"chat":{"id":%d,"type":"private"},"text":"earlier"}}`,
+		id, user, chat, text, ents, replyTo, chat))
+	return id
+}
+
+// poke wakes every waitFor (for a condition outside the fake).
+func (f *fakeAPI) poke() {
+	f.mu.Lock()
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+// answerCount returns the texts of answerCallbackQuery so far.
+func (f *fakeAPI) answerCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.answers)
 }
 
 type fakeMsg struct {
@@ -224,8 +310,13 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		offset, _ := strconv.Atoi(r.Form.Get("offset"))
 		f.mu.Lock()
 		f.offsets = append(f.offsets, offset)
+		fail := f.pollFail
 		f.notifyLocked()
 		f.mu.Unlock()
+		if fail != nil {
+			f.fail(w, fail.code, fail.desc, "")
+			return
+		}
 		for {
 			f.mu.Lock()
 			var out []json.RawMessage
@@ -248,6 +339,13 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	case "sendMessage", "editMessageText":
+		f.mu.Lock()
+		fail := f.sendFail
+		f.mu.Unlock()
+		if fail != nil {
+			f.fail(w, fail.code, fail.desc, "")
+			return
+		}
 		text, mode := r.Form.Get("text"), r.Form.Get("parse_mode")
 		if markup := r.Form.Get("reply_markup"); markup != "" && markup != "null" {
 			var kb struct {

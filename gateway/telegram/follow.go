@@ -176,14 +176,15 @@ func (f *follower) run() {
 }
 
 // quiet reports whether the chat has nothing running, queued or waiting to
-// resume, so a retired follower may go: an answer to a recovery starts the
-// turn it resumes before the follower sees any event of it.
+// resume, and the follower has applied every event of it, so a retired
+// follower may go: an answer to a recovery starts (and may even finish) the
+// turn it resumes before the follower has seen any event of it.
 func (f *follower) quiet() bool {
 	c, err := f.b.svc.Get(f.b.ctx, f.key.chat)
 	if errors.Is(err, chats.ErrNotFound) {
 		return true
 	}
-	return err == nil && c.State != chats.StateRunning && c.Pending == 0 && !c.Resume
+	return err == nil && c.State != chats.StateRunning && c.Pending == 0 && !c.Resume && c.Seq <= f.seen
 }
 
 func (f *follower) save() error { return f.saveWith(nil) }
@@ -479,6 +480,9 @@ func (f *follower) land(turn, text, msg string) error {
 			f.b.log.Warn("telegram: final text not delivered", "chat", f.key.chat, "tg", f.key.tg, "err", err)
 		}
 		f.st.Landed = true
+	}
+	if f.b.afterLand != nil {
+		defer f.b.afterLand()
 	}
 	if msg == "" {
 		return f.save()

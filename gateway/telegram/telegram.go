@@ -99,6 +99,9 @@ type Bot struct {
 	// runCmd runs a chat's slash command (the chats service's Command;
 	// tests wrap it to see the text handed over).
 	runCmd func(ctx context.Context, chat, text string, o chats.Origin) (string, error)
+	// afterLand, when set (tests), runs after a follower recorded a final
+	// text and its message mapping.
+	afterLand func()
 
 	mu        sync.Mutex
 	followers map[followKey]*follower
