@@ -102,8 +102,8 @@ func TestCardsGolden(t *testing.T) {
 func TestCardDegrade(t *testing.T) {
 	b := &build{count: func(s string) int { return len(s) }}
 	cards := []Card{
-		{Epoch: 1, From: 1, To: 10, Turns: 2, Files: []string{"a.go", "b.go"}, Requests: []Request{{ID: "m1", Text: "one"}}},
-		{Epoch: 2, From: 11, To: 20, Turns: 2, Files: []string{"c.go"}, Requests: []Request{{ID: "m11", Text: "two"}}},
+		{Epoch: 1, From: 1, To: 10, Turns: 2, Files: []string{"internal/a.go", "internal/b.go", "internal/c.go"}, Requests: []Request{{ID: "m1", Text: "the first request, in words"}}},
+		{Epoch: 2, From: 11, To: 20, Turns: 2, Files: []string{"internal/d.go", "internal/e.go", "internal/f.go"}, Requests: []Request{{ID: "m11", Text: "the second request, in words"}}},
 	}
 	whole := len(cards[0].render()) + len(cards[1].render())
 	b.degrade(cards, whole-1)

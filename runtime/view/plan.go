@@ -105,7 +105,7 @@ func (b *build) maskPass(cp *Checkpoint, work []entry, tail int, size *int, targ
 		if e.row == nil || e.kind != KindTool || e.masked || e.row.Pinned {
 			continue
 		}
-		m := b.mask(*e, b.estimate(e.tokens, len(e.text), 0))
+		m := b.mask(*e, b.estimate(len(e.row.ToolCallID)*2+len(e.row.ToolName)+len(e.row.MessageID())))
 		if e.tokens-m.tokens < maskMin {
 			continue
 		}
@@ -127,35 +127,32 @@ func (b *build) foldPass(cp *Checkpoint, work []entry, tail int, size *int, targ
 			len(e.text) <= foldMin || len([]rune(e.text)) <= foldMin {
 			continue
 		}
-		f := b.fold(*e, b.estimate(e.tokens, len(e.text), foldHead+foldTail))
+		f := b.fold(*e, 0) // folds are few: counted now
 		if f.tokens >= e.tokens {
 			continue
 		}
 		*size -= e.tokens - f.tokens
-		cp.Folded = append(cp.Folded, Cut{Seq: e.row.Seq})
+		cp.Folded = append(cp.Folded, Cut{Seq: e.row.Seq, Tokens: f.tokens})
 		*e = f
 		n++
 	}
 	return n
 }
 
-// estimate is what a pointer or a fold of an entry of toks tokens and n
-// bytes is likely to cost, before it is counted: most masks of a long
-// history are evicted right after, so counting each would be wasted. keep
-// is the runes of the entry a fold keeps (0 for a pointer).
-func (b *build) estimate(toks, n, keep int) int {
+// estimate is what a pointer is likely to cost before it is counted, on
+// the high side: most masks of a long history are evicted right after, so
+// counting each would be wasted. vars is the bytes of its variable parts
+// (ids, tool name), counted again on top of the template's own.
+func (b *build) estimate(vars int) int {
 	if b.ptrTokens == 0 {
 		// Every pointer has the same shape; one count gives its size.
 		b.ptrTokens = b.count(fmt.Sprintf("[Tool result m1000 cleared from this view at a checkpoint: shell call call_1000, 1000 tokens. "+
-			`Get it back with %s {"tool_call_id": "call_1000"}.]`, ToolOutput)) + 8
+			`Get it back with %s {"tool_call_id": "call_1000"}.]`, ToolOutput))
 	}
-	if keep == 0 {
-		return b.ptrTokens
-	}
-	return b.ptrTokens + toks*min(keep, n)/max(n, 1)
+	return b.ptrTokens + vars/2
 }
 
-// settle counts the pointers and folds the plan keeps in view, for their
+// settle counts the pointers the plan keeps in view, for their
 // Cut.Tokens: the estimate chose them; the count sizes them.
 func (b *build) settle(cp *Checkpoint, work []entry) {
 	if len(cp.Masked) == 0 && len(cp.Folded) == 0 {
