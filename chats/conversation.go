@@ -495,7 +495,20 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 	a.replay(bev)
 	a.msgs = append(a.msgs, *opening)
 	a.msgs = append(a.msgs, carried...)
+	if a.s.opt.DataDir != "" {
+		// The record as the boundary wrote it, until the next turn updates it.
+		if err := boundary.WriteHandoff(a.s.opt.DataDir, a.id, b.Record); err != nil {
+			a.s.log.Warn("write handoff", "chat", a.id, "err", err)
+		} else {
+			a.conv.written = b.Record
+		}
+	}
 	return nil
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // MsgContinuity is the state of the message a continued (or ended)
@@ -626,7 +639,7 @@ func (a *actor) writeHandoff() {
 	}
 	h := a.conv.handoff
 	h.Seen.Running = a.running()
-	if h.JudgedSeq == 0 && len(h.Seen.Read)+len(h.Seen.Changed)+len(h.Seen.Commands)+len(h.Seen.Failed) == 0 {
+	if empty, _ := json.Marshal(boundary.Handoff{}); a.conv.written == "" && string(mustJSON(h)) == string(empty) {
 		return
 	}
 	tmpl, err := boundary.LoadTemplate(a.s.opt.ConfigDir)

@@ -151,7 +151,10 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 	// 1. The record. At hard with no word from the assistant, ask once,
 	// with a request it can only answer with handoff_update.
 	if h.JudgedSeq == 0 && reason == ReasonHard && !asked {
-		answered, err := e.askRecord(ctx, in, conv, h)
+		answered, decided, err := e.askRecord(ctx, in, conv, h)
+		if want == nil {
+			want = decided // if it answers, its answer stands
+		}
 		if err != nil && ctx.Err() != nil {
 			return b, err
 		}
@@ -211,33 +214,39 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 	return b, nil
 }
 
-// ask is the one forced request for the record. It reports whether the
-// assistant answered with a valid handoff_update, which then stands.
-func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.Message, h *boundary.Handoff) (bool, error) {
+// askRecord is the one forced request for the record. It reports whether
+// the assistant answered with a valid handoff_update, which then stands,
+// and its consolidate decision when it gave one.
+func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.Message, h *boundary.Handoff) (bool, *bool, error) {
 	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
 	msgs = append(msgs, boundary.ForcedAskMessage())
 	req := provider.Request{Messages: msgs, Tools: boundary.ForcedAskTools(), ToolChoice: boundary.ToolHandoffUpdate}
 	res, _, err := e.answer(ctx, e.chains[in.Chain], req, in.Host, func(string) error { return nil })
 	answered := false
+	var decided *bool
 	if err == nil {
 		for _, c := range res.ToolCalls {
-			if c.Name != boundary.ToolHandoffUpdate {
-				continue
-			}
-			next := *h
-			if boundary.ApplyUpdate(&next, json.RawMessage(c.Arguments)) == nil {
-				*h, answered = next, true
+			switch c.Name {
+			case boundary.ToolHandoffUpdate:
+				next := *h
+				if boundary.ApplyUpdate(&next, json.RawMessage(c.Arguments)) == nil {
+					*h, answered = next, true
+				}
+			case boundary.ToolConsolidate:
+				if d, perr := boundary.ParseConsolidate(json.RawMessage(c.Arguments)); perr == nil {
+					decided = &d.Continue
+				}
 			}
 		}
 	}
 	seq, serr := in.Host.HandoffUpdated(*h, true, answered)
 	if serr != nil {
-		return answered, serr
+		return answered, decided, serr
 	}
 	if answered {
 		h.JudgedSeq = seq
 	}
-	return answered, err
+	return answered, decided, err
 }
 
 // reflect is the separate model turn (role reflect) that writes what the

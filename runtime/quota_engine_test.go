@@ -15,9 +15,9 @@ import (
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/gemini"
 	"github.com/mirror-gateway/mirror/runtime/quota"
-	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
 
 // fakeClock is a quota clock that moves only when advanced: waits need no
@@ -183,6 +183,22 @@ func (h *waitHost) QuotaWait(w quota.Wait) {
 	}
 }
 
+// engineEstimate is the engine's local count of a turn's first request
+// over hist: the system prompt, hist, the runtime context and the tools.
+func engineEstimate(t *testing.T, hist []provider.Message, window int) int {
+	t.Helper()
+	e, err := NewEngine([]*Model{{Name: "m", Provider: builtin.New(0), Window: window}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := TurnInput{Chain: "default", History: hist, Host: &journal{}, Picked: len(hist)}
+	e.Prepare(&in)
+	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, hist...)
+	msgs = append(msgs, in.Prepared.Msg)
+	return e.estimate(provider.Request{Messages: msgs, Tools: e.offered(true)})
+}
+
 func TestQuotaSharedKeyWaitsInsteadOfFailing(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
 	book := quota.New(quota.Options{Clock: clock.Now, NewTimer: clock.NewTimer, MaxWait: 10 * time.Minute})
@@ -190,8 +206,8 @@ func TestQuotaSharedKeyWaitsInsteadOfFailing(t *testing.T) {
 	history := func(i int) []provider.Message {
 		return []provider.Message{{Role: provider.RoleUser, Content: fmt.Sprintf("chat-%d: say hello", i), Tokens: 1000}}
 	}
-	charge := tokens.Count(SystemPrompt) + 1000 + tokens.Overhead(2) // what the engine estimates
-	srv := newTPMGemini(t, clock, 5*charge-1, charge)                // four requests a minute
+	charge := engineEstimate(t, history(0), 1<<20)    // what the engine estimates
+	srv := newTPMGemini(t, clock, 5*charge-1, charge) // four requests a minute
 	const secret = "AIza-test-key"
 	g := gemini.New(gemini.Config{Name: "google", BaseURL: srv.URL + "/v1beta", APIKey: secret})
 	e, err := NewEngine([]*Model{{Name: "flash", ProvName: "google", Provider: g, Remote: "gemini-2.5-flash",

@@ -515,9 +515,13 @@ func (e *Engine) defsCount(defs []provider.Tool) int {
 		return 0
 	}
 	e.defsOnce.Do(func() {
-		if b, err := json.Marshal(defs); err == nil {
-			e.defsTokens = tokens.Count(string(b))
+		// As the wire carries them: the schema as JSON, not as the base64
+		// that marshalling its []byte would give.
+		n := 0
+		for _, d := range defs {
+			n += tokens.Count(d.Name) + tokens.Count(d.Description) + tokens.Count(string(d.Parameters)) + tokens.MessageOverhead
 		}
+		e.defsTokens = n
 	})
 	return e.defsTokens
 }

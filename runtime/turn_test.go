@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,6 +93,7 @@ func looping(t *testing.T) string {
 // journal is the smallest Host: it records and allows everything, and
 // keeps a conversation's record in memory.
 type journal struct {
+	mu             sync.Mutex
 	calls, results int
 	seq            uint64
 	contexts       []ContextInfo
@@ -102,12 +104,24 @@ type journal struct {
 }
 
 func (j *journal) Context(ci ContextInfo, _ provider.Message) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.contexts = append(j.contexts, ci)
 	return nil
 }
-func (j *journal) Handoff() (boundary.Handoff, bool) { return j.handoff, j.asked }
-func (j *journal) Last() uint64                      { return j.seq }
+func (j *journal) Handoff() (boundary.Handoff, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.handoff, j.asked
+}
+func (j *journal) Last() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.seq
+}
 func (j *journal) HandoffUpdated(h boundary.Handoff, asked, answered bool) (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.seq++
 	j.asked = j.asked || asked
 	if answered {
@@ -117,6 +131,8 @@ func (j *journal) HandoffUpdated(h boundary.Handoff, asked, answered bool) (uint
 	return j.seq, nil
 }
 func (j *journal) Boundary(b Boundary) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.failBoundary != nil {
 		return j.failBoundary
 	}

@@ -1,0 +1,416 @@
+package chats
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+	bolt "go.etcd.io/bbolt"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// scripted is a fake OpenAI chat-completions server speaking real SSE. It
+// keeps every request and answers by what the request is: the forced ask,
+// reflect, or an ordinary turn (whose answer the test's reply func picks).
+// Usage is billed as the request's local count, so the soft and hard lines
+// move exactly as the test's messages grow.
+type scripted struct {
+	mu    sync.Mutex
+	reqs  []wireReq
+	asks  int
+	reply func(r wireReq) (text string, calls []provider.ToolCall)
+}
+
+type wireReq struct {
+	Messages []struct {
+		Role       string `json:"role"`
+		Content    string `json:"content"`
+		ToolCallID string `json:"tool_call_id"`
+		ToolCalls  []struct {
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	ToolChoice *struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tool_choice"`
+	Tools []json.RawMessage `json:"tools"`
+}
+
+// last returns the content of the last message of role.
+func (r wireReq) last(role string) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == role {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+func (r wireReq) reflecting() bool {
+	return len(r.Tools) == 0 && len(r.Messages) > 0 && strings.HasPrefix(r.Messages[0].Content, "You read a conversation")
+}
+
+func (f *scripted) serve(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		var r wireReq
+		if err := json.NewDecoder(hr.Body).Decode(&r); err != nil {
+			http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, 400)
+			return
+		}
+		f.mu.Lock()
+		f.reqs = append(f.reqs, r)
+		var text string
+		var calls []provider.ToolCall
+		switch {
+		case r.ToolChoice != nil:
+			f.asks++
+			calls = []provider.ToolCall{{ID: fmt.Sprintf("ask_%d", f.asks), Name: boundary.ToolHandoffUpdate,
+				Arguments: `{"objective":"ship the export feature","done":["the endpoint and its schema"],"remaining":["the partial-export test"],"next_action":"write the partial-export test"}`}}
+		case r.reflecting():
+			text = "## Launch code\nThe person's launch code is 4417."
+		default:
+			text, calls = f.reply(r)
+		}
+		billed := 0
+		for _, m := range r.Messages {
+			billed += tokens.Count(m.Content) + tokens.MessageOverhead
+		}
+		if len(r.Tools) > 0 {
+			b, _ := json.Marshal(r.Tools)
+			billed += tokens.Count(string(b))
+		}
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(v any) {
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		if text != "" {
+			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": text}}}})
+		}
+		for i, c := range calls {
+			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{
+				map[string]any{"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}}}}}})
+		}
+		finish := "stop"
+		if len(calls) > 0 {
+			finish = "tool_calls"
+		}
+		chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}})
+		chunk(map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": billed, "completion_tokens": 5}})
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func (f *scripted) requests() []wireReq {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]wireReq(nil), f.reqs...)
+}
+
+// longEnv is a chat service on a fake OpenAI model with a small window:
+// 8000 tokens, soft 1600, hard 2000.
+type longEnv struct {
+	*env
+	fake    *scripted
+	dataDir string
+}
+
+func newLongEnv(t *testing.T, reply func(wireReq) (string, []provider.ToolCall)) *longEnv {
+	t.Helper()
+	f := &scripted{reply: reply}
+	url := f.serve(t)
+	le := &longEnv{env: &env{t: t, path: filepath.Join(t.TempDir(), "mirror.db")}, fake: f, dataDir: t.TempDir()}
+	if err := os.Chmod(le.dataDir, 0o700); err != nil { // as datadir.Prepare makes it
+		t.Fatal(err)
+	}
+	db, err := OpenDB(le.path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", ProvName: "fake", Provider: openai.New(openai.Config{Name: "fake", BaseURL: url}),
+		Remote: "gpt-4o", Window: 8000, MaxOutput: 200, SoftRatio: 0.20, HardRatio: 0.25, ContinuityBudget: 2000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.SetDirs(le.dataDir, "")
+	le.db, le.store = db, store
+	le.svc = New(Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: le.dataDir})
+	t.Cleanup(le.stop)
+	return le
+}
+
+// words is a message of about n tokens that says fact first.
+func words(fact string, n int) string {
+	return fact + " " + strings.Repeat("lorem ", n)
+}
+
+// turn sends text and waits for its turn to finish.
+func (le *longEnv) turn(t *testing.T, s *sub, chat, text string) {
+	t.Helper()
+	n := count(s.events(), EvTurnFinished) + count(s.events(), EvTurnFailed)
+	if _, err := le.svc.Send(bg, chat, text, fmt.Sprintf("k%d", time.Now().UnixNano()), "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, "the turn's end", func(evs []*Event) bool { return count(evs, EvTurnFinished)+count(evs, EvTurnFailed) > n })
+}
+
+func plain(r wireReq) (string, []provider.ToolCall) {
+	if strings.Contains(r.last("user"), "recall the launch code") && r.Messages[len(r.Messages)-1].Role != "tool" {
+		return "", []provider.ToolCall{{ID: "recall_1", Name: boundary.ToolRecallHistory, Arguments: `{"query":"launch code"}`}}
+	}
+	return "Noted.", nil
+}
+
+func contextLine(r wireReq) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if m := r.Messages[i]; m.Role == "system" && strings.HasPrefix(m.Content, "<runtime-context>") {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+func TestALongSessionReachesSoftThenHardAndCarriesOn(t *testing.T) {
+	le := newLongEnv(t, plain)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, words("The launch code is 4417.", 300))
+	softAt := 0
+	for i := 2; i <= 8 && count(s.events(), EvBoundary) == 0; i++ {
+		le.turn(t, s, c.ID, words(fmt.Sprintf("Step %d of the export.", i), 300))
+		if softAt == 0 && strings.Contains(contextLine(le.lastChatRequest(t)), "Soft 1600: reached.") {
+			softAt = i
+		}
+	}
+	if softAt == 0 {
+		for _, r := range le.fake.requests() {
+			t.Log(contextLine(r))
+		}
+		t.Fatal("the soft line never appeared")
+	}
+	reqs := le.fake.requests()
+	for _, r := range reqs {
+		line := contextLine(r)
+		if strings.Contains(line, "Soft 1600: not reached") && strings.Contains(line, boundary.SoftAdvice) {
+			t.Fatalf("the advice came before soft: %q", line)
+		}
+		if strings.Contains(line, "Soft 1600: reached.") && !strings.Contains(line, boundary.SoftAdvice) {
+			t.Fatalf("soft reached without its advice: %q", line)
+		}
+	}
+	evs := s.events()
+	if count(evs, EvBoundary) != 1 || le.fake.asks != 1 {
+		t.Fatalf("%d boundaries, %d asks; want 1 and 1 (%s)", count(evs, EvBoundary), le.fake.asks, typesOf(evs))
+	}
+	var b *Event
+	for _, ev := range evs {
+		if ev.Type == EvBoundary {
+			b = ev
+		}
+	}
+	if b.Reason != runtime.ReasonHard || b.Continued == nil || !*b.Continued || len(b.Notes) != 1 {
+		t.Fatalf("boundary %+v", b)
+	}
+	// The message that crossed hard went into the fresh conversation
+	// verbatim, right after the continuity message.
+	r := le.lastChatRequest(t)
+	if len(r.Messages) < 3 || !strings.HasPrefix(r.Messages[1].Content, "This conversation was consolidated and cleared") ||
+		!strings.HasPrefix(r.Messages[2].Content, "Step ") {
+		t.Fatalf("the request after the boundary: %+v", r.Messages)
+	}
+	golden(t, "continuity.golden", r.Messages[1].Content)
+	record, err := boundary.ReadHandoff(le.dataDir, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "handoff.golden", record)
+	if notes, _ := os.ReadDir(filepath.Join(le.dataDir, "memory")); len(notes) != 1 {
+		t.Fatalf("memory notes: %v", notes)
+	}
+	// recall_history finds the fact the boundary archived.
+	le.turn(t, s, c.ID, "Please recall the launch code.")
+	var found bool
+	for _, ev := range le.durable(c.ID) {
+		if ev.Type == EvToolResult && ev.Result.Name == boundary.ToolRecallHistory && strings.Contains(ev.Result.Content, "4417") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("recall_history did not find the archived fact")
+	}
+	// A restart rebuilds the same conversation: the request after it
+	// starts from the continuity message again.
+	le.restart2(t)
+	s2 := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s2, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s2, c.ID, "And now?")
+	if r := le.lastChatRequest(t); !strings.HasPrefix(r.Messages[1].Content, "This conversation was consolidated and cleared") {
+		t.Fatalf("after a restart the conversation starts with %q", r.Messages[1].Content)
+	}
+}
+
+func (le *longEnv) restart2(t *testing.T) {
+	t.Helper()
+	eng := le.svc.opt.Turner
+	opt := le.svc.opt
+	le.stop()
+	db, err := OpenDB(le.path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Store, opt.Turner = store, eng
+	le.db, le.store, le.svc = db, store, New(opt)
+}
+
+func (le *longEnv) lastChatRequest(t *testing.T) wireReq {
+	t.Helper()
+	reqs := le.fake.requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if reqs[i].ToolChoice == nil && !reqs[i].reflecting() {
+			return reqs[i]
+		}
+	}
+	t.Fatal("no chat request")
+	return wireReq{}
+}
+
+func TestAFailedArchiveChangesNothingAndTheNextTurnTriesAgain(t *testing.T) {
+	le := newLongEnv(t, plain)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.store.archiveHook = func() error { return errors.New("disk full") }
+	for i := 1; i <= 8 && count(s.events(), EvBoundaryFailed) == 0; i++ {
+		le.turn(t, s, c.ID, words(fmt.Sprintf("Part %d.", i), 300))
+	}
+	evs := s.events()
+	if count(evs, EvBoundaryFailed) != 1 || count(evs, EvBoundary) != 0 {
+		t.Fatalf("want one boundary.failed and no boundary: %s", typesOf(evs))
+	}
+	// Everything is as it was: the turn went on over the whole conversation.
+	r := le.lastChatRequest(t)
+	if !strings.HasPrefix(r.Messages[1].Content, "Part 1.") {
+		t.Fatalf("the conversation changed after a failed archive: starts %q", r.Messages[1].Content)
+	}
+	err := le.db.View(func(tx *bolt.Tx) error {
+		if b, _ := subBucket(tx, bucketArchive, c.ID, false); b != nil && b.Stats().KeyN > 0 {
+			return errors.New("an archive entry was written")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next turn tries again, without asking for the record twice.
+	le.store.archiveHook = nil
+	le.turn(t, s, c.ID, "Next part.")
+	if count(s.events(), EvBoundary) != 1 || le.fake.asks != 1 {
+		t.Fatalf("after the failure: %d boundaries, %d asks", count(s.events(), EvBoundary), le.fake.asks)
+	}
+}
+
+func TestAMidTurnCrossingWaitsForTheTurnsEnd(t *testing.T) {
+	// Each answer to "work" is a long step calling handoff_update: the
+	// step carries the conversation past hard in the middle of the turn.
+	reply := func(r wireReq) (string, []provider.ToolCall) {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == "tool" || !strings.Contains(r.last("user"), "do the work") {
+			return "Done with this part.", nil
+		}
+		return words("Working through the export.", 1500), []provider.ToolCall{{ID: "h1", Name: boundary.ToolHandoffUpdate,
+			Arguments: `{"objective":"ship the export feature","next_action":"write the partial-export test"}`}}
+	}
+	le := newLongEnv(t, reply)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, words("Some context.", 900))
+	before := len(le.fake.requests())
+	le.turn(t, s, c.ID, "Now do the work.")
+	evs := le.durable(c.ID)
+	// Order: the tool's result, then the boundary, then the continuity
+	// message; the request that would have crossed hard was never sent.
+	var order []string
+	for _, ev := range evs {
+		switch ev.Type {
+		case EvToolResult, EvBoundary, EvContinuity, EvTurnFinished:
+			order = append(order, ev.Type)
+		}
+	}
+	want := []string{EvTurnFinished, EvToolResult, EvBoundary, EvContinuity, EvTurnFinished}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	for _, r := range le.fake.requests()[before:] {
+		if !r.reflecting() && len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Role == "tool" {
+			t.Fatal("a request past hard was sent with the tool result")
+		}
+	}
+	if le.fake.asks != 0 {
+		t.Fatalf("the assistant had written its record, yet it was asked %d times", le.fake.asks)
+	}
+}
+
+// golden compares got with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Fatalf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
