@@ -12,6 +12,15 @@
 // follower has sent is persisted, so the final text of a reply lands exactly
 // once across retries, 429s and restarts.
 //
+// In a group the bot answers only messages addressed to it (a mention of
+// @botusername, /command@botusername, or a reply to one of its messages)
+// by an allowed user. A message sent while a turn runs is acknowledged
+// with Delete and Redirect buttons; chats has no way to change a pending
+// message's mode, so Redirect deletes it and sends its text again as a
+// redirect under a client id derived from the original (a repeated press
+// makes no second message). Each Telegram message the bot passed on or
+// sent maps to its Mirror message, so /pin as a reply names it.
+//
 // The bot token never appears in a log line or an error: every error of the
 // library passes through redaction, and the library's logger is ours.
 package telegram
