@@ -466,7 +466,7 @@ func (a *actor) open(ctx context.Context, since *uint64, sub Subscriber, req str
 
 func (a *actor) snapshot(typ string, withMessages bool, req string) *Snapshot {
 	sn := &Snapshot{Type: typ, Chat: a.info(), Pending: make([]Message, 0, len(a.pending)), Seq: a.meta.Seq, Req: req,
-		Approvals: []Approval{}, Recoveries: []Recovery{}}
+		Approvals: []Approval{}, Recoveries: []Recovery{}, Context: a.context, CheckpointThrough: a.conv.evicted}
 	if withMessages {
 		sn.Messages = make([]Message, 0, len(a.msgs))
 		for _, m := range a.msgs {

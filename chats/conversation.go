@@ -299,6 +299,7 @@ type conversation struct {
 	asked      bool             // the runtime asked for the record once already
 	measured   int              // input tokens the provider billed for the last request
 	written    string           // the handoff.md text last written, so an unchanged record is not written again
+	evicted    uint64           // the last seq the checkpoint in force evicted
 }
 
 // replay applies a stored row of long-conversation state, at load and as
@@ -320,7 +321,7 @@ func (a *actor) replay(ev *Event) {
 		text := ev.Text
 		a.compact = &text
 	case EvCheckpoint:
-		a.conv.checkpoint = ev.Checkpoint
+		a.conv.checkpoint, a.conv.evicted = ev.Checkpoint, ev.Through
 	case EvHandoff:
 		if len(ev.Handoff) > 0 {
 			a.conv.setHandoff(ev.Handoff, ev.Seq)
@@ -656,4 +657,28 @@ func (a *actor) writeHandoff() {
 		return
 	}
 	a.conv.written = text
+}
+
+// HandoffEntry is one boundary's record, as the browser lists them.
+type HandoffEntry struct {
+	Number   int       `json:"number"`   // 1 for the chat's first boundary
+	Boundary uint64    `json:"boundary"` // seq of the boundary row
+	From     uint64    `json:"from"`
+	Through  uint64    `json:"through"`
+	Reason   string    `json:"reason"`
+	Time     time.Time `json:"time"`
+	Record   string    `json:"record"`
+}
+
+// Handoffs lists the records a chat's boundaries wrote, oldest first.
+func (s *Service) Handoffs(ctx context.Context, chat string) ([]HandoffEntry, error) {
+	if _, err := s.Get(ctx, chat); err != nil {
+		return nil, err
+	}
+	entries, err := s.archives(chat)
+	out := make([]HandoffEntry, 0, len(entries))
+	for i, e := range entries {
+		out = append(out, HandoffEntry{Number: i + 1, Boundary: e.Boundary, From: e.From, Through: e.Through, Reason: e.Reason, Time: e.Time, Record: e.Record})
+	}
+	return out, err
 }

@@ -256,6 +256,12 @@ type Snapshot struct {
 	Recoveries []Recovery `json:"recoveries"`
 	Seq        uint64     `json:"seq"`
 	Req        string     `json:"req,omitempty"`
+	// Context is the last context reading (the usage ring's numbers).
+	Context *runtime.ContextInfo `json:"context,omitempty"`
+	// CheckpointThrough is the last message the checkpoint in force
+	// evicted from the assistant's view (the "Earlier turns checkpointed"
+	// divider goes after it); 0 when none.
+	CheckpointThrough uint64 `json:"checkpoint_through,omitempty"`
 }
 
 // Delivery is one thing a subscriber receives: an event or a snapshot, or
