@@ -161,7 +161,7 @@ func TestRuntimeContextPlacement(t *testing.T) {
 		roles += m.Role[:1]
 	}
 	// user, its context, the reply, user, this turn's update last.
-	if roles != "uuauu" || v.Messages[1].Content[:18] != "<runtime-context>\n" {
+	if roles != "usaus" || v.Messages[1].Content[:18] != "<runtime-context>\n" {
 		t.Errorf("roles %q: %+v", roles, v.Messages)
 	}
 	if got := v.Messages[4].Content; got != "<runtime-context update>\n## clock\n2\n</runtime-context>" {

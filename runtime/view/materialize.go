@@ -291,7 +291,7 @@ func media(b *build) error {
 		b.base = append(b.base, b.entryOf(r))
 	}
 	if b.cur != nil {
-		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleUser, sections: b.cur, current: true})
+		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
 	}
 	b.report("media", len(b.base), -1, "")
 	return nil
@@ -307,9 +307,11 @@ func (b *build) entryOf(r *Row) entry {
 	case KindTool:
 		e.role, e.callID = provider.RoleTool, r.ToolCallID
 	case KindContext:
-		// Runtime context goes to the model as a user message; its text
+		// Runtime context goes to the model as a system message (the runtime
+		// speaks, not the person; adapters with one instruction turn it into
+		// text in place); its text
 		// depends on the context shown before it (renderContexts).
-		e.role, e.text, e.sections, e.reasoning = provider.RoleUser, "", r.Sections, ""
+		e.role, e.text, e.sections, e.reasoning = provider.RoleSystem, "", r.Sections, ""
 		return e
 	}
 	if e.tokens == 0 {
