@@ -38,6 +38,9 @@ type Options struct {
 	// Quotas returns what /api/quotas shows (the runtime's []quota.Status);
 	// nil answers 503 there.
 	Quotas func() any
+	// DataDir is the data dir, where /api/memory reads the memory notes
+	// boundaries wrote; "" lists none.
+	DataDir string
 }
 
 // Route is one more handler a transport brings.
@@ -85,6 +88,7 @@ func New(opt Options) *Server {
 	s.mux.Handle("GET /api/chats", s.need(http.HandlerFunc(s.apiChats)))
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
 	s.monitorRoutes()
+	s.contextRoutes()
 	for _, rt := range opt.Routes {
 		h := rt.Handler
 		if rt.Private {

@@ -207,6 +207,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(),
+		DataDir: dir,
 		Monitor: mon, Metrics: metrics, Routes: routes, Log: log, Quotas: func() any {
 			if q := engine.Quotas(); q != nil {
 				return q

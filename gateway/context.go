@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config/datadir"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
+)
+
+// The long-conversation routes: what past boundaries wrote down and what
+// they taught. All of them need the token.
+//
+//	GET /api/chats/{id}/handoffs  {"handoffs": [HandoffEntry...]}, oldest first
+//	GET /api/memory               {"notes": [{name, title, modified, size}...]}, newest first
+//	GET /api/memory/{name}        the note itself, text/markdown
+//
+// Memory notes are the markdown files boundaries write in
+// <data_dir>/memory. A note is named by its plain file name only; a name
+// with a path separator, without .md, hidden, or naming anything but a
+// private regular file (a symlink is never followed) is not found.
+
+// maxNotes bounds the memory listing; maxNoteBytes bounds one note read.
+const (
+	maxNotes     = 2000
+	maxNoteBytes = 4 << 20
+)
+
+// MemoryNote is one entry of GET /api/memory.
+type MemoryNote struct {
+	Name     string    `json:"name"`
+	Title    string    `json:"title"`
+	Modified time.Time `json:"modified"`
+	Size     int64     `json:"size"`
+}
+
+func (s *Server) contextRoutes() {
+	s.mux.Handle("GET /api/chats/{id}/handoffs", s.need(http.HandlerFunc(s.apiHandoffs)))
+	s.mux.Handle("GET /api/memory", s.need(http.HandlerFunc(s.apiMemory)))
+	s.mux.Handle("GET /api/memory/{name}", s.need(http.HandlerFunc(s.apiMemoryNote)))
+}
+
+func (s *Server) apiHandoffs(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	list, err := s.opt.Chats.Handoffs(r.Context(), id)
+	switch {
+	case errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrBadInput):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such chat"})
+		return
+	case err != nil:
+		s.log.Error("list handoffs", "chat", id, "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not list the handoffs"})
+		return
+	}
+	if list == nil {
+		list = []chats.HandoffEntry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"handoffs": list})
+}
+
+// memoryDir is <data_dir>/memory, or "" when the server has no data dir.
+func (s *Server) memoryDir() string {
+	if s.opt.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(s.opt.DataDir, boundary.MemoryDir)
+}
+
+// validNoteName accepts what WriteNotes writes: ASCII letters, digits, '-',
+// '_' and '.', ending in .md, not hidden, no "..", at most 255 bytes.
+func validNoteName(name string) bool {
+	if len(name) < 4 || len(name) > 255 || !strings.HasSuffix(name, ".md") || name[0] == '.' || strings.Contains(name, "..") {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// memoryDirUsable checks the data dir and its memory dir with the data
+// dir's rules (real directories of this user, private); a missing memory
+// dir is "no notes yet".
+func (s *Server) memoryDirUsable() (string, error) {
+	dir := s.memoryDir()
+	if dir == "" {
+		return "", fs.ErrNotExist
+	}
+	if err := datadir.CheckDir(s.opt.DataDir); err != nil {
+		return "", err
+	}
+	if err := datadir.CheckDir(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func (s *Server) apiMemory(w http.ResponseWriter, r *http.Request) {
+	notes := []MemoryNote{}
+	dir, err := s.memoryDirUsable()
+	if errors.Is(err, fs.ErrNotExist) {
+		writeJSON(w, http.StatusOK, map[string]any{"notes": notes})
+		return
+	}
+	if err != nil {
+		s.log.Error("memory dir", "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the memory notes"})
+		return
+	}
+	entries, err := os.ReadDir(dir) // types come from lstat: a symlink is not regular
+	if err != nil {
+		s.log.Error("memory dir", "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the memory notes"})
+		return
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !validNoteName(e.Name()) {
+			continue
+		}
+		n, err := readNoteHead(dir, e.Name())
+		if err != nil {
+			continue // unsafe or gone meanwhile: not listed
+		}
+		notes = append(notes, n)
+	}
+	sort.Slice(notes, func(i, j int) bool {
+		if !notes[i].Modified.Equal(notes[j].Modified) {
+			return notes[i].Modified.After(notes[j].Modified)
+		}
+		return notes[i].Name > notes[j].Name
+	})
+	if len(notes) > maxNotes {
+		notes = notes[:maxNotes]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"notes": notes})
+}
+
+// readNoteHead opens a note the data dir's way (O_NOFOLLOW, a private
+// regular file) and reads its title: the first "# " heading, or the name.
+func readNoteHead(dir, name string) (MemoryNote, error) {
+	f, err := datadir.OpenFile(dir, name, os.O_RDONLY)
+	if err != nil {
+		return MemoryNote{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return MemoryNote{}, err
+	}
+	n := MemoryNote{Name: name, Title: strings.TrimSuffix(name, ".md"), Modified: st.ModTime().UTC(), Size: st.Size()}
+	sc := bufio.NewScanner(io.LimitReader(f, 8192))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if t, ok := strings.CutPrefix(line, "# "); ok && strings.TrimSpace(t) != "" {
+			n.Title = strings.TrimSpace(t)
+			break
+		}
+	}
+	return n, nil
+}
+
+func (s *Server) apiMemoryNote(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	notFound := func() {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such memory note"})
+	}
+	if !validNoteName(name) {
+		notFound()
+		return
+	}
+	dir, err := s.memoryDirUsable()
+	if errors.Is(err, fs.ErrNotExist) {
+		notFound()
+		return
+	}
+	if err != nil {
+		s.log.Error("memory dir", "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the memory notes"})
+		return
+	}
+	f, err := datadir.OpenFile(dir, name, os.O_RDONLY)
+	if err != nil {
+		// Missing, a symlink, a directory or someone else's file: all
+		// are "no such note" to a client.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, datadir.ErrUnsafe) {
+			s.log.Warn("memory note", "name", name, "err", err)
+		}
+		notFound()
+		return
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxNoteBytes))
+	if err != nil {
+		s.log.Error("memory note", "name", name, "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the memory note"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
