@@ -15,6 +15,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -134,6 +135,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 				if ev.Message != nil {
 					a.msgs = append(a.msgs, *ev.Message)
 				}
+				a.replayTurn(ev)
 			case EvToolCall:
 				started[ev.Call.ID] = ev
 				calls[ev.Call.ID] = ev.Call
@@ -145,13 +147,16 @@ func loadActor(s *Service, id string) (*actor, error) {
 				delete(started, ev.Result.CallID)
 				delete(a.settled, ev.Result.CallID)
 				a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq,
-					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone})
+					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone,
+					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: tokens.Count(ev.Result.Content)})
 			case EvApprovalRequested:
 				openApprovals[ev.Approval.ID] = ev.Approval
 			case EvApprovalResolved:
 				delete(openApprovals, ev.Approval.ID)
 			case EvTurnStarted:
-				a.compact = nil // the turn that started took the /compact asked before it
+				// The turn that started took the /compact asked before it,
+				// and ran the SessionStart hooks of the checkpoint before it.
+				a.compact, a.conv.checkpointed, a.conv.pruned = nil, false, false
 			case EvMessagePinned, EvClear, EvContext, EvCompact, EvBoundary, EvCheckpoint, EvHandoff, EvRuntimeContext:
 				a.replay(ev)
 			case EvRecoveryRequested:
@@ -680,13 +685,28 @@ func (a *actor) maybeStart() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &turn{id: id, cancel: cancel, seq: ev.Seq, start: time.Now()}
 	a.turn = t
-	hist := a.history()
-	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, History: hist, Host: &host{a: a, t: t}, Settle: a.settled,
-		Picked: len(hist) - picked, Last: last}
-	// The starting reading is stored with the pickup: no commit of its own.
+	rows := a.rows()
+	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, Rows: rows, Host: &host{a: a, t: t}, Settle: a.settled,
+		Picked: len(rows) - picked, Last: last, Measured: a.conv.measured, SessionStart: a.conv.checkpointed,
+		Signals: view.Signals{Pruned: a.conv.pruned}}
+	if a.compact != nil {
+		in.Signals.Compact, in.Signals.Instructions = true, *a.compact
+	}
+	if len(a.conv.checkpoint) > 0 {
+		in.Checkpoint = &view.Checkpoint{}
+		if err := json.Unmarshal(a.conv.checkpoint, in.Checkpoint); err != nil {
+			in.Checkpoint = nil
+		}
+	}
+	a.compact, a.conv.checkpointed, a.conv.pruned = nil, false, false
+	// The view is built now, so what must be stored before the request is
+	// sent goes with the pickup: no commit of its own.
 	a.s.opt.Turner.Prepare(&in)
-	if p := in.Prepared; p != nil {
-		a.appendContext(id, p.Info, p.Msg)
+	if p := in.Prepared; p != nil && p.Err == nil {
+		if p.View.Checkpoint != nil {
+			a.appendCheckpoint(id, p.View.Checkpoint)
+		}
+		a.appendContext(id, p.Info, p.View.Context, p.View.ContextTokens)
 	}
 	a.settled = map[string]string{}
 	go func() {
@@ -714,54 +734,67 @@ func (a *actor) maybeStart() {
 	a.flushC = a.flushT.C
 }
 
-// history is the conversation the model reads, oldest first. A call left
-// without a result before a later message gets one saying so, as providers
-// require; calls open at the very end are the next turn's to settle.
-func (a *actor) history() []provider.Message {
+// rows is the conversation the view is built from: the stored rows since
+// the latest boundary, oldest first. A call left without a result before a
+// later message gets one saying so, as providers require; calls open at the
+// very end are the next turn's to settle.
+func (a *actor) rows() []view.Row {
 	conv := a.msgs[a.conv.start:]
-	// A /clear topic boundary: requests start after the latest one.
-	for i := len(conv) - 1; i >= 0; i-- {
-		if conv[i].Role == RoleClear {
-			conv = conv[i+1:]
-			break
-		}
-	}
-	h := make([]provider.Message, 0, len(conv)+1)
+	rows := make([]view.Row, 0, len(conv)+1)
 	var open []provider.ToolCall
+	var openSeq uint64
 	closeOpen := func() {
 		for _, c := range open {
-			h = append(h, provider.Message{Role: provider.RoleTool, ToolCallID: c.ID, Content: "Not run: the turn ended before this call."})
+			rows = append(rows, view.Row{Seq: openSeq, Kind: view.KindTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
+				Text: "Not run: the turn ended before this call."})
 		}
 		open = nil
 	}
 	for _, m := range conv {
-		switch {
-		case m.Role == provider.RoleTool:
+		r := view.Row{Seq: m.Seq, ID: m.ID, Turn: m.Turn, Text: m.Text, Tokens: m.Tokens, Pinned: m.Pinned}
+		switch m.Role {
+		case provider.RoleTool:
 			for i, c := range open {
 				if c.ID == m.ToolCallID {
 					open = append(open[:i:i], open[i+1:]...)
 					break
 				}
 			}
-			h = append(h, provider.Message{Role: m.Role, Content: m.Text, ToolCallID: m.ToolCallID, Tokens: m.Tokens})
+			r.Kind, r.ToolCallID, r.ToolName, r.IsError = view.KindTool, m.ToolCallID, m.Tool, m.IsError
+			rows = append(rows, r)
 			continue
-		case m.Role == RoleContext:
+		case RoleContext:
 			// The runtime context a past request carried, in its place:
 			// the same rows give the same request bytes.
-			h = append(h, provider.Message{Role: provider.RoleSystem, Content: m.Text, Tokens: m.Tokens})
+			r.Kind, r.Text = view.KindContext, ""
+			_ = json.Unmarshal(m.Sections, &r.Sections)
+			rows = append(rows, r)
 			continue
-		case m.Role != provider.RoleUser && m.Role != provider.RoleAssistant:
+		case RoleClear:
+			r.Kind = view.KindClear
+		case provider.RoleUser:
+			r.Kind = view.KindUser
+			switch {
+			case m.Mode == ModeRedirect:
+				r.Origin = view.OriginAmendment
+			case m.State == MsgContinuity:
+				r.Origin = view.OriginWake
+			}
+		case provider.RoleAssistant:
+			if m.State != MsgDone && m.State != MsgStep {
+				continue // a failed turn's partial text is shown, not sent
+			}
+			r.Kind, r.ToolCalls = view.KindAssistant, m.ToolCalls
+		default:
 			continue
-		case m.Role == provider.RoleAssistant && m.State != MsgDone && m.State != MsgStep:
-			continue // a failed turn's partial text is shown, not sent
 		}
 		closeOpen()
-		h = append(h, provider.Message{Role: m.Role, Content: m.Text, ToolCalls: m.ToolCalls, Tokens: m.Tokens})
+		rows = append(rows, r)
 		if m.State == MsgStep {
-			open = append([]provider.ToolCall(nil), m.ToolCalls...)
+			open, openSeq = append([]provider.ToolCall(nil), m.ToolCalls...), m.Seq
 		}
 	}
-	return h
+	return rows
 }
 
 func (a *actor) onDelta(t *turn, text string) {
@@ -841,8 +874,13 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		outcome = "failed"
 	}
 	a.s.opt.Metrics.TurnFinished(res.Model, time.Since(t.start), res.Usage.InputTokens, res.Usage.OutputTokens, res.Usage.CachedTokens, outcome)
-	if res.Measured > 0 {
-		a.conv.measured = res.Measured
+	if fin != nil {
+		fin.Pruned = res.Pruned
+		if res.Measured.Tokens > 0 {
+			m := res.Measured
+			fin.Measured = &m
+		}
+		a.replayTurn(fin)
 	}
 	a.writeHandoff()
 	a.turn = nil

@@ -192,7 +192,7 @@ func plain(r wireReq) (string, []provider.ToolCall) {
 
 func contextLine(r wireReq) string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
-		if m := r.Messages[i]; m.Role == "system" && strings.HasPrefix(m.Content, "<runtime-context>") {
+		if m := r.Messages[i]; m.Role == "system" && strings.HasPrefix(m.Content, "<runtime-context") {
 			return m.Content
 		}
 	}

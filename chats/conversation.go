@@ -12,6 +12,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -297,7 +298,11 @@ type conversation struct {
 	checkpoint json.RawMessage  // the checkpoint in force
 	handoff    boundary.Handoff // the record as kept: the assistant's half as last written, the runtime's as seen
 	asked      bool             // the runtime asked for the record once already
-	measured   int              // input tokens the provider billed for the last request
+	measured   view.Measurement // what the provider billed for the last request
+	pruned     bool             // the last turn's safety net cleared tool results
+	// checkpointed says a checkpoint was stored since the last turn
+	// started: the next turn runs the SessionStart hooks.
+	checkpointed bool
 	written    string           // the handoff.md text last written, so an unchanged record is not written again
 	evicted    uint64           // the last seq the checkpoint in force evicted
 }
@@ -321,7 +326,7 @@ func (a *actor) replay(ev *Event) {
 		text := ev.Text
 		a.compact = &text
 	case EvCheckpoint:
-		a.conv.checkpoint, a.conv.evicted = ev.Checkpoint, ev.Through
+		a.conv.checkpoint, a.conv.evicted, a.conv.checkpointed = ev.Checkpoint, ev.Through, true
 	case EvHandoff:
 		if len(ev.Handoff) > 0 {
 			a.conv.setHandoff(ev.Handoff, ev.Seq)
@@ -331,7 +336,7 @@ func (a *actor) replay(ev *Event) {
 		}
 	case EvRuntimeContext:
 		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
-			Turn: ev.Turn, State: MsgDone, Sections: ev.Sections})
+			Turn: ev.Turn, State: MsgDone, Sections: ev.Sections, Tokens: ev.Tokens})
 	case EvBoundary:
 		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
 			Text: ev.Record, State: MsgDone})
@@ -345,26 +350,56 @@ func (a *actor) replay(ev *Event) {
 	}
 }
 
-// Context stores the reading a turn starts with when a boundary came first
-// (otherwise it was stored with the pickup), before the request is sent.
-func (h *host) Context(ci runtime.ContextInfo, msg provider.Message) error {
+// Context stores the reading a turn starts with and its runtime context,
+// when the turn built its view itself (otherwise they went with the
+// pickup), before the request is sent.
+func (h *host) Context(ci runtime.ContextInfo, sections []view.Section, toks int) error {
 	return h.a.exec(func() error {
 		if err := h.a.usable(); err != nil {
 			return err
 		}
-		h.a.appendContext(h.t.id, ci, msg)
+		h.a.appendContext(h.t.id, ci, sections, toks)
 		return h.a.flush()
 	})
 }
 
 // appendContext adds a turn's reading and runtime context to the batch.
-func (a *actor) appendContext(turn string, ci runtime.ContextInfo, msg provider.Message) {
+func (a *actor) appendContext(turn string, ci runtime.ContextInfo, sections []view.Section, toks int) {
 	c := ci
 	a.context = &c
 	a.append(&Event{Type: EvContext, Turn: turn, ContextInfo: &c}, Origin{})
-	ev := a.append(&Event{Type: EvRuntimeContext, Turn: turn, Text: msg.Content}, Origin{})
-	a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
-		Turn: turn, Text: msg.Content, State: MsgDone, Tokens: msg.Tokens})
+	if sections == nil {
+		return // nothing changed: nothing sent, nothing stored
+	}
+	raw, _ := json.Marshal(sections)
+	ev := a.append(&Event{Type: EvRuntimeContext, Turn: turn, Sections: raw, Tokens: toks}, Origin{})
+	a.replay(ev)
+}
+
+// Checkpoint stores a checkpoint the view planned, before it is sent.
+func (h *host) Checkpoint(cp *view.Checkpoint) error {
+	return h.a.exec(func() error {
+		if err := h.a.usable(); err != nil {
+			return err
+		}
+		h.a.appendCheckpoint(h.t.id, cp)
+		return h.a.flush()
+	})
+}
+
+func (a *actor) appendCheckpoint(turn string, cp *view.Checkpoint) {
+	raw, _ := json.Marshal(cp)
+	ev := a.append(&Event{Type: EvCheckpoint, Turn: turn, Checkpoint: raw, Through: cp.Evicted}, Origin{})
+	a.replay(ev)
+	a.conv.checkpointed = true // for the next turn, not this one
+}
+
+// replayTurn takes what a finished turn measured.
+func (a *actor) replayTurn(ev *Event) {
+	if ev.Measured != nil {
+		a.conv.measured = *ev.Measured
+	}
+	a.conv.pruned = ev.Pruned
 }
 
 // Handoff is the record as kept now.

@@ -65,8 +65,12 @@ func (h *host) Step(text string, calls []provider.ToolCall) error {
 			return err
 		}
 		seq := h.a.seq + 1
+		toks := tokens.Count(text)
+		for _, c := range calls {
+			toks += tokens.Count(c.Name) + tokens.Count(c.Arguments)
+		}
 		m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: text,
-			State: MsgStep, Turn: h.t.id, ToolCalls: calls, Tokens: tokens.Count(text)}
+			State: MsgStep, Turn: h.t.id, ToolCalls: calls, Tokens: toks}
 		ev := h.a.append(&Event{Type: EvAssistantStep, Turn: h.t.id, Message: m}, Origin{})
 		m.Time = ev.Time
 		h.a.msgs = append(h.a.msgs, *m)
@@ -138,7 +142,8 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) erro
 		}
 		h.a.conv.handoff.Seen.ObserveCall(call.Name, call.Arguments, res.IsError, ev.Seq)
 		h.a.msgs = append(h.a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
-			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: tokens.Count(res.Content)})
+			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: tokens.Count(res.Content),
+			Tool: call.Name, IsError: res.IsError})
 		return h.a.flush()
 	})
 }

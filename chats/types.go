@@ -8,6 +8,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
 // Errors a caller maps to protocol codes. They are returned wrapped with
@@ -139,7 +140,8 @@ type Message struct {
 	ClientID string    `json:"client_id,omitempty"`
 	Turn     string    `json:"turn,omitempty"`
 	Stopped  bool      `json:"stopped,omitempty"`
-	// Tokens is the local token count of Text, computed once when the row is
+	// Tokens is the local token count of what the message sends (its text,
+	// and an assistant step's tool calls), computed once when the row is
 	// written and stored with it.
 	Tokens int `json:"tokens,omitempty"`
 	// ToolCalls are what an assistant step asked for; ToolCallID names the
@@ -150,6 +152,10 @@ type Message struct {
 	Pinned bool `json:"pinned,omitempty"`
 	// Sections are a runtime-context row's sections.
 	Sections json.RawMessage `json:"sections,omitempty"`
+	// Tool and IsError describe a tool message: the tool that answered,
+	// and whether it failed.
+	Tool    string `json:"tool,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
 }
 
 // Running is the turn in progress of a chat.
@@ -197,6 +203,13 @@ type Event struct {
 	// boundary: why it happened (hard or assistant), whether the work
 	// continued, the record it wrote, the last seq it archived, the memory
 	// notes reflect wrote, and why a continue was refused.
+	// turn.finished: what the provider billed for the turn's last request
+	// (the next turn's view starts from it), and whether the in-run safety
+	// net had to clear tool results (the next turn then checkpoints).
+	Measured *view.Measurement `json:"measured,omitempty"`
+	Pruned   bool              `json:"pruned,omitempty"`
+	// runtime.context: the tokens of the update it sent.
+	Tokens    int      `json:"tokens,omitempty"`
 	Reason    string   `json:"reason,omitempty"`
 	Continued *bool    `json:"continued,omitempty"`
 	Record    string   `json:"record,omitempty"`

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/budget"
+	"github.com/mirror-gateway/mirror/runtime/view"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
@@ -58,24 +60,6 @@ func (e *Engine) offered(withHost bool) []provider.Tool {
 	return append(defs, boundary.Tools()...)
 }
 
-// Prepare takes a turn's starting reading on the chat's goroutine, so that
-// the runtime context is stored with the pickup rather than in a commit of
-// its own. It leaves in.Prepared nil when the picked messages carry the
-// conversation past hard: the turn then runs a boundary first.
-func (e *Engine) Prepare(in *TurnInput) {
-	chain := e.chains[in.Chain]
-	if len(chain) == 0 || in.Host == nil {
-		return
-	}
-	sz := e.sizer(chain[0], e.offered(true))
-	r := sz.read(in.History)
-	if r.HardReached && in.Picked > 0 && in.Picked < len(in.History) {
-		return
-	}
-	ci := info(r, chain[0].Name)
-	in.Prepared = &Prepared{Info: ci, Msg: contextMessage(ci.Line)}
-}
-
 // sizer measures a conversation against the first model of its chain: the
 // model that answers when nothing fails, and whose window the limits are
 // shares of.
@@ -83,22 +67,49 @@ type sizer struct {
 	e      *Engine
 	m      *Model
 	limits boundary.Limits
+	budget budget.Budget
+	defs   int // the tool definitions
 	fixed  int // the system prompt and tool definitions
 }
 
 func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
-	s := sizer{e: e, m: m, fixed: tokens.Count(SystemPrompt) + e.defsCount(defs)}
+	s := sizer{e: e, m: m, defs: e.defsCount(defs)}
+	s.fixed = tokens.Count(SystemPrompt) + s.defs
+	s.budget, _ = budget.New(m.Window, m.ContextLimit, 0) // validated at load
 	maxAnswer := m.MaxOutput
 	if maxAnswer <= 0 {
-		maxAnswer = responseReserve(m.Window)
+		maxAnswer = s.budget.Reserve
 	}
-	s.limits = boundary.NewLimits(m.Window, m.SoftRatio, m.HardRatio, maxAnswer, 0)
+	// The effective hard is never above the checkpoint mark: a boundary
+	// comes before the view would have to be re-planned.
+	s.limits = boundary.NewLimits(m.Window, m.SoftRatio, m.HardRatio, maxAnswer, s.budget.Mark-s.fixed)
 	return s
 }
 
-// responseReserve is max(min(16384, 20% window), 10% window).
-func responseReserve(window int) int {
-	return max(min(16384, window/5), window/10)
+// readRows assesses a conversation's stored rows.
+func (s sizer) readRows(rows []view.Row) boundary.Reading {
+	n := tokens.Overhead(len(rows))
+	for i := range rows {
+		n += rowTokens(&rows[i])
+	}
+	if s.e.cal != nil {
+		n = s.e.cal.Correct(s.m.Name, n)
+	}
+	return s.limits.Assess(n, s.fixed)
+}
+
+func rowTokens(r *view.Row) int {
+	if r.Tokens > 0 {
+		return r.Tokens
+	}
+	n := tokens.Count(r.Text)
+	for _, c := range r.ToolCalls {
+		n += tokens.Count(c.Name) + tokens.Count(c.Arguments)
+	}
+	for _, sec := range r.Sections {
+		n += tokens.Count(sec.Text)
+	}
+	return n
 }
 
 // read assesses msgs (without the system prompt) with the calibrated
@@ -130,14 +141,6 @@ func info(r boundary.Reading, model string) ContextInfo {
 		HardReached: r.HardReached, Model: model, Line: boundary.ContextLine(r)}
 }
 
-// contextMessage is the runtime context a request carries last: the
-// Context line, the one way the limits reach the assistant. It is a system
-// message: the runtime speaks, not the person (adapters whose API has one
-// instruction turn a later system message into text in place).
-func contextMessage(line string) provider.Message {
-	text := "<runtime-context>\n" + line + "\n</runtime-context>"
-	return provider.Message{Role: provider.RoleSystem, Content: text, Tokens: tokens.Count(text)}
-}
 
 // consolidate runs a boundary: record, reflect, archive and clear (one
 // transaction, the chat's), then says whether the work continues and with

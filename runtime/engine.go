@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/gemini"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -66,6 +68,8 @@ type Engine struct {
 	cal       *tokens.Calibration // what providers billed against local counts, per model
 	dataDir   string              // memory notes and handoff records live here; "" writes none
 	configDir string              // where a handoff.md beside runtime.yaml overrides the built-in one
+	hooks     *hooks.Runner       // compaction hooks; nil runs none
+	log       *slog.Logger
 }
 
 // New binds the configured models to providers built from cfg. getenv reads
@@ -142,6 +146,9 @@ func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, 
 // SetTools offers t to the model in every turn that has a Host. Call it
 // before the first turn.
 func (e *Engine) SetTools(t *tools.Registry) { e.tools = t }
+
+// SetLog logs what a turn cannot report to its chat (a failed hook).
+func (e *Engine) SetLog(l *slog.Logger) { e.log = l }
 
 // SetDirs names where boundaries write: memory notes and handoff records
 // under dataDir, and the handoff.md template overriding the built-in one in

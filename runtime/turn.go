@@ -13,6 +13,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
+	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
 // MaxSteps bounds the model requests of one turn: a model that keeps calling
@@ -49,9 +50,13 @@ type Host interface {
 	QuotaWait(w quota.Wait)
 
 	// Context stores the reading the turn starts with and the runtime
-	// context its requests carry last, before the first request is sent.
-	// A turn whose reading was Prepared calls it only after a boundary.
-	Context(info ContextInfo, msg provider.Message) error
+	// context sections its view carries (whole; nil when none changed),
+	// before the first request is sent. A turn that was Prepared had them
+	// stored with its pickup.
+	Context(info ContextInfo, sections []view.Section, tokens int) error
+	// Checkpoint stores a checkpoint the view planned, before the request
+	// that carries it is sent.
+	Checkpoint(cp *view.Checkpoint) error
 	// Handoff is the record as kept now: the assistant's half as it last
 	// wrote it, the runtime's half as the record saw it, and whether the
 	// runtime asked for it already in this conversation.
@@ -83,21 +88,37 @@ type TurnInput struct {
 	// without a result because a crash interrupted them: Repeat or Skip.
 	// Open calls not named here had not started, and run as usual.
 	Settle map[string]string
-	// Picked is the index in History where the messages this turn picked
-	// up begin; len(History) when it picked none.
+	// Rows are the conversation's stored rows (since its latest boundary),
+	// oldest first, ending with the ones the turn picked up. When nil, the
+	// rows are made from History (callers without a record).
+	Rows []view.Row
+	// Picked is the index in Rows (or History) where the messages this
+	// turn picked up begin; len(Rows) when it picked none.
 	Picked int
 	// Last is the record's last seq before the turn picked anything up.
 	Last uint64
-	// Prepared is the reading Prepare took on the chat's goroutine, stored
-	// with the pickup; nil when a boundary must come first.
+	// Checkpoint is the checkpoint in force; Measured what the provider
+	// billed for the conversation's last request; Signals the flags that
+	// ask for a checkpoint (a /compact, a prune, an overflow).
+	Checkpoint *view.Checkpoint
+	Measured   view.Measurement
+	Signals    view.Signals
+	// SessionStart says the previous turn took a checkpoint: SessionStart
+	// hooks run (source compact) and their text joins the runtime context.
+	SessionStart bool
+	// Prepared is the view Prepare built on the chat's goroutine, stored
+	// with the pickup; nil when the turn must build it (a boundary first,
+	// hooks to run, calls to settle).
 	Prepared *Prepared
 }
 
-// Prepared is a turn's starting reading and the runtime context its
-// requests carry last.
+// Prepared is a turn's starting reading and view.
 type Prepared struct {
 	Info ContextInfo
-	Msg  provider.Message
+	View view.View
+	// Err is a local budget error: the request cannot fit, and the turn
+	// fails with it before anything is sent.
+	Err error
 }
 
 // TurnResult is a turn's answer.
@@ -108,9 +129,12 @@ type TurnResult struct {
 	Steps int
 	// Boundary is the boundary the turn ran, if any.
 	Boundary *Boundary
-	// Measured is the input the provider billed for the turn's last
-	// request: the measurement the next turn's budget starts from.
-	Measured int
+	// Measured is what the provider billed for the turn's last request:
+	// the measurement the next turn's view starts from.
+	Measured view.Measurement
+	// Pruned says the in-run safety net cleared tool results: the next
+	// turn takes a checkpoint.
+	Pruned bool
 	// Context is the reading the turn started with.
 	Context ContextInfo
 }
@@ -141,39 +165,46 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	var out TurnResult
 	defs := e.offered(in.Host != nil)
 	sz := e.sizer(chain[0], defs)
-	picked := min(max(in.Picked, 0), len(in.History))
+	rows := in.rows()
+	picked := min(max(in.Picked, 0), len(rows))
 	if in.Host == nil {
 		picked = 0
 	}
-	conv := append(make([]provider.Message, 0, len(in.History)+8), in.History...)
 	if in.Host != nil {
-		// A resumed turn first settles the calls its history left open.
-		for _, call := range openCalls(in.History) {
+		// A resumed turn first settles the calls its record left open:
+		// their results must follow them.
+		for _, call := range openCalls(messagesOf(rows)) {
 			res, err := e.settle(ctx, &in, call)
 			if err != nil {
 				return out, err
 			}
-			conv = append(conv, toolMessage(call, res))
+			rows = append(rows, view.Row{Seq: in.Host.Last(), Kind: view.KindTool, ToolCallID: call.ID, ToolName: call.Name,
+				Text: res.Content, IsError: res.IsError, Tokens: tokens.Count(res.Content)})
 		}
 	}
-	// The reading is taken as the turn starts, with the person's message
-	// already counted. If that message is what carries the conversation
-	// past hard, the conversation before it is written down and cleared
-	// first, and the message goes into the fresh one exactly as typed.
+	var v view.View
 	crossed := false
 	if p := in.Prepared; p != nil {
-		out.Context = p.Info
-		conv = append(conv, p.Msg)
-	} else if in.Host != nil {
-		reading := sz.read(conv)
-		if reading.HardReached && picked > 0 {
+		if p.Err != nil {
+			return out, p.Err
+		}
+		v, out.Context = p.View, p.Info
+	} else {
+		// The reading is taken as the turn starts, with the person's
+		// message already counted. If that message is what carries the
+		// conversation past hard, the conversation before it is written
+		// down and cleared first, and the message goes into the fresh one
+		// exactly as typed.
+		reading := sz.readRows(rows)
+		if in.Host != nil && reading.HardReached && picked > 0 && picked < len(rows) {
 			crossed = true
-			b, err := e.consolidate(ctx, &in, conv[:picked], ReasonHard, nil, len(in.History)-picked, in.Last)
+			b, err := e.consolidate(ctx, &in, messagesOf(rows[:picked]), ReasonHard, nil, len(rows)-picked, in.Last)
 			switch {
 			case err == nil:
 				out.Boundary = &b
-				conv = append([]provider.Message{openingMessage(b.Opening)}, conv[picked:]...)
-				reading = sz.read(conv)
+				rows = append([]view.Row{openingRow(b.Opening, in.Host.Last())}, rows[picked:]...)
+				in.Checkpoint, in.Measured = nil, view.Measurement{}
+				reading = sz.readRows(rows)
 			case ctx.Err() != nil:
 				return out, err
 			}
@@ -181,12 +212,13 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			// goes on if it fits, and the next turn tries again.
 		}
 		out.Context = info(reading, chain[0].Name)
-		msg := contextMessage(out.Context.Line)
-		if err := in.Host.Context(out.Context, msg); err != nil {
+		var err error
+		if v, err = e.materialize(ctx, &in, chain[0], sz, rows, out.Context, true); err != nil {
 			return out, err
 		}
-		conv = append(conv, msg)
 	}
+	conv := v.Messages
+	overflowed := false
 	for {
 		if out.Steps == MaxSteps {
 			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
@@ -206,24 +238,45 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 				return out, nil
 			}
 			conv = []provider.Message{openingMessage(b.Opening)}
-		} else if r.Overflow && out.Steps == 0 {
-			return out, &BudgetError{Stage: "preflight", Size: r.Used + sz.fixed + sz.limits.MaxAnswer, Limit: sz.limits.Window,
-				Hint: "the request with the longest answer allowed would not fit the model's window; shorten the message, /compact, or start /new"}
 		}
 		out.Steps++
 		msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
+		// One oversized turn: near the ceiling, results of this turn's
+		// older tool calls are cleared first (a later turn checkpoints).
+		if pruned, n := view.SafetyNet(msgs, sz.budget.Ceiling-sz.defs, tokens.Count); n > 0 {
+			msgs, out.Pruned = pruned, true
+		}
 		req := provider.Request{Messages: msgs, Tools: defs}
 		est := e.estimate(req)
-		res, model, err := e.answer(ctx, chain, req, in.Host, onDelta)
+		var last uint64
+		if in.Host != nil {
+			last = in.Host.Last()
+		}
+		streamed := false
+		res, model, err := e.answer(ctx, chain, req, in.Host, func(text string) error { streamed = true; return onDelta(text) })
 		out.Usage.InputTokens += res.Usage.InputTokens
 		out.Usage.OutputTokens += res.Usage.OutputTokens
 		out.Usage.CachedTokens += res.Usage.CachedTokens
 		out.Reply, out.Model = res.Text, model
 		if res.Usage.InputTokens > 0 {
-			out.Measured = res.Usage.InputTokens
+			out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: v.Epoch, Seq: last}
 			if e.cal != nil && model != "" {
 				e.cal.Observe(model, est, res.Usage.InputTokens)
 			}
+		}
+		empty := err == nil && res.Text == "" && len(res.ToolCalls) == 0
+		if in.Host != nil && out.Steps == 1 && !overflowed && !streamed && ctx.Err() == nil &&
+			(provider.ClassOf(err) == provider.ClassContextLength || empty) {
+			// The provider overflowed, or answered nothing: take a
+			// checkpoint and run the turn again, once.
+			overflowed = true
+			in.Signals.Overflow = true
+			rows = withStored(rows, v)
+			if v, err = e.materialize(ctx, &in, chain[0], sz, rows, out.Context, false); err != nil {
+				return out, err
+			}
+			conv, out.Steps = v.Messages, 0
+			continue
 		}
 		if err != nil || len(res.ToolCalls) == 0 || in.Host == nil {
 			return out, err
@@ -272,7 +325,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			if err != nil {
 				return out, err
 			}
-			out.Boundary = &b
+			out.Boundary, crossed = &b, true
 			if !b.Continued {
 				out.Reply = ""
 				return out, nil
@@ -292,17 +345,6 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 // openingMessage is the message a cleared conversation opens with.
 func openingMessage(text string) provider.Message {
 	return provider.Message{Role: provider.RoleUser, Content: text, Tokens: tokens.Count(text)}
-}
-
-// BudgetError refuses a request locally, before it is sent: it cannot fit.
-type BudgetError struct {
-	Stage       string // where it was found: preflight or admission
-	Size, Limit int    // the estimated size and the threshold, in tokens
-	Hint        string // what to do
-}
-
-func (e *BudgetError) Error() string {
-	return fmt.Sprintf("budget (%s): the request is about %d tokens and the limit is %d: %s", e.Stage, e.Size, e.Limit, e.Hint)
 }
 
 // ToolLoopError ends a turn whose model kept making the same failing call;

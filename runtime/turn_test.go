@@ -20,6 +20,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
+	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -97,16 +98,23 @@ type journal struct {
 	calls, results int
 	seq            uint64
 	contexts       []ContextInfo
+	checkpoints    []*view.Checkpoint
 	handoff        boundary.Handoff
 	asked          bool
 	boundaries     []Boundary
 	failBoundary   error
 }
 
-func (j *journal) Context(ci ContextInfo, _ provider.Message) error {
+func (j *journal) Context(ci ContextInfo, _ []view.Section, _ int) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.contexts = append(j.contexts, ci)
+	return nil
+}
+func (j *journal) Checkpoint(cp *view.Checkpoint) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.checkpoints = append(j.checkpoints, cp)
 	return nil
 }
 func (j *journal) Handoff() (boundary.Handoff, bool) {

@@ -1,0 +1,192 @@
+package runtime
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/hooks"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/view"
+)
+
+// ContextKey is the runtime-context section carrying the Context line.
+const ContextKey = "context"
+
+// sessionStartKey carries what SessionStart hooks said after a checkpoint.
+const sessionStartKey = "session-start"
+
+// SetHooks runs r's compaction hooks around checkpoints. Call it before
+// the first turn.
+func (e *Engine) SetHooks(r *hooks.Runner) { e.hooks = r }
+
+// Prepare builds a turn's view on the chat's goroutine, so that what must
+// be stored before the request is sent (the context reading, the runtime
+// context, a checkpoint) is stored with the pickup rather than in a commit
+// of its own. It leaves in.Prepared nil when the turn must build the view
+// itself: the picked messages carry the conversation past hard (a boundary
+// comes first), calls wait to be settled, or a hook must run.
+func (e *Engine) Prepare(in *TurnInput) {
+	chain := e.chains[in.Chain]
+	if len(chain) == 0 || in.Host == nil || in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
+		return
+	}
+	rows := in.rows()
+	if len(openCalls(messagesOf(rows))) > 0 {
+		return
+	}
+	sz := e.sizer(chain[0], e.offered(true))
+	r := sz.readRows(rows)
+	if r.HardReached && in.Picked > 0 && in.Picked < len(rows) {
+		return
+	}
+	ci := info(r, chain[0].Name)
+	v, err := view.Materialize(e.viewInput(in, sz, rows, ci, ""))
+	if err != nil {
+		in.Prepared = &Prepared{Info: ci, Err: err}
+		return
+	}
+	if v.Checkpoint != nil && (e.hooks.Configured(config.HookPreCompact) || e.hooks.Configured(config.HookPostCompact)) {
+		return
+	}
+	ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, sz.budget.Ceiling, sz.budget.Mark
+	in.Prepared = &Prepared{Info: ci, View: v}
+}
+
+func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextInfo, extra string) view.Input {
+	sections := []view.Section{{Key: ContextKey, Text: ci.Line}}
+	if extra != "" {
+		sections = append(sections, view.Section{Key: sessionStartKey, Text: extra})
+	}
+	roster := make([]string, 0, 8)
+	for _, t := range e.offered(in.Host != nil) {
+		roster = append(roster, t.Name)
+	}
+	return view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
+		Signals: in.Signals, Context: sections, Roster: roster, Count: tokens.Count}
+}
+
+// materialize builds the turn's view on the turn's goroutine: SessionStart
+// hooks after a checkpoint, PreCompact before a planned checkpoint is
+// stored (a block skips it), PostCompact after; then it stores the
+// checkpoint and the runtime context before anything is sent. withContext
+// is false on a rerun, whose context is stored already.
+func (e *Engine) materialize(ctx context.Context, in *TurnInput, m *Model, sz sizer, rows []view.Row, ci ContextInfo, withContext bool) (view.View, error) {
+	session := hooks.Session{SessionID: in.Chat}
+	extra := ""
+	if withContext && in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
+		text, err := e.hooks.SessionStart(ctx, hooks.SessionStartInput{Session: session, Source: hooks.SourceCompact})
+		if err != nil {
+			e.logHook("SessionStart", err)
+		}
+		extra = text
+	}
+	vin := e.viewInput(in, sz, rows, ci, extra)
+	if !withContext {
+		vin.Context = nil
+	}
+	v, err := view.Materialize(vin)
+	if err != nil {
+		return v, err
+	}
+	trigger := hooks.Auto
+	if in.Signals.Compact {
+		trigger = hooks.Manual
+	}
+	if v.Checkpoint != nil && e.hooks.Configured(config.HookPreCompact) {
+		dec, herr := e.hooks.PreCompact(ctx, hooks.PreCompactInput{Session: session, Trigger: trigger, CustomInstructions: in.Signals.Instructions})
+		if herr != nil {
+			e.logHook("PreCompact", herr)
+		}
+		if dec.Block {
+			// A block skips the checkpoint: the view goes as it is, unless
+			// it cannot fit at all, when the view must plan one anyway.
+			vin.Signals, vin.Measured = view.Signals{}, view.Measurement{}
+			if v, err = view.Materialize(vin); err != nil {
+				return v, err
+			}
+		}
+	}
+	if in.Host != nil {
+		if v.Checkpoint != nil {
+			if err := in.Host.Checkpoint(v.Checkpoint); err != nil {
+				return v, err
+			}
+			if e.hooks.Configured(config.HookPostCompact) {
+				if herr := e.hooks.PostCompact(ctx, hooks.PostCompactInput{Session: session, Trigger: trigger}); herr != nil {
+					e.logHook("PostCompact", herr)
+				}
+			}
+		}
+		if withContext {
+			ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, sz.budget.Ceiling, sz.budget.Mark
+			if err := in.Host.Context(ci, v.Context, v.ContextTokens); err != nil {
+				return v, err
+			}
+		}
+	}
+	return v, nil
+}
+
+func (e *Engine) logHook(event string, err error) {
+	if e.log != nil {
+		e.log.Warn("hook failed", "event", event, "err", err)
+	}
+}
+
+// rows is the turn's conversation as stored rows; a caller without a
+// record hands History, numbered here.
+func (in *TurnInput) rows() []view.Row {
+	if in.Rows != nil {
+		return in.Rows
+	}
+	rows := make([]view.Row, 0, len(in.History))
+	for i, m := range in.History {
+		r := view.Row{Seq: uint64(i + 1), Text: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Tokens: m.Tokens}
+		switch m.Role {
+		case provider.RoleAssistant:
+			r.Kind = view.KindAssistant
+		case provider.RoleTool:
+			r.Kind = view.KindTool
+		case provider.RoleSystem:
+			r.Kind = view.KindContext
+			r.Sections = []view.Section{{Key: "note-" + strconv.Itoa(i), Text: m.Content}}
+		default:
+			r.Kind = view.KindUser
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// messagesOf is rows as plain messages, for the requests that read a
+// conversation outside its view (the forced ask, reflect).
+func messagesOf(rows []view.Row) []provider.Message {
+	out := make([]provider.Message, 0, len(rows))
+	for _, r := range rows {
+		switch r.Kind {
+		case view.KindUser:
+			out = append(out, provider.Message{Role: provider.RoleUser, Content: r.Text, Tokens: r.Tokens})
+		case view.KindAssistant:
+			out = append(out, provider.Message{Role: provider.RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls, Tokens: r.Tokens})
+		case view.KindTool:
+			out = append(out, provider.Message{Role: provider.RoleTool, Content: r.Text, ToolCallID: r.ToolCallID, Tokens: r.Tokens})
+		}
+	}
+	return out
+}
+
+// openingRow is the row a cleared conversation opens with, at seq.
+func openingRow(text string, seq uint64) view.Row {
+	return view.Row{Seq: seq, Kind: view.KindUser, Origin: view.OriginWake, Text: text, Tokens: tokens.Count(text)}
+}
+
+// withStored is rows with the runtime context v stored appended, as the
+// record now holds it.
+func withStored(rows []view.Row, v view.View) []view.Row {
+	if v.Context == nil {
+		return rows
+	}
+	return append(rows, view.Row{Kind: view.KindContext, Sections: v.Context, Tokens: v.ContextTokens})
+}
