@@ -303,8 +303,8 @@ type conversation struct {
 	// checkpointed says a checkpoint was stored since the last turn
 	// started: the next turn runs the SessionStart hooks.
 	checkpointed bool
-	written    string           // the handoff.md text last written, so an unchanged record is not written again
-	evicted    uint64           // the last seq the checkpoint in force evicted
+	written      string // the handoff.md text last written, so an unchanged record is not written again
+	evicted      uint64 // the last seq the checkpoint in force evicted
 }
 
 // replay applies a stored row of long-conversation state, at load and as

@@ -10,9 +10,9 @@ import (
 
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/budget"
-	"github.com/mirror-gateway/mirror/runtime/view"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
 // Boundary is what a boundary hands the chat to store: the rows it writes
@@ -140,7 +140,6 @@ func info(r boundary.Reading, model string) ContextInfo {
 	return ContextInfo{Used: r.Used, Window: r.Window, Soft: r.Soft, Hard: r.Hard, SoftReached: r.SoftReached,
 		HardReached: r.HardReached, Model: model, Line: boundary.ContextLine(r)}
 }
-
 
 // consolidate runs a boundary: record, reflect, archive and clear (one
 // transaction, the chat's), then says whether the work continues and with

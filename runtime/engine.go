@@ -16,12 +16,12 @@ import (
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/monitor"
+	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/anthropic"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/gemini"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
-	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
