@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -41,6 +42,10 @@ type MemoryNote struct {
 	Title    string    `json:"title"`
 	Modified time.Time `json:"modified"`
 	Size     int64     `json:"size"`
+	// Chat and Boundary say which boundary wrote the note, read from its
+	// closing line ("From chat C, the boundary at event N, DATE.").
+	Chat     string `json:"chat,omitempty"`
+	Boundary uint64 `json:"boundary,omitempty"`
 }
 
 func (s *Server) contextRoutes() {
@@ -160,12 +165,20 @@ func readNoteHead(dir, name string) (MemoryNote, error) {
 		return MemoryNote{}, err
 	}
 	n := MemoryNote{Name: name, Title: strings.TrimSuffix(name, ".md"), Modified: st.ModTime().UTC(), Size: st.Size()}
-	sc := bufio.NewScanner(io.LimitReader(f, 8192))
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
+	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	titled := false
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		if t, ok := strings.CutPrefix(line, "# "); ok && strings.TrimSpace(t) != "" {
-			n.Title = strings.TrimSpace(t)
-			break
+		if t, ok := strings.CutPrefix(line, "# "); ok && !titled && strings.TrimSpace(t) != "" {
+			n.Title, titled = strings.TrimSpace(t), true
+		}
+		if rest, ok := strings.CutPrefix(line, "From chat "); ok {
+			var chat string
+			var seq uint64
+			if k, _ := fmt.Sscanf(rest, "%s the boundary at event %d,", &chat, &seq); k == 2 {
+				n.Chat, n.Boundary = strings.TrimSuffix(chat, ","), seq
+			}
 		}
 	}
 	return n, nil
