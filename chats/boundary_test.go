@@ -17,6 +17,8 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/hooks"
+	"github.com/mirror-gateway/mirror/runtime/view"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -140,6 +142,10 @@ type longEnv struct {
 }
 
 func newLongEnv(t *testing.T, reply func(wireReq) (string, []provider.ToolCall)) *longEnv {
+	return newLongEnvWith(t, reply, 0.25, nil)
+}
+
+func newLongEnvWith(t *testing.T, reply func(wireReq) (string, []provider.ToolCall), hard float64, hk *hooks.Runner) *longEnv {
 	t.Helper()
 	f := &scripted{reply: reply}
 	url := f.serve(t)
@@ -156,12 +162,13 @@ func newLongEnv(t *testing.T, reply func(wireReq) (string, []provider.ToolCall))
 		t.Fatal(err)
 	}
 	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", ProvName: "fake", Provider: openai.New(openai.Config{Name: "fake", BaseURL: url}),
-		Remote: "gpt-4o", Window: 8000, MaxOutput: 200, SoftRatio: 0.20, HardRatio: 0.25, ContinuityBudget: 2000}},
+		Remote: "gpt-4o", Window: 8000, MaxOutput: 200, SoftRatio: 0.20, HardRatio: hard, ContinuityBudget: 2000}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eng.SetDirs(le.dataDir, "")
+	eng.SetHooks(hk)
 	le.db, le.store = db, store
 	le.svc = New(Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: le.dataDir})
 	t.Cleanup(le.stop)
@@ -412,5 +419,96 @@ func golden(t *testing.T, name, got string) {
 	}
 	if string(want) != got {
 		t.Fatalf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestCompactTakesACheckpointAndGlobalSearchGetsTheTurnBack(t *testing.T) {
+	reply := func(r wireReq) (string, []provider.ToolCall) {
+		last := r.Messages[len(r.Messages)-1]
+		if strings.Contains(r.last("user"), "look back") && last.Role != "tool" {
+			return "", []provider.ToolCall{{ID: "gs1", Name: boundary.ToolGlobalSearch, Arguments: `{"around_message_id":"m2"}`}}
+		}
+		return "Noted.", nil
+	}
+	le := newLongEnvWith(t, reply, 0.9, nil)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, words("The first request names the blue door.", 700))
+	for i := 2; i <= 4; i++ {
+		le.turn(t, s, c.ID, words(fmt.Sprintf("Request %d.", i), 700))
+	}
+	before := le.lastChatRequest(t)
+	if _, err := le.svc.Command(bg, c.ID, "/compact keep the plan", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, "Go on.")
+	var cp *Event
+	for _, ev := range le.durable(c.ID) {
+		if ev.Type == EvCheckpoint {
+			cp = ev
+		}
+	}
+	if cp == nil {
+		t.Fatal("/compact took no checkpoint")
+	}
+	var plan view.Checkpoint
+	if err := json.Unmarshal(cp.Checkpoint, &plan); err != nil || plan.Trigger != view.TriggerManual || plan.Evicted == 0 || cp.Through != plan.Evicted {
+		t.Fatalf("checkpoint %+v (%v)", plan, err)
+	}
+	after := le.lastChatRequest(t)
+	if len(after.Messages) >= len(before.Messages)+2 || strings.Contains(after.Messages[1].Content, "blue door") && len(after.Messages[1].Content) > 2000 {
+		t.Fatalf("the view did not shrink: %d messages before, %d after", len(before.Messages), len(after.Messages))
+	}
+	// The evicted first request comes back whole through global_search.
+	le.turn(t, s, c.ID, "Please look back at the first request.")
+	var found bool
+	for _, ev := range le.durable(c.ID) {
+		if ev.Type == EvToolResult && ev.Result.Name == boundary.ToolGlobalSearch && strings.Contains(ev.Result.Content, "blue door") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("global_search did not bring the evicted message back")
+	}
+	// The snapshot draws the divider after the last evicted message.
+	s2 := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s2, ""); err != nil {
+		t.Fatal(err)
+	}
+	if sn := firstSnapshot(t, s2); sn.CheckpointThrough != plan.Evicted || sn.Context == nil {
+		t.Fatalf("snapshot divider %d context %+v, want %d", sn.CheckpointThrough, sn.Context, plan.Evicted)
+	}
+}
+
+func TestABlockingPreCompactHookSkipsTheCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	got := filepath.Join(dir, "stdin.json")
+	hk := hooks.New(config.Hooks{PreCompact: []config.Hook{{Command: "cat > " + got + "; echo 'not now' >&2; exit 2", Timeout: 10 * time.Second}}}, dir)
+	le := newLongEnvWith(t, plain, 0.9, hk)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		le.turn(t, s, c.ID, words(fmt.Sprintf("Request %d.", i), 700))
+	}
+	if _, err := le.svc.Command(bg, c.ID, "/compact keep the plan", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, "Go on.")
+	if n := count(le.durable(c.ID), EvCheckpoint); n != 0 {
+		t.Fatalf("a blocked checkpoint was taken (%d)", n)
+	}
+	raw, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in map[string]any
+	if err := json.Unmarshal(raw, &in); err != nil || in["hook_event_name"] != "PreCompact" || in["trigger"] != "manual" || in["custom_instructions"] != "keep the plan" {
+		t.Fatalf("the hook read %s (%v)", raw, err)
 	}
 }

@@ -573,6 +573,22 @@ func putArchive(tx *bolt.Tx, s *Store, chat string, e *archiveEntry) error {
 // Lookup answers recall_history and handoff_history from the chat's
 // archive. It only reads, so it runs on the turn's goroutine.
 func (h *host) Lookup(ctx context.Context, call provider.ToolCall) (runtime.ToolResult, error) {
+	switch call.Name {
+	case boundary.ToolToolOutput:
+		id, err := boundary.ParseToolOutput(json.RawMessage(call.Arguments))
+		if err != nil {
+			return runtime.ToolResult{}, err
+		}
+		out, err := h.a.s.toolOutput(h.a.id, id)
+		return runtime.ToolResult{Content: out, Full: out}, err
+	case boundary.ToolGlobalSearch:
+		id, err := boundary.ParseGlobalSearch(json.RawMessage(call.Arguments))
+		if err != nil {
+			return runtime.ToolResult{}, err
+		}
+		out, err := h.a.s.around(h.a.id, id)
+		return runtime.ToolResult{Content: out, Full: out}, err
+	}
 	entries, err := h.a.s.archives(h.a.id)
 	if err != nil {
 		return runtime.ToolResult{}, err
@@ -716,4 +732,95 @@ func (s *Service) Handoffs(ctx context.Context, chat string) ([]HandoffEntry, er
 		out = append(out, HandoffEntry{Number: i + 1, Boundary: e.Boundary, From: e.From, Through: e.Through, Reason: e.Reason, Time: e.Time, Record: e.Record})
 	}
 	return out, err
+}
+
+// toolOutput is the whole stored result of a call of the chat, clipped at
+// boundary.MaxToolOutput characters.
+func (s *Service) toolOutput(chat, callID string) (string, error) {
+	var out string
+	found := false
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		err := eventsSince(tx, chat, 0, func(ev *Event) error {
+			if ev.Type == EvToolResult && ev.Result.CallID == callID {
+				found, out = true, ev.Result.Content
+				if ev.Result.Handle != "" {
+					if ob, _ := subBucket(tx, bucketOutputs, chat, false); ob != nil {
+						if v := ob.Get([]byte(ev.Result.Handle)); v != nil {
+							out = string(v)
+						}
+					}
+				}
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "", fmt.Errorf("%w: no tool call %q in this chat", ErrNotFound, callID)
+	}
+	if r := []rune(out); len(r) > boundary.MaxToolOutput {
+		out = string(r[:boundary.MaxToolOutput]) + fmt.Sprintf("\n[… clipped at %d of %d characters]", boundary.MaxToolOutput, len(r))
+	}
+	return out, nil
+}
+
+// aroundWindow is how many transcript rows global_search shows on each
+// side of the one asked for, and how long each may be.
+const (
+	aroundWindow = 4
+	aroundChars  = 4000
+)
+
+// around shows the chat's transcript around one message, whole or nearly:
+// what a checkpoint folded or evicted from the view.
+func (s *Service) around(chat, id string) (string, error) {
+	seq, err := strconv.ParseUint(strings.TrimPrefix(id, "m"), 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q is not a message id", ErrBadInput, id)
+	}
+	type line struct {
+		seq        uint64
+		role, text string
+	}
+	var lines []line
+	err = s.store.db.View(func(tx *bolt.Tx) error {
+		return eventsSince(tx, chat, 0, func(ev *Event) error {
+			switch {
+			case ev.Message != nil && (ev.Type == EvMessagePicked || ev.Type == EvAssistantStep || ev.Type == EvTurnFinished || ev.Type == EvContinuity):
+				lines = append(lines, line{ev.Message.Seq, ev.Message.Role, ev.Message.Text})
+			case ev.Type == EvToolResult:
+				lines = append(lines, line{ev.Seq, "tool " + ev.Result.Name, ev.Result.Content})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return "", err
+	}
+	at := -1
+	for i, l := range lines {
+		if l.seq == seq {
+			at = i
+		}
+	}
+	if at < 0 {
+		return "", fmt.Errorf("%w: no message %s in this chat", ErrNotFound, id)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Messages around %s, oldest first:\n", id)
+	for _, l := range lines[max(0, at-aroundWindow):min(len(lines), at+aroundWindow+1)] {
+		text := l.text
+		if r := []rune(text); len(r) > aroundChars && l.seq != seq {
+			text = string(r[:aroundChars]) + " […]"
+		}
+		mark := ""
+		if l.seq == seq {
+			mark = " ◀"
+		}
+		fmt.Fprintf(&b, "\n[m%d, %s%s]\n%s\n", l.seq, l.role, mark, text)
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
 }

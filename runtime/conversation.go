@@ -57,7 +57,8 @@ func (e *Engine) offered(withHost bool) []provider.Tool {
 	if e.tools != nil {
 		defs = e.tools.Definitions()
 	}
-	return append(defs, boundary.Tools()...)
+	defs = append(defs, boundary.Tools()...)
+	return append(defs, boundary.ToolOutputTool, boundary.GlobalSearchTool)
 }
 
 // sizer measures a conversation against the first model of its chain: the

@@ -71,7 +71,7 @@ type Host interface {
 	// transaction; on error nothing changed, and the chat says so.
 	Boundary(b Boundary) error
 	// Lookup answers the tools that read the chat's own record:
-	// recall_history and handoff_history.
+	// recall_history, handoff_history, tool_output and global_search.
 	Lookup(ctx context.Context, call provider.ToolCall) (ToolResult, error)
 }
 
@@ -382,7 +382,7 @@ func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolC
 	case boundary.ToolHandoffUpdate:
 		res = e.handoffUpdate(in, call)
 		return res, in.Host.CallFinished(call, res)
-	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory:
+	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory, boundary.ToolToolOutput, boundary.ToolGlobalSearch:
 		res, err := in.Host.Lookup(ctx, call)
 		if err != nil {
 			res = ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
