@@ -18,10 +18,10 @@ import (
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/hooks"
-	"github.com/mirror-gateway/mirror/runtime/view"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
 
