@@ -824,3 +824,40 @@ func (s *Service) around(chat, id string) (string, error) {
 	}
 	return strings.TrimRight(b.String(), "\n"), nil
 }
+
+// Inspection is what a chat's next turn would start from, read from the
+// database without running anything: for `mirror replay`.
+type Inspection struct {
+	Chat       Chat
+	Input      runtime.TurnInput // rows, checkpoint, measurement, signals
+	From       uint64            // the boundary the conversation follows (0: the chat's start)
+	Boundaries int               // boundaries the chat has had
+	Handoff    boundary.Handoff
+	Asked      bool
+	Context    *runtime.ContextInfo // the last reading
+}
+
+// Inspect reads a chat as a turn would see it, from db alone: it starts no
+// actor, writes nothing, and works on a database opened read-only.
+func Inspect(db *bolt.DB, chat string) (Inspection, error) {
+	s := &Service{store: &Store{db: db}, opt: Options{Metrics: nil}}
+	a, err := loadActor(s, chat)
+	if err != nil {
+		return Inspection{}, err
+	}
+	in := runtime.TurnInput{Chat: a.id, Chain: a.meta.Chain, Rows: a.rows(), Measured: a.conv.measured,
+		Signals: view.Signals{Pruned: a.conv.pruned}, SessionStart: a.conv.checkpointed, Last: a.seq}
+	in.Picked = len(in.Rows)
+	if a.compact != nil {
+		in.Signals.Compact, in.Signals.Instructions = true, *a.compact
+	}
+	if len(a.conv.checkpoint) > 0 {
+		cp := &view.Checkpoint{}
+		if json.Unmarshal(a.conv.checkpoint, cp) == nil {
+			in.Checkpoint = cp
+		}
+	}
+	entries, err := s.archives(chat)
+	return Inspection{Chat: a.meta, Input: in, From: a.conv.from, Boundaries: len(entries), Handoff: a.conv.handoff,
+		Asked: a.conv.asked, Context: a.context}, err
+}

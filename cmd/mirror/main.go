@@ -39,6 +39,8 @@ usage:
   mirror token [--config FILE] [--data DIR]
   mirror pair list [--config FILE] [--data DIR]
   mirror pair approve CODE [--config FILE] [--data DIR]
+  mirror replay CHAT [--config FILE] [--data DIR]
+  mirror check-compression FILE [--context-window N]
   mirror version
 `
 
@@ -55,6 +57,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = token(args[1:], stdout, getenv)
 	case "pair":
 		err = pair(ctx, args[1:], stdout, getenv)
+	case "replay":
+		err = replay(args[1:], stdout, getenv)
+	case "check-compression":
+		err = checkCompression(args[1:], stdout)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionLine())
 	case "help", "-h", "--help":

@@ -23,6 +23,7 @@ import (
 	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/monitor"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
@@ -169,6 +170,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	engine.SetTools(toolbox)
 	engine.SetDirs(dir, cfg.Dir)
+	engine.SetHooks(hooks.New(cfg.Hooks, cfg.Dir))
+	engine.SetLog(log)
 	store, err := chats.NewStore(db)
 	if err != nil {
 		return err
