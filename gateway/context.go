@@ -42,10 +42,11 @@ type MemoryNote struct {
 	Title    string    `json:"title"`
 	Modified time.Time `json:"modified"`
 	Size     int64     `json:"size"`
-	// Chat and Boundary say which boundary wrote the note, read from its
-	// closing line ("From chat C, the boundary at event N, DATE.").
-	Chat     string `json:"chat,omitempty"`
-	Boundary uint64 `json:"boundary,omitempty"`
+	// Chat and Through say which boundary wrote the note: its chat and the
+	// last event it archived, read from the note's closing line ("From
+	// chat C, the boundary at event N, DATE.").
+	Chat    string `json:"chat,omitempty"`
+	Through uint64 `json:"through,omitempty"`
 }
 
 func (s *Server) contextRoutes() {
@@ -177,7 +178,7 @@ func readNoteHead(dir, name string) (MemoryNote, error) {
 			var chat string
 			var seq uint64
 			if k, _ := fmt.Sscanf(rest, "%s the boundary at event %d,", &chat, &seq); k == 2 {
-				n.Chat, n.Boundary = strings.TrimSuffix(chat, ","), seq
+				n.Chat, n.Through = strings.TrimSuffix(chat, ","), seq
 			}
 		}
 	}

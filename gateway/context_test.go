@@ -155,7 +155,7 @@ func TestMemoryRoutes(t *testing.T) {
 	if fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Fatalf("notes = %v, want %v (newest first, only private regular .md files)", names, want)
 	}
-	if n := list.Notes[1]; n.Size != int64(len(launch)) || !n.Modified.Equal(base) || n.Chat != "c_abc" || n.Boundary != 36 {
+	if n := list.Notes[1]; n.Size != int64(len(launch)) || !n.Modified.Equal(base) || n.Chat != "c_abc" || n.Through != 36 {
 		t.Fatalf("note meta = %+v", n)
 	}
 

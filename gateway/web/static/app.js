@@ -37,8 +37,37 @@
 //   #mode                         "Steer" toggle, shown while a turn runs: aria-pressed
 //                                 = true sends with mode "redirect"
 //   #toasts .toast                transient errors that belong to no bubble;
-//                                 .toast.command shows what a /changes, /rewind or
-//                                 /stop typed in the composer answered
+//                                 .toast.command shows what a chat command typed in
+//                                 the composer (/changes, /rewind, /stop, /status,
+//                                 /compact, /clear, /pin, /unpin, /new,
+//                                 /prune-sessions) answered
+//
+// Long conversations:
+//   #context                      the usage ring (role=meter): .ring-value is the
+//                                 request size (or used) against the ceiling (or the
+//                                 window), .ring-marks "Soft S · Hard H"; its title and
+//                                 aria-valuetext add "Next checkpoint at N" when known
+//   .boundary[data-boundary=SEQ]  where a boundary archived and cleared the
+//                                 conversation; data-reason = hard | assistant,
+//                                 data-continued = true | false; button.toggle-record
+//                                 (aria-expanded) shows .record, the handoff record
+//                                 rendered as markdown; a.note-link[data-note=NAME]
+//                                 for each memory note it wrote
+//   .msg.runtime-note[data-message=ID]  the continuity message the runtime opened
+//                                 the fresh conversation with (not a user bubble)
+//   .divider.checkpoint           "Earlier turns checkpointed", after the last
+//                                 message the checkpoint in force evicted (one only)
+//   .divider.cleared              "Context cleared here" (/clear)
+//   .note.compact                 "Checkpoint requested" (/compact)
+//   .msg.error.boundary-failed    a boundary that did not happen
+//   button.msg-menu-btn           on user and assistant messages: opens .msg-menu
+//                                 (also on right-click) with button.pin "Pin to agent
+//                                 context" / "Unpin from agent context"
+//   .pinned-mark                  under a pinned message
+//   #memory-open                  opens #panel (a dialog) on the memory notes:
+//                                 .note-item[data-note=NAME] opens one (.panel-note)
+//   #handoffs-open                opens #panel on the open chat's past handoffs
+//                                 (.handoff-item)
 //
 // The open chat is kept in location.hash as "#" + encodeURIComponent(chat id).
 //
@@ -81,6 +110,13 @@ const dom = {
   menu: $('#menu'),
   backdrop: $('#backdrop'),
   toasts: $('#toasts'),
+  handoffsOpen: $('#handoffs-open'),
+  memoryOpen: $('#memory-open'),
+  panel: $('#panel'),
+  panelTitle: $('#panel-title'),
+  panelBody: $('#panel-body'),
+  panelBack: $('#panel-back'),
+  panelClose: $('#panel-close'),
 };
 
 // ---------------------------------------------------------------- state
@@ -104,6 +140,8 @@ const S = {
   redirect: false, // the Steer toggle
   stick: true, // keep the conversation scrolled to the bottom
   rekeys: [], // [{from, to}] DOM keys to carry over on the next render
+  boundaries: new Map(), // chat id -> Map(boundary seq -> {reason, continued, notes, why}) as events told
+  menu: null, // {chat, message}: the open message menu
 };
 
 function newView(id) {
@@ -126,7 +164,10 @@ function newView(id) {
     errors: new Map(), // message id -> error text of a refused edit/delete
     busy: new Map(), // message id -> 'deleting'
     stopping: false,
-    context: null,
+    context: null, // the last context reading (the usage ring)
+    checkpointThrough: 0, // the "Earlier turns checkpointed" divider goes after this seq
+    expanded: new Set(), // keys of expanded records and runtime notes
+    metaAsked: false, // the boundaries' reasons and notes were asked for over HTTP
   };
 }
 
@@ -401,10 +442,17 @@ function onSnapshot(f) {
   v.pending = new Map();
   for (const m of Array.isArray(f.messages) ? f.messages : []) {
     if (!m || !m.id || m.state === 'deleted') continue;
-    if (m.state === 'pending') v.pending.set(m.id, m);
+    if (m.role === 'boundary') addBoundary(v, { seq: m.seq, record: m.text, time: m.time });
+    else if (m.role !== 'user' && m.role !== 'assistant') continue;
+    else if (m.state === 'pending') v.pending.set(m.id, m);
     else addHistory(v, m);
   }
   for (const m of Array.isArray(f.pending) ? f.pending : []) if (m && m.id) v.pending.set(m.id, m);
+  v.context = f.context && typeof f.context === 'object' ? f.context : v.context;
+  v.checkpointThrough = num(f.checkpoint_through, 0);
+  inferContinued(v);
+  v.metaAsked = false;
+  fetchBoundaryMeta(v);
   v.running = f.running ? runningFrom(f.running) : null;
   v.approvals = listToMap(f.approvals, approvalId);
   v.recoveries = listToMap(f.recoveries, recoveryId);
@@ -567,19 +615,41 @@ function applyEvent(v, ev) {
     case 'context':
       v.context = ev;
       return;
+    case 'checkpoint':
+      v.checkpointThrough = num(ev.through, v.checkpointThrough);
+      return;
+    case 'message.pinned': {
+      const e = m && m.id ? v.index.get(m.id) : null;
+      if (e) e.m = { ...e.m, pinned: Boolean(m.pinned) };
+      return;
+    }
+    case 'continuity':
+      if (m && m.id) addHistory(v, { ...m, state: 'continuity' });
+      return;
+    case 'boundary.failed':
+      addItem(v, { kind: 'error', key: `bf:${ev.seq}`, title: 'The boundary did not happen', cls: '', extra: 'boundary-failed',
+        text: `${errorText(ev.error)}. Nothing changed; the next turn tries again.` });
+      return;
+    case 'clear':
+      v.checkpointThrough = 0;
+      addItem(v, { kind: 'divider', key: `cl:${ev.seq}`, text: 'Context cleared here', cls: 'cleared' });
+      return;
+    case 'compact':
+      addItem(v, { kind: 'note', key: `cp:${ev.seq}`, text: 'Checkpoint requested — the next turn takes one.', cls: 'compact' });
+      return;
     case 'quota.wait':
       if (v.running) v.running.wait = { ms: num(ev.wait_ms, 0), at: Date.now() };
       return;
-    case 'boundary':
-      addItem(v, {
-        kind: 'divider',
-        key: `b:${ev.seq}`,
-        text: (ev.reason === 'hard' ? 'The conversation reached its limit and was written down and cleared.' : 'The assistant consolidated the conversation and cleared it.') +
-          (ev.continued ? ' The work carries on.' : ' It waits for you.'),
-      });
+    case 'boundary': {
+      const meta = { reason: ev.reason || '', continued: Boolean(ev.continued), notes: Array.isArray(ev.notes) ? ev.notes : [], why: ev.why || '', through: num(ev.through, 0) };
+      if (!S.boundaries.has(v.id)) S.boundaries.set(v.id, new Map());
+      S.boundaries.get(v.id).set(ev.seq, meta);
+      v.checkpointThrough = 0;
+      addBoundary(v, { seq: ev.seq, record: ev.record || '', time: ev.time, ...meta });
       return;
+    }
     default:
-      // checkpoint, breaker, message.pinned, … only advance seq
+      // handoff.updated, runtime.context, breaker, … only advance seq
   }
 }
 
@@ -655,6 +725,16 @@ function addHistory(v, m) {
   const e = v.index.get(m.id);
   if (e) {
     e.m = { ...e.m, ...m };
+    // A message picked again after a boundary was carried into the fresh
+    // conversation: it moves below the boundary, next to its answer.
+    if (m.state === 'picked') {
+      const i = v.history.indexOf(e);
+      const b = v.history.findLastIndex((x) => x.kind === 'boundary');
+      if (b > i) {
+        v.history.splice(i, 1);
+        v.history.push(e);
+      }
+    }
     return;
   }
   const entry = { kind: 'msg', m };
@@ -665,6 +745,68 @@ function addHistory(v, m) {
 function addItem(v, item) {
   if (v.history.some((e) => e.key === item.key)) return;
   v.history.push(item);
+}
+
+// addBoundary adds (or completes) the boundary divider of seq: from the
+// snapshot's boundary message (the record only) or the boundary event (all).
+function addBoundary(v, b) {
+  const key = `b:${b.seq}`;
+  const known = S.boundaries.get(v.id)?.get(b.seq) || {};
+  const old = v.history.find((e) => e.key === key);
+  if (old) {
+    Object.assign(old, { ...known, ...b, record: b.record || old.record });
+    old.rev = (old.rev || 0) + 1;
+    return;
+  }
+  v.history.push({ kind: 'boundary', key, ...known, ...b, rev: 0 });
+}
+
+// inferContinued: a snapshot's boundary continued when a continuity
+// message follows it before the next boundary.
+function inferContinued(v) {
+  let open = null;
+  for (const e of v.history) {
+    if (e.kind === 'boundary') {
+      if (open && open.continued === undefined) open.continued = false;
+      open = e;
+    } else if (open && e.kind === 'msg' && e.m.state === 'continuity') {
+      if (open.continued === undefined) open.continued = true;
+      open = null;
+    }
+  }
+  if (open && open.continued === undefined) open.continued = false;
+}
+
+// fetchBoundaryMeta asks for what a snapshot's boundary messages do not
+// carry: the reason (past handoffs) and the memory notes each wrote.
+async function fetchBoundaryMeta(v) {
+  const missing = v.history.filter((e) => e.kind === 'boundary' && (!e.reason || !e.notes));
+  if (!missing.length || v.metaAsked) return;
+  v.metaAsked = true;
+  const [handoffs, notes] = await Promise.all([getJSON(`/api/chats/${encodeURIComponent(v.id)}/handoffs`), getJSON('/api/memory')]);
+  for (const e of missing) {
+    const h = (handoffs?.handoffs || []).find((x) => x.boundary === e.seq);
+    if (h && !e.reason) e.reason = h.reason;
+    if (h && !e.through) e.through = h.through;
+    // A note names its boundary by the last event that boundary archived.
+    const mine = (n) => n.chat === v.id && num(n.through, 0) > 0 && n.through === e.through;
+    if (!e.notes) e.notes = (notes?.notes || []).filter(mine).map((n) => n.name);
+    e.rev = (e.rev || 0) + 1;
+  }
+  render();
+}
+
+async function getJSON(url) {
+  try {
+    const r = await fetch(url, { credentials: 'same-origin', cache: 'no-store' });
+    if (r.status === 401) {
+      goLogin();
+      return null;
+    }
+    return r.ok ? await r.json() : null;
+  } catch {
+    return null;
+  }
 }
 
 function listToMap(list, idOf) {
@@ -838,7 +980,7 @@ function createChat(then) {
 }
 
 // Chat commands the gateway runs itself rather than the model.
-const COMMAND = /^\/(changes|rewind|stop)(\s|$)/;
+const COMMAND = /^\/(changes|rewind|stop|status|compact|clear|pin|unpin|new|prune-sessions)(\s|$)/;
 
 function sendMessage(chat, text, mode) {
   if (chat && COMMAND.test(text.trim())) {
@@ -927,6 +1069,144 @@ function stopTurn() {
   if (request({ type: 'turn.stop', chat: v.id }, { kind: 'stop', chat: v.id })) v.stopping = true;
   else toast('Not connected — try again in a moment.');
   render();
+}
+
+function toggleMenu(v, id) {
+  const open = S.menu && S.menu.chat === v.id && S.menu.message === id;
+  S.menu = open ? null : { chat: v.id, message: id };
+  render();
+}
+
+function closeMenu(focusBack) {
+  if (!S.menu) return;
+  const id = S.menu.message;
+  S.menu = null;
+  render();
+  if (focusBack) requestAnimationFrame(() => dom.messages.querySelector(`[data-message="${CSS.escape(id)}"] .msg-menu-btn`)?.focus());
+}
+
+// pinMessage asks to pin (or unpin) a message in the assistant's view; the
+// mark changes when message.pinned comes back.
+function pinMessage(v, id) {
+  const e = v.index.get(id);
+  S.menu = null;
+  if (!e) return render();
+  const pinned = !e.m.pinned;
+  if (!request({ type: 'message.pin', chat: v.id, message: id, pinned }, { kind: 'pin', chat: v.id, message: id })) toast('Not connected — try again in a moment.');
+  render();
+}
+
+function toggleExpanded(v, key) {
+  if (v.expanded.has(key)) v.expanded.delete(key);
+  else v.expanded.add(key);
+  render();
+}
+
+// ---------------------------------------------------------------- panel: memory and past handoffs
+
+const panel = { kind: null, note: null, chat: null, seq: 0, opener: null };
+
+function openPanel(kind, arg) {
+  panel.kind = kind;
+  panel.note = null;
+  panel.chat = kind === 'handoffs' ? arg : null;
+  panel.opener = document.activeElement;
+  if (!dom.panel.open) dom.panel.showModal();
+  if (kind === 'memory') {
+    if (arg) return showNote(arg, false);
+    return showMemory();
+  }
+  return showHandoffs(arg);
+}
+
+function panelState(title, ...body) {
+  dom.panelTitle.textContent = title;
+  dom.panelBody.replaceChildren(...body);
+  dom.panelBody.scrollTop = 0;
+}
+
+function panelLoading(title) {
+  dom.panelBack.hidden = true;
+  panelState(title, h('p', { class: 'panel-empty' }, h('span', { class: 'spinner sm', 'aria-hidden': 'true' }), 'Loading…'));
+  return ++panel.seq;
+}
+
+async function showMemory() {
+  const seq = panelLoading('Memory');
+  const data = await getJSON('/api/memory');
+  if (seq !== panel.seq) return;
+  const notes = data?.notes;
+  if (!Array.isArray(notes)) return panelState('Memory', h('p', { class: 'panel-empty error' }, 'The memory notes could not be read.'));
+  const intro = h('p', { class: 'panel-intro' }, 'What boundaries taught: each note was written when a long conversation was archived and cleared. The assistant reads them back with its memory tools.');
+  if (!notes.length) return panelState('Memory', intro, h('p', { class: 'panel-empty' }, 'No memory notes yet.'));
+  const list = h('ul', { class: 'panel-list' });
+  for (const n of notes) {
+    const chat = n.chat && S.chats.get(n.chat);
+    list.append(h('li', null, h('button', { class: 'note-item', type: 'button', 'data-note': n.name },
+      h('span', { class: 'item-title' }, n.title || n.name),
+      h('span', { class: 'item-meta' }, [n.modified ? longTime(n.modified) : '', chat ? `from “${chatName(chat)}”` : '', fmtBytes(n.size)].filter(Boolean).join(' · ')))));
+  }
+  panelState('Memory', intro, list);
+}
+
+async function showNote(name, back = true) {
+  panel.note = name;
+  const seq = panelLoading(noteTitle(name));
+  let text = null;
+  try {
+    const r = await fetch(`/api/memory/${encodeURIComponent(name)}`, { credentials: 'same-origin', cache: 'no-store' });
+    if (r.status === 401) return goLogin();
+    if (r.ok) text = await r.text();
+  } catch {
+    text = null;
+  }
+  if (seq !== panel.seq) return;
+  dom.panelBack.hidden = !back;
+  if (text == null) return panelState(noteTitle(name), h('p', { class: 'panel-empty error' }, 'That memory note was not found.'));
+  const md = h('div', { class: 'md panel-note', 'data-note': name });
+  md.append(renderMarkdown(text));
+  panelState(noteTitle(name), md, h('p', { class: 'panel-foot' }, h('code', null, name)));
+}
+
+async function showHandoffs(chat) {
+  const c = S.chats.get(chat);
+  const title = `Past handoffs · ${chatName(c)}`;
+  const seq = panelLoading(title);
+  const data = await getJSON(`/api/chats/${encodeURIComponent(chat)}/handoffs`);
+  if (seq !== panel.seq) return;
+  const list = data?.handoffs;
+  if (!Array.isArray(list)) return panelState(title, h('p', { class: 'panel-empty error' }, 'The past handoffs could not be read.'));
+  const intro = h('p', { class: 'panel-intro' }, 'Each boundary wrote down where the work stood before it archived and cleared the conversation.');
+  if (!list.length) return panelState(title, intro, h('p', { class: 'panel-empty' }, 'No boundary has happened in this chat yet.'));
+  const ul = h('ul', { class: 'panel-list' });
+  for (const e of [...list].reverse()) {
+    const d = h('details', { class: 'handoff-item', 'data-boundary': e.boundary });
+    d.append(h('summary', null,
+      h('span', { class: 'item-title' }, `Handoff ${e.number}`),
+      h('span', { class: 'item-meta' }, [e.reason === 'hard' ? 'hard limit' : e.reason === 'assistant' ? 'the assistant consolidated' : e.reason,
+        e.time ? longTime(e.time) : '', `events ${e.from}–${e.through}`].filter(Boolean).join(' · '))));
+    const md = h('div', { class: 'md record' });
+    md.append(renderMarkdown(e.record || '(no record)'));
+    d.append(md);
+    ul.append(h('li', null, d));
+  }
+  ul.querySelector('details')?.setAttribute('open', '');
+  panelState(title, intro, ul);
+}
+
+function closePanel() {
+  if (dom.panel.open) dom.panel.close();
+}
+
+function longTime(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '';
+  return d.toLocaleString([], { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+}
+
+function fmtBytes(n) {
+  n = num(n, 0);
+  return n >= 1024 ? `${(n / 1024).toFixed(n >= 10240 ? 0 : 1)} KB` : `${n} B`;
 }
 
 function answerApproval(v, id, allow) {
@@ -1033,17 +1313,78 @@ function renderHeader() {
   dom.chatState.hidden = !running;
   document.title = c ? `${running ? '● ' : ''}${name} · Mirror` : 'Mirror';
   const v = currentView();
-  const ctx = v && v.context;
-  if (ctx && num(ctx.window, 0) > 0) {
-    const pct = Math.min(100, Math.round((num(ctx.used, 0) / ctx.window) * 100));
-    dom.context.hidden = false;
-    dom.context.textContent = `${fmtTokens(ctx.used)} / ${fmtTokens(ctx.window)}`;
-    dom.context.title = `Context: ${num(ctx.used, 0)} of ${ctx.window} tokens. Soft ${ctx.soft ?? '?'}: ${ctx.soft_reached ? 'reached' : 'not reached'}. Hard ${ctx.hard ?? '?'}: ${ctx.hard_reached ? 'reached' : 'not reached'}.`;
-    dom.context.dataset.level = ctx.hard_reached ? 'hard' : ctx.soft_reached ? 'soft' : 'ok';
-    dom.context.style.setProperty('--pct', pct + '%');
-  } else {
-    dom.context.hidden = true;
+  dom.handoffsOpen.hidden = !c;
+  renderRing(v && v.loaded ? v.context : null);
+}
+
+// renderRing draws the usage ring: the request's size (or the
+// conversation's, when the reading has no request) against the ceiling (or
+// the window), with the soft and hard marks, or the next checkpoint.
+function renderRing(ctx) {
+  const el = dom.context;
+  const ceiling = num(ctx?.ceiling, 0);
+  const den = ceiling > 0 ? ceiling : num(ctx?.window, 0);
+  if (!ctx || den <= 0) {
+    el.hidden = true;
+    el._sig = null;
+    return;
   }
+  const request = num(ctx.request, 0);
+  const val = request > 0 ? request : num(ctx.used, 0);
+  const soft = num(ctx.soft, 0);
+  const hard = num(ctx.hard, 0);
+  const next = num(ctx.next_checkpoint, 0);
+  const level = ctx.hard_reached ? 'hard' : ctx.soft_reached ? 'soft' : 'ok';
+  const sig = JSON.stringify([val, den, soft, hard, next, level, request > 0, ctx.line || '']);
+  el.hidden = false;
+  if (el._sig === sig) return;
+  el._sig = sig;
+  const frac = Math.max(0, Math.min(1, val / den));
+  const marks = `Soft ${fmtTokens(soft)} · Hard ${fmtTokens(hard)}`;
+  const lines = [
+    `${request > 0 ? 'Request' : 'Conversation'}: ${val.toLocaleString()} of ${den.toLocaleString()} tokens (${ceiling > 0 ? 'the ceiling' : 'the window'}), ${Math.round(frac * 100)}%.`,
+  ];
+  if (next > 0) lines.push(`Next checkpoint at ${next.toLocaleString()}.`);
+  lines.push(`Soft ${soft.toLocaleString()}: ${ctx.soft_reached ? 'reached' : 'not reached'} · Hard ${hard.toLocaleString()}: ${ctx.hard_reached ? 'reached' : 'not reached'}.`);
+  el.dataset.level = level;
+  el.title = lines.join('\n');
+  el.setAttribute('aria-valuenow', String(val));
+  el.setAttribute('aria-valuemax', String(den));
+  el.setAttribute('aria-valuetext', lines.join(' '));
+  // The ring: a circle of circumference 100, so the dash is the percentage.
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', '0 0 36 36');
+  svg.setAttribute('class', 'ring');
+  svg.setAttribute('aria-hidden', 'true');
+  const circle = (cls, dash) => {
+    const c = document.createElementNS(NS, 'circle');
+    c.setAttribute('cx', '18');
+    c.setAttribute('cy', '18');
+    c.setAttribute('r', '15.9155');
+    c.setAttribute('class', cls);
+    if (dash != null) c.setAttribute('stroke-dasharray', `${dash} 100`);
+    return c;
+  };
+  svg.append(circle('ring-track'), circle('ring-fill', (frac * 100).toFixed(2)));
+  // Marks where the lines are: soft and hard against the window, or the
+  // next checkpoint against the ceiling.
+  const ticks = ceiling > 0 ? [[next, 'tick-next']] : [[soft, 'tick-soft'], [hard, 'tick-hard']];
+  for (const [at, cls] of ticks) {
+    if (at <= 0 || at > den) continue;
+    const a = (at / den) * 2 * Math.PI - Math.PI / 2;
+    const t = document.createElementNS(NS, 'line');
+    t.setAttribute('x1', (18 + 12.5 * Math.cos(a)).toFixed(2));
+    t.setAttribute('y1', (18 + 12.5 * Math.sin(a)).toFixed(2));
+    t.setAttribute('x2', (18 + 19.5 * Math.cos(a)).toFixed(2));
+    t.setAttribute('y2', (18 + 19.5 * Math.sin(a)).toFixed(2));
+    t.setAttribute('class', 'tick ' + cls);
+    svg.append(t);
+  }
+  const text = h('span', { class: 'ring-text' },
+    h('span', { class: 'ring-value' }, `${fmtTokens(val)} / ${fmtTokens(den)}`),
+    h('span', { class: 'ring-marks' }, next > 0 ? `Next checkpoint at ${fmtTokens(next)}` : marks));
+  el.replaceChildren(svg, text);
 }
 
 function renderComposer() {
@@ -1068,14 +1409,25 @@ function renderConversation() {
   } else if (!v || (!v.loaded && !hasOutbox(S.current))) {
     items.push({ key: 'loading', sig: 'loading', render: (el) => { el.className = 'loading'; el.replaceChildren(h('span', { class: 'spinner' }), document.createTextNode(' Loading…')); } });
   } else {
+    // The one checkpoint divider goes after the last message the
+    // checkpoint in force evicted.
+    let cp = null;
+    if (v.checkpointThrough > 0) {
+      for (const e of v.history) if (e.kind === 'msg' && num(e.m.seq, 0) > 0 && num(e.m.seq, 0) <= v.checkpointThrough) cp = e;
+    }
     for (const e of v.history) {
       if (e.kind === 'msg') {
         if (v.deferred.has(e.m.id)) continue;
-        items.push(messageItem(v, e.m));
+        items.push(e.m.state === 'continuity' ? continuityItem(v, e.m) : messageItem(v, e.m));
+        if (e === cp) items.push(dividerItem({ key: 'checkpoint', text: 'Earlier turns checkpointed', cls: 'checkpoint' }));
       } else if (e.kind === 'error') {
         items.push(errorItem(e));
       } else if (e.kind === 'divider') {
         items.push(dividerItem(e));
+      } else if (e.kind === 'boundary') {
+        items.push(boundaryItem(v, e));
+      } else if (e.kind === 'note') {
+        items.push(noteItem(e));
       }
     }
     if (v.running) items.push(streamingItem(v.running));
@@ -1193,9 +1545,11 @@ function oid(o) {
 function messageItem(v, m) {
   const role = m.role === 'assistant' ? 'assistant' : 'user';
   const notice = v.notices.get(m.id) || '';
+  const menuable = !String(m.id).startsWith('turn-');
+  const menuOpen = menuable && S.menu && S.menu.chat === v.id && S.menu.message === m.id;
   return {
     key: `m:${m.id}`,
-    sig: JSON.stringify(['msg', oid(m), notice, v.errors.get(m.id) || '']),
+    sig: JSON.stringify(['msg', oid(m), notice, v.errors.get(m.id) || '', menuOpen]),
     render(el) {
       el.className = `msg ${role}` + (m.stopped ? ' stopped' : '') + (m.failed ? ' failed' : '');
       el.dataset.message = m.id;
@@ -1213,13 +1567,27 @@ function messageItem(v, m) {
       } else {
         body.append(h('div', { class: 'text' }, m.text || ''));
       }
+      el.classList.toggle('pinned', Boolean(m.pinned));
       const meta = h('div', { class: 'meta' });
       if (m.stopped) meta.append(h('span', { class: 'stopped-mark' }, 'Stopped'));
       if (m.failed) meta.append(h('span', { class: 'failed-mark' }, 'Incomplete'));
       if (m.time) meta.append(h('time', { datetime: m.time }, shortTime(m.time)));
+      let menu = null;
+      if (menuable) {
+        const menuId = `menu-${m.id}`;
+        meta.append(h('button', { class: 'msg-menu-btn', type: 'button', 'aria-label': 'Message actions', 'aria-haspopup': 'menu',
+          'aria-expanded': String(menuOpen), 'aria-controls': menuOpen ? menuId : null, title: 'Message actions' }, '⋯'));
+        if (menuOpen) {
+          menu = h('div', { class: 'msg-menu', role: 'menu', id: menuId, 'aria-label': 'Message actions' },
+            h('button', { class: 'pin', type: 'button', role: 'menuitem' }, m.pinned ? 'Unpin from agent context' : 'Pin to agent context'));
+        }
+      }
+      const pinned = m.pinned ? h('div', { class: 'pinned-mark', title: 'The next checkpoint keeps this message whole' },
+        h('span', { class: 'pin-icon', 'aria-hidden': 'true' }), 'Pinned to agent context') : null;
       const parts = [];
       if (role === 'assistant') parts.push(avatar());
-      const col = h('div', { class: 'col' }, body, meta, ...noticeEls(v, m.id));
+      const col = h('div', { class: 'col' }, body, meta, menu, pinned, ...noticeEls(v, m.id));
+      if (menuOpen) requestAnimationFrame(() => col.querySelector('.msg-menu button')?.focus());
       parts.push(col);
       el.replaceChildren(...parts);
     },
@@ -1269,11 +1637,11 @@ function streamingItem(r) {
 function errorItem(e) {
   return {
     key: e.key,
-    sig: JSON.stringify(['err', e.text, e.cls]),
+    sig: JSON.stringify(['err', e.text, e.cls, e.title || '']),
     render(el) {
-      el.className = 'msg error';
+      el.className = 'msg error' + (e.extra ? ' ' + e.extra : '');
       el.setAttribute('role', 'alert');
-      el.replaceChildren(h('div', { class: 'bubble' }, h('strong', null, 'The reply failed'), h('span', null, ': ' + e.text), e.cls ? h('span', { class: 'error-class' }, e.cls) : null));
+      el.replaceChildren(h('div', { class: 'bubble' }, h('strong', null, e.title || 'The reply failed'), h('span', null, ': ' + e.text), e.cls ? h('span', { class: 'error-class' }, e.cls) : null));
     },
   };
 }
@@ -1281,11 +1649,113 @@ function errorItem(e) {
 function dividerItem(e) {
   return {
     key: e.key,
-    sig: 'div:' + e.text,
+    sig: 'div:' + e.text + ':' + (e.cls || ''),
     render(el) {
-      el.className = 'divider';
+      el.className = 'divider' + (e.cls ? ' ' + e.cls : '');
       el.setAttribute('role', 'separator');
       el.replaceChildren(h('span', null, e.text));
+    },
+  };
+}
+
+function noteItem(e) {
+  return {
+    key: e.key,
+    sig: 'note:' + e.text,
+    render(el) {
+      el.className = 'note' + (e.cls ? ' ' + e.cls : '');
+      el.setAttribute('role', 'status');
+      el.replaceChildren(h('span', null, e.text));
+    },
+  };
+}
+
+function noteLink(name) {
+  return h('a', { class: 'note-link', href: `/api/memory/${encodeURIComponent(name)}`, 'data-note': name }, noteTitle(name));
+}
+
+// noteTitle makes a memory note's file name readable: the date and chat
+// prefix and .md go.
+function noteTitle(name) {
+  const t = String(name).replace(/\.md$/, '').replace(/^\d{4}-\d{2}-\d{2}-c_[0-9a-zA-Z]+-/, '').replace(/-/g, ' ');
+  return t || name;
+}
+
+function boundaryItem(v, e) {
+  const open = v.expanded.has(e.key);
+  const recId = `record-${e.seq}`;
+  return {
+    key: e.key,
+    sig: JSON.stringify(['boundary', e.rev, open, e.record.length]),
+    render(el) {
+      el.className = 'boundary';
+      el.dataset.boundary = String(e.seq);
+      el.dataset.reason = e.reason || '';
+      el.dataset.continued = String(Boolean(e.continued));
+      el.setAttribute('role', 'group');
+      el.setAttribute('aria-label', 'Conversation boundary');
+      const why = e.reason === 'hard' ? 'Hard limit reached' : e.reason === 'assistant' ? 'The assistant consolidated' : 'Consolidated';
+      const then = e.continued ? 'the work carried on from the record below' : 'the conversation ended here and waits for you';
+      const line = h('div', { class: 'boundary-line', role: 'separator' },
+        h('span', { class: 'boundary-title' }, h('span', { class: 'boundary-icon', 'aria-hidden': 'true' }), 'Conversation archived and cleared'));
+      const summary = h('p', { class: 'boundary-summary' }, h('strong', null, why), ' — ', then, '.');
+      const parts = [summary];
+      if (e.why) parts.push(h('p', { class: 'boundary-why' }, e.why));
+      const notes = Array.isArray(e.notes) ? e.notes : [];
+      if (notes.length) {
+        const list = h('span', { class: 'boundary-notes-list' });
+        notes.forEach((n, i) => {
+          if (i) list.append(', ');
+          list.append(noteLink(n));
+        });
+        parts.push(h('p', { class: 'boundary-notes' }, `Memory ${notes.length === 1 ? 'note' : 'notes'} written: `, list));
+      }
+      const toggle = h('button', { class: 'toggle-record btn btn-ghost btn-sm', type: 'button', 'aria-expanded': String(open), 'aria-controls': recId },
+        open ? 'Hide the handoff record' : 'Show the handoff record');
+      parts.push(h('div', { class: 'boundary-actions' }, toggle));
+      const rec = h('div', { class: 'record md', id: recId });
+      rec.hidden = !open;
+      if (open) rec.append(renderMarkdown(e.record || '(no record)'));
+      parts.push(rec);
+      el.replaceChildren(line, h('div', { class: 'boundary-card' }, ...parts));
+    },
+  };
+}
+
+// continuityItem shows the message the runtime opened the fresh
+// conversation with as a runtime note: its opening in full, the record it
+// carries behind a toggle.
+function continuityItem(v, m) {
+  const key = `n:${m.id}`;
+  const open = v.expanded.has(key);
+  const text = String(m.text || '');
+  const cut = text.search(/^# /m);
+  const intro = cut > 0 ? text.slice(0, cut) : text;
+  const rest = cut > 0 ? text.slice(cut) : '';
+  return {
+    key: `m:${m.id}`,
+    sig: JSON.stringify(['cont', oid(m), open]),
+    render(el) {
+      el.className = 'msg runtime-note';
+      el.dataset.message = m.id;
+      el.dataset.state = 'continuity';
+      el.removeAttribute('data-mode');
+      el.removeAttribute('data-client-id');
+      const card = h('div', { class: 'runtime-card', role: 'note', 'aria-label': 'Runtime note' });
+      card.append(h('p', { class: 'runtime-label' }, h('span', { class: 'runtime-icon', 'aria-hidden': 'true' }), 'Runtime note · the fresh conversation opened with this'));
+      const md = h('div', { class: 'md' });
+      md.append(renderMarkdown(intro));
+      card.append(md);
+      if (rest) {
+        const id = `cont-${m.id}`;
+        card.append(h('button', { class: 'toggle-record btn btn-ghost btn-sm', type: 'button', 'aria-expanded': String(open), 'aria-controls': id },
+          open ? 'Hide the record it carries' : 'Show the record it carries'));
+        const full = h('div', { class: 'record md', id });
+        full.hidden = !open;
+        if (open) full.append(renderMarkdown(rest));
+        card.append(full);
+      }
+      el.replaceChildren(h('div', { class: 'col' }, card));
     },
   };
 }
@@ -1426,8 +1896,8 @@ function shortTime(iso) {
 
 function fmtTokens(n) {
   n = num(n, 0);
-  if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 0 : 1) + 'M';
-  if (n >= 1e3) return (n / 1e3).toFixed(n >= 1e4 ? 0 : 1) + 'k';
+  if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 0 : 1).replace(/\.0$/, '') + 'M';
+  if (n >= 1e3) return (n / 1e3).toFixed(n >= 1e4 ? 0 : 1).replace(/\.0$/, '') + 'k';
   return String(n);
 }
 
@@ -1534,14 +2004,29 @@ function bind() {
   });
 
   dom.messages.addEventListener('click', (e) => {
+    const link = e.target.closest('a.note-link');
+    if (link && !e.ctrlKey && !e.metaKey && !e.shiftKey && e.button === 0) {
+      e.preventDefault();
+      openPanel('memory', link.dataset.note);
+      return;
+    }
     const btn = e.target.closest('button');
     if (!btn || btn.disabled) return;
     const v = currentView();
     if (btn.classList.contains('copy')) return copyCode(btn);
     if (!v) return;
+    if (btn.classList.contains('toggle-record')) {
+      const b = btn.closest('[data-boundary]');
+      if (b) return toggleExpanded(v, `b:${b.dataset.boundary}`);
+      const n = btn.closest('.runtime-note[data-message]');
+      if (n) return toggleExpanded(v, `n:${n.dataset.message}`);
+      return;
+    }
     const msg = btn.closest('[data-message]');
     const id = msg && msg.dataset.message;
     if (id) {
+      if (btn.classList.contains('msg-menu-btn')) return toggleMenu(v, id);
+      if (btn.classList.contains('pin')) return pinMessage(v, id);
       if (btn.classList.contains('edit')) return startEdit(v, id);
       if (btn.classList.contains('delete')) return deleteMessage(v, id);
       if (btn.classList.contains('save')) return saveEdit(v, id, msg.querySelector('textarea').value);
@@ -1563,6 +2048,39 @@ function bind() {
     if (ap) return answerApproval(v, ap.dataset.approval, btn.classList.contains('allow'));
     const rc = btn.closest('.card.recovery');
     if (rc) return answerRecovery(v, rc.dataset.recovery, btn.classList.contains('repeat') ? 'repeat' : 'skip');
+  });
+
+  // Right-click a message for its menu (unless text is selected, so the
+  // browser's own menu still copies it).
+  dom.messages.addEventListener('contextmenu', (e) => {
+    const msg = e.target.closest('.msg.user[data-message], .msg.assistant[data-message]');
+    const v = currentView();
+    if (!msg || !v || msg.classList.contains('streaming') || String(getSelection() || '').trim()) return;
+    if (!msg.querySelector('.msg-menu-btn')) return;
+    e.preventDefault();
+    S.menu = { chat: v.id, message: msg.dataset.message };
+    render();
+  });
+  document.addEventListener('click', (e) => {
+    if (S.menu && !e.target.closest('.msg-menu, .msg-menu-btn')) closeMenu(false);
+  });
+  dom.memoryOpen.addEventListener('click', () => {
+    closeSidebar();
+    openPanel('memory');
+  });
+  dom.handoffsOpen.addEventListener('click', () => {
+    if (S.current) openPanel('handoffs', S.current);
+  });
+  dom.panelClose.addEventListener('click', closePanel);
+  dom.panelBack.addEventListener('click', () => showMemory());
+  dom.panel.addEventListener('click', (e) => {
+    if (e.target === dom.panel) return closePanel(); // the backdrop
+    const item = e.target.closest('button.note-item');
+    if (item) showNote(item.dataset.note);
+  });
+  dom.panel.addEventListener('close', () => {
+    panel.seq++;
+    panel.opener?.focus?.();
   });
 
   dom.messages.addEventListener('input', (e) => {
@@ -1606,6 +2124,11 @@ function bind() {
   dom.menu.addEventListener('click', () => (dom.app.dataset.sidebar === 'open' ? closeSidebar() : openSidebar()));
   dom.backdrop.addEventListener('click', closeSidebar);
   document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && S.menu) {
+      e.preventDefault();
+      closeMenu(true);
+      return;
+    }
     if (e.key === 'Escape' && dom.app.dataset.sidebar === 'open') {
       closeSidebar();
       dom.menu.focus();
