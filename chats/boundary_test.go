@@ -73,7 +73,7 @@ func (r wireReq) reflecting() bool {
 	return len(r.Tools) == 0 && len(r.Messages) > 0 && strings.HasPrefix(r.Messages[0].Content, "You read a conversation")
 }
 
-func (f *scripted) serve(t *testing.T) string {
+func (f *scripted) serve(t testing.TB) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		var r wireReq
 		if err := json.NewDecoder(hr.Body).Decode(&r); err != nil {

@@ -201,7 +201,7 @@ func (s *sub) req(i int) string {
 }
 
 // waitFor waits, bounded, until pred holds over the deliveries so far.
-func (s *sub) waitFor(t *testing.T, what string, pred func([]*Event) bool) []*Event {
+func (s *sub) waitFor(t testing.TB, what string, pred func([]*Event) bool) []*Event {
 	t.Helper()
 	deadline := time.After(wait)
 	for {

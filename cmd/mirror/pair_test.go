@@ -80,7 +80,16 @@ func (f *botAPI) serve(w http.ResponseWriter, r *http.Request) {
 		id := f.nextID
 		f.mu.Unlock()
 		fmt.Fprintf(w, `{"ok":true,"result":{"message_id":%d,"date":1,"chat":{"id":%s,"type":"private"},"text":"x"}}`, id, chat)
-	case "sendChatAction", "editMessageText", "answerCallbackQuery":
+	case "editMessageText":
+		// A streamed reply grows by edits: its later text counts as sent.
+		f.mu.Lock()
+		chat := r.Form.Get("chat_id")
+		f.sent[chat] = append(f.sent[chat], r.Form.Get("text"))
+		close(f.changed)
+		f.changed = make(chan struct{})
+		f.mu.Unlock()
+		fmt.Fprint(w, `{"ok":true,"result":true}`)
+	case "sendChatAction", "answerCallbackQuery":
 		fmt.Fprint(w, `{"ok":true,"result":true}`)
 	default:
 		w.WriteHeader(404)
