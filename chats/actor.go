@@ -846,10 +846,15 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	default:
 		class := string(provider.ClassOf(err))
 		var loop *runtime.ToolLoopError
+		var budget *view.BudgetError
 		switch {
 		case class != "":
 		case errors.As(err, &loop):
 			class = "tool_loop"
+		case errors.As(err, &budget):
+			class = "budget"
+		case errors.Is(err, runtime.ErrBoundary):
+			class = "boundary"
 		case errors.Is(err, monitor.ErrOpen):
 			class = "breaker_open"
 		default:

@@ -512,3 +512,25 @@ func TestABlockingPreCompactHookSkipsTheCheckpoint(t *testing.T) {
 		t.Fatalf("the hook read %s (%v)", raw, err)
 	}
 }
+
+func TestARequestThatCannotFitIsRefusedBeforeItIsSent(t *testing.T) {
+	le := newLongEnv(t, plain)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, words("Far too much.", 9000))
+	var failed *Event
+	for _, ev := range s.events() {
+		if ev.Type == EvTurnFailed {
+			failed = ev
+		}
+	}
+	if failed == nil || failed.Class != "budget" || !strings.Contains(failed.Error, "ceiling") {
+		t.Fatalf("want a budget failure, got %+v", failed)
+	}
+	if n := len(le.fake.requests()); n != 0 {
+		t.Fatalf("%d requests were sent", n)
+	}
+}
