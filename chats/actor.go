@@ -14,7 +14,6 @@ import (
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
-	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
@@ -148,7 +147,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 				delete(a.settled, ev.Result.CallID)
 				a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq,
 					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone,
-					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: tokens.Count(ev.Result.Content)})
+					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content)})
 			case EvApprovalRequested:
 				openApprovals[ev.Approval.ID] = ev.Approval
 			case EvApprovalResolved:
@@ -831,7 +830,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model}, o)
 	case err == nil || stopped:
-		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: tokens.Count(reply)}
+		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq = "m"+strconv.FormatUint(seq, 10), seq
 		usage := res.Usage

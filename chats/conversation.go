@@ -507,7 +507,7 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 		Record: b.Record, Docs: docs, Index: index}
 	seq := bev.Seq + 1
 	opening := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleUser, Text: b.Opening,
-		State: MsgContinuity, Turn: t.id, Tokens: tokens.Count(b.Opening)}
+		State: MsgContinuity, Turn: t.id, Tokens: a.count(b.Opening)}
 	oev := a.append(&Event{Type: EvContinuity, Turn: t.id, Message: opening}, Origin{})
 	opening.Time = oev.Time
 	for _, m := range carried {
@@ -860,4 +860,22 @@ func Inspect(db *bolt.DB, chat string) (Inspection, error) {
 	entries, err := s.archives(chat)
 	return Inspection{Chat: a.meta, Input: in, From: a.conv.from, Boundaries: len(entries), Handoff: a.conv.handoff,
 		Asked: a.conv.asked, Context: a.context}, err
+}
+
+// count counts text with the encoding of the chat's model family: rows are
+// counted once, when they are stored.
+func (a *actor) count(text string) int {
+	if a.s.opt.Turner == nil {
+		return tokens.Count(text)
+	}
+	return a.s.opt.Turner.Counter(a.meta.Chain).Count(text)
+}
+
+// recount is toks (an o200k_base count made off the chat's goroutine), or
+// text counted again when the chat's model uses another encoding.
+func (a *actor) recount(text string, toks int) int {
+	if a.s.opt.Turner == nil || a.s.opt.Turner.Counter(a.meta.Chain).Encoding() == tokens.O200kBase {
+		return toks
+	}
+	return a.count(text)
 }

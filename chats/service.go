@@ -47,6 +47,8 @@ type Turner interface {
 	ChatChain() string
 	// Prepare takes a turn's starting reading on the chat's goroutine.
 	Prepare(in *runtime.TurnInput)
+	// Counter is the token counter of a chain's model family.
+	Counter(chain string) *tokens.Counter
 }
 
 // Options configure a Service.
@@ -300,9 +302,9 @@ func (s *Service) Send(ctx context.Context, chat, text, clientID, mode string, o
 	default:
 		return Message{}, fmt.Errorf("%w: mode must be queue or redirect", ErrBadInput)
 	}
-	toks := tokens.Count(text) // counted once, off the chat's goroutine
+	toks := tokens.Count(text) // counted once, off the chat's goroutine (o200k_base, unless the chat's model differs)
 	var m Message
-	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.send(ctx, text, clientID, mode, o, toks); return })
+	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.send(ctx, text, clientID, mode, o, a.recount(text, toks)); return })
 	return m, err
 }
 
@@ -313,7 +315,7 @@ func (s *Service) Edit(ctx context.Context, chat, msg, text string, o Origin) (M
 	}
 	toks := tokens.Count(text)
 	var m Message
-	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.edit(ctx, msg, text, o, toks); return })
+	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.edit(ctx, msg, text, o, a.recount(text, toks)); return })
 	return m, err
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
-	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 )
@@ -65,9 +64,9 @@ func (h *host) Step(text string, calls []provider.ToolCall) error {
 			return err
 		}
 		seq := h.a.seq + 1
-		toks := tokens.Count(text)
+		toks := h.a.count(text)
 		for _, c := range calls {
-			toks += tokens.Count(c.Name) + tokens.Count(c.Arguments)
+			toks += h.a.count(c.Name) + h.a.count(c.Arguments)
 		}
 		m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: text,
 			State: MsgStep, Turn: h.t.id, ToolCalls: calls, Tokens: toks}
@@ -142,7 +141,7 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) erro
 		}
 		h.a.conv.handoff.Seen.ObserveCall(call.Name, call.Arguments, res.IsError, ev.Seq)
 		h.a.msgs = append(h.a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
-			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: tokens.Count(res.Content),
+			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: h.a.count(res.Content),
 			Tool: call.Name, IsError: res.IsError})
 		return h.a.flush()
 	})

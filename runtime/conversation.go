@@ -67,6 +67,7 @@ func (e *Engine) offered(withHost bool) []provider.Tool {
 type sizer struct {
 	e      *Engine
 	m      *Model
+	count  func(string) int // the model family's encoding
 	limits boundary.Limits
 	budget budget.Budget
 	defs   int // the tool definitions
@@ -74,8 +75,8 @@ type sizer struct {
 }
 
 func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
-	s := sizer{e: e, m: m, defs: e.defsCount(defs)}
-	s.fixed = tokens.Count(SystemPrompt) + s.defs
+	s := sizer{e: e, m: m, defs: e.defsCount(defs), count: tokens.For(m.Remote).Count}
+	s.fixed = s.count(SystemPrompt) + s.defs
 	s.budget, _ = budget.New(m.Window, m.ContextLimit, 0) // validated at load
 	maxAnswer := m.MaxOutput
 	if maxAnswer <= 0 {
@@ -91,7 +92,7 @@ func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 func (s sizer) readRows(rows []view.Row) boundary.Reading {
 	n := tokens.Overhead(len(rows))
 	for i := range rows {
-		n += rowTokens(&rows[i])
+		n += s.rowTokens(&rows[i])
 	}
 	if s.e.cal != nil {
 		n = s.e.cal.Correct(s.m.Name, n)
@@ -99,16 +100,16 @@ func (s sizer) readRows(rows []view.Row) boundary.Reading {
 	return s.limits.Assess(n, s.fixed)
 }
 
-func rowTokens(r *view.Row) int {
+func (s sizer) rowTokens(r *view.Row) int {
 	if r.Tokens > 0 {
 		return r.Tokens
 	}
-	n := tokens.Count(r.Text)
+	n := s.count(r.Text)
 	for _, c := range r.ToolCalls {
-		n += tokens.Count(c.Name) + tokens.Count(c.Arguments)
+		n += s.count(c.Name) + s.count(c.Arguments)
 	}
 	for _, sec := range r.Sections {
-		n += tokens.Count(sec.Text)
+		n += s.count(sec.Text)
 	}
 	return n
 }
@@ -118,7 +119,7 @@ func rowTokens(r *view.Row) int {
 func (s sizer) read(msgs []provider.Message) boundary.Reading {
 	n := tokens.Overhead(len(msgs))
 	for _, m := range msgs {
-		n += messageTokens(m)
+		n += s.messageTokens(m)
 	}
 	if s.e.cal != nil {
 		n = s.e.cal.Correct(s.m.Name, n)
@@ -126,13 +127,13 @@ func (s sizer) read(msgs []provider.Message) boundary.Reading {
 	return s.limits.Assess(n, s.fixed)
 }
 
-func messageTokens(m provider.Message) int {
-	n := m.Tokens
-	if n <= 0 {
-		n = tokens.Count(m.Content)
+func (s sizer) messageTokens(m provider.Message) int {
+	if m.Tokens > 0 {
+		return m.Tokens
 	}
+	n := s.count(m.Content)
 	for _, c := range m.ToolCalls {
-		n += tokens.Count(c.Name) + tokens.Count(c.Arguments)
+		n += s.count(c.Name) + s.count(c.Arguments)
 	}
 	return n
 }

@@ -161,6 +161,15 @@ func (e *Engine) DataDir() string { return e.dataDir }
 // ConfigDir is the folder whose handoff.md overrides the built-in template.
 func (e *Engine) ConfigDir() string { return e.configDir }
 
+// Counter is the token counter of a chain's first model's family (o200k_base
+// or cl100k_base): rows are counted once, with it, when they are stored.
+func (e *Engine) Counter(chain string) *tokens.Counter {
+	if m := e.chains[chain]; len(m) > 0 {
+		return tokens.For(m[0].Remote)
+	}
+	return tokens.For("")
+}
+
 // Chain returns the models of a chain, in order.
 func (e *Engine) Chain(name string) []*Model { return e.chains[name] }
 

@@ -243,7 +243,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 		msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
 		// One oversized turn: near the ceiling, results of this turn's
 		// older tool calls are cleared first (a later turn checkpoints).
-		if pruned, n := view.SafetyNet(msgs, sz.budget.Ceiling-sz.defs, tokens.Count); n > 0 {
+		if pruned, n := view.SafetyNet(msgs, sz.budget.Ceiling-sz.defs, sz.count); n > 0 {
 			msgs, out.Pruned = pruned, true
 		}
 		req := provider.Request{Messages: msgs, Tools: defs}

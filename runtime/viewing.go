@@ -64,7 +64,7 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 		roster = append(roster, t.Name)
 	}
 	return view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
-		Signals: in.Signals, Context: sections, Roster: roster, Count: tokens.Count}
+		Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count}
 }
 
 // materialize builds the turn's view on the turn's goroutine: SessionStart
