@@ -304,7 +304,10 @@ func (s *Service) Send(ctx context.Context, chat, text, clientID, mode string, o
 	}
 	toks := tokens.Count(text) // counted once, off the chat's goroutine (o200k_base, unless the chat's model differs)
 	var m Message
-	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.send(ctx, text, clientID, mode, o, a.recount(text, toks)); return })
+	err := s.do(ctx, chat, func(a *actor) (err error) {
+		m, err = a.send(ctx, text, clientID, mode, o, a.recount(text, toks))
+		return
+	})
 	return m, err
 }
 
