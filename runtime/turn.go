@@ -219,6 +219,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	}
 	conv := v.Messages
 	overflowed := false
+	sent := 0 // messages of the request that earlier requests of the turn sent
 	for {
 		if out.Steps == MaxSteps {
 			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
@@ -237,15 +238,17 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 				out.Reply = ""
 				return out, nil
 			}
-			conv = []provider.Message{openingMessage(b.Opening)}
+			conv, sent = []provider.Message{openingMessage(b.Opening)}, 0
 		}
 		out.Steps++
 		msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
 		// One oversized turn: near the ceiling, results of this turn's
 		// older tool calls are cleared first (a later turn checkpoints).
-		if pruned, n := view.SafetyNet(msgs, sz.budget.Ceiling-sz.defs, sz.count); n > 0 {
+		if pruned, net := view.SafetyNet(msgs, sent, sz.budget.Ceiling-sz.defs, sz.count); net.Fired() {
 			msgs, out.Pruned = pruned, true
+			e.logNet(in.Chat, net)
 		}
+		sent = len(conv) + 1 // in the unpruned request: the system prompt and conv
 		req := provider.Request{Messages: msgs, Tools: defs}
 		est := e.estimate(req)
 		var last uint64
@@ -275,7 +278,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			if v, err = e.materialize(ctx, &in, chain[0], sz, rows, out.Context, false); err != nil {
 				return out, err
 			}
-			conv, out.Steps = v.Messages, 0
+			conv, out.Steps, sent = v.Messages, 0, 0
 			continue
 		}
 		if err != nil || len(res.ToolCalls) == 0 || in.Host == nil {
@@ -330,7 +333,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 				out.Reply = ""
 				return out, nil
 			}
-			conv = []provider.Message{openingMessage(b.Opening)}
+			conv, sent = []provider.Message{openingMessage(b.Opening)}, 0
 			continue
 		}
 		// The tool boundary: messages sent to steer the turn are read now.

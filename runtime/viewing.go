@@ -129,6 +129,14 @@ func (e *Engine) materialize(ctx context.Context, in *TurnInput, m *Model, sz si
 	return v, nil
 }
 
+// logNet records that one oversized turn had to be pruned to fit; the
+// turn's finish says so too, and the next turn checkpoints.
+func (e *Engine) logNet(chat string, net view.Net) {
+	if e.log != nil {
+		e.log.Warn("request pruned to fit its budget", "chat", chat, "results_cleared", net.Cleared, "messages_trimmed", net.Trimmed)
+	}
+}
+
 func (e *Engine) logHook(event string, err error) {
 	if e.log != nil {
 		e.log.Warn("hook failed", "event", event, "err", err)

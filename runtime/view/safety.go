@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -14,16 +15,34 @@ const NetNear = 95
 
 const netPrefix = "[Result of call "
 
-// SafetyNet is the per-request prune of a running turn. msgs is the request
-// about to be sent (with the system prompt), room the ceiling minus the
-// tool definitions, count the token counter (nil: tokens.Count). When the
-// request is past NetNear % of room, it clears tool results, the older ones
-// of the running turn first (oldest first), then those of earlier turns,
-// always keeping the most recent one, until it is back under. Cleared
-// results cite their tool_call_id. It returns the request (a copy when it
-// pruned; msgs is never changed) and how many results it cleared; a prune
-// should set Signals.Pruned for the next turn, which then checkpoints.
-func SafetyNet(msgs []provider.Message, room int, count func(string) int) ([]provider.Message, int) {
+// Net is what one SafetyNet call did.
+type Net struct {
+	Cleared int // tool results replaced by a pointer
+	Trimmed int // whole messages of earlier turns dropped, as a last resort
+}
+
+// Fired reports whether the net changed the request.
+func (n Net) Fired() bool { return n.Cleared+n.Trimmed > 0 }
+
+// SafetyNet is the per-request prune of one oversized turn. msgs is the
+// request about to be sent (with the system prompt); msgs[:sent] went to
+// the provider already in an earlier request of the turn; room is the
+// ceiling minus the tool definitions; count the token counter (nil:
+// tokens.Count). When the request is past NetNear % of room, it frees room
+// in this order until it is back under:
+//
+//  1. results of the running turn not sent yet, largest first, keeping
+//     the most recent one (the assistant is still reasoning about it);
+//  2. results already sent, of the running turn then of earlier turns,
+//     oldest first (a sent prefix is rewritten only when it must be: that
+//     keeps the provider's prefix cache);
+//  3. as a last resort, whole earlier turns, oldest first, cut before a
+//     user message.
+//
+// Cleared results cite their tool_call_id. It returns the request (a copy
+// when it pruned; msgs is never changed) and what it did; a prune is
+// recorded and sets Signals.Pruned for the next turn, which checkpoints.
+func SafetyNet(msgs []provider.Message, sent, room int, count func(string) int) ([]provider.Message, Net) {
 	if count == nil {
 		count = tokens.Count
 	}
@@ -47,23 +66,30 @@ func SafetyNet(msgs []provider.Message, room int, count func(string) int) ([]pro
 		}
 	}
 	limit := room * NetNear / 100
+	var net Net
 	if total <= limit {
-		return msgs, 0
+		return msgs, net
 	}
-	var order []int
+	var unsent, older []int
 	for i := turn + 1; i < len(msgs); i++ {
-		if msgs[i].Role == provider.RoleTool && i != newest {
-			order = append(order, i)
+		if msgs[i].Role != provider.RoleTool || i == newest {
+			continue
+		}
+		if i >= sent {
+			unsent = append(unsent, i)
+		} else {
+			older = append(older, i)
 		}
 	}
+	sort.SliceStable(unsent, func(a, b int) bool { return toks[unsent[a]] > toks[unsent[b]] })
 	for i := 0; i < turn; i++ {
 		if msgs[i].Role == provider.RoleTool {
-			order = append(order, i)
+			older = append(older, i)
 		}
 	}
-	var out []provider.Message
-	pruned := 0
-	for _, i := range order {
+	out := msgs
+	own := false
+	for _, i := range append(unsent, older...) {
 		if total <= limit {
 			break
 		}
@@ -76,15 +102,41 @@ func SafetyNet(msgs []provider.Message, room int, count func(string) int) ([]pro
 		if n >= toks[i] {
 			continue
 		}
-		if out == nil {
-			out = append([]provider.Message(nil), msgs...)
+		if !own {
+			out, own = append([]provider.Message(nil), msgs...), true
 		}
 		out[i].Content, out[i].Tokens = text, n
 		total -= toks[i] - n
-		pruned++
+		toks[i] = n
+		net.Cleared++
 	}
-	if out == nil {
-		return msgs, 0
+	// The last resort: drop the oldest whole turns (never the system
+	// prompt, never the running turn), cutting before a user message so no
+	// call is parted from its result.
+	first := 0
+	if len(out) > 0 && out[0].Role == provider.RoleSystem {
+		first = 1
 	}
-	return out, pruned
+	cut := first
+	for total > limit {
+		next := -1
+		for i := cut + 1; i <= turn; i++ {
+			if out[i].Role == provider.RoleUser {
+				next = i
+				break
+			}
+		}
+		if next < 0 {
+			break
+		}
+		for i := cut; i < next; i++ {
+			total -= toks[i] + tokens.MessageOverhead
+		}
+		net.Trimmed += next - cut
+		cut = next
+	}
+	if cut > first {
+		out = append(append([]provider.Message(nil), out[:first]...), out[cut:]...)
+	}
+	return out, net
 }

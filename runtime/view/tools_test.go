@@ -24,15 +24,16 @@ func TestSafetyNet(t *testing.T) {
 			provider.Message{Role: "tool", ToolCallID: id, Content: "result " + id, Tokens: 20000})
 	}
 	// Under the mark: untouched, the same slice.
-	if out, n := SafetyNet(msgs, 200000, count); n != 0 || &out[0] != &msgs[0] {
+	if out, n := SafetyNet(msgs, len(msgs), 200000, count); n.Fired() || &out[0] != &msgs[0] {
 		t.Fatal("pruned a request far from the ceiling")
 	}
-	out, n := SafetyNet(msgs, 70000, count)
-	if n != 2 {
-		t.Fatalf("pruned %d, want 2", n)
+	// All of this turn's results were sent: the older ones go first,
+	// oldest first; the newest result stays; the earlier turn's result was
+	// not needed.
+	out, n := SafetyNet(msgs, len(msgs), 70000, count)
+	if n.Cleared != 2 || n.Trimmed != 0 {
+		t.Fatalf("pruned %+v, want 2 cleared", n)
 	}
-	// The running turn's older results go first, oldest first; the newest
-	// result stays; the earlier turn's result was not needed.
 	if !strings.Contains(out[6].Content, `tool_output {"tool_call_id": "c1"}`) || !strings.Contains(out[8].Content, "c2") {
 		t.Errorf("wrong results pruned: %q / %q", out[6].Content, out[8].Content)
 	}
@@ -43,9 +44,23 @@ func TestSafetyNet(t *testing.T) {
 		t.Error("SafetyNet changed its input")
 	}
 	// Tighter: the earlier turn's result goes too, never the newest.
-	out, n = SafetyNet(msgs, 40000, count)
-	if n != 3 || out[10].Content != "result c3" {
-		t.Errorf("pruned %d; newest %q", n, out[10].Content)
+	out, n = SafetyNet(msgs, len(msgs), 40000, count)
+	if n.Cleared != 3 || out[10].Content != "result c3" {
+		t.Errorf("pruned %+v; newest %q", n, out[10].Content)
+	}
+	// Results not sent yet go first, largest first: c1 is the larger one
+	// here, and only it must go.
+	big := append([]provider.Message(nil), msgs...)
+	big[6].Tokens = 25000
+	out, n = SafetyNet(big, 5, 75000, count)
+	if n.Cleared != 1 || !strings.HasPrefix(out[6].Content, netPrefix) || out[8].Content != "result c2" {
+		t.Errorf("unsent largest first: %+v %q %q", n, out[6].Content, out[8].Content)
+	}
+	// Past what clearing can free: earlier turns are trimmed whole, cut
+	// before a user message; the system prompt and this turn stay.
+	out, n = SafetyNet(msgs, len(msgs), 600, count)
+	if n.Trimmed != 3 || out[0].Role != "system" || out[1].Content != "this turn" {
+		t.Errorf("trim: %+v, first %q", n, out[1].Content)
 	}
 }
 
