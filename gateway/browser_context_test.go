@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -63,6 +66,8 @@ func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 		if (!r || r.hidden || r.getBoundingClientRect().height === 0) return false;
 		return [...r.querySelectorAll('h1,h2,h3,h4,h5,h6')].some(h => h.textContent.trim() === 'Objective' && h.getBoundingClientRect().height > 0)
 	})()`)
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('.boundary').scrollIntoView({block: 'start'})`))
+	shot(t, ctx, "record")
 	if got := js[string](t, ctx, `document.querySelector('.boundary button.toggle-record').getAttribute('aria-expanded')`); got != "true" {
 		t.Fatalf("aria-expanded = %q", got)
 	}
@@ -82,6 +87,8 @@ func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	if n := js[int](t, ctx, `[...document.querySelectorAll('.msg.user')].filter(e => e.textContent.includes('consolidated and cleared')).length`); n != 0 {
 		t.Fatal("the continuity message is drawn as a user bubble")
 	}
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('.msg.runtime-note').scrollIntoView({block: 'center'})`))
+	shot(t, ctx, "runtime-note")
 
 	// The memory note the boundary wrote is linked and opens in the panel.
 	until(t, ctx, "memory note link", `!!document.querySelector('.boundary a.note-link[data-note]')`)
@@ -134,4 +141,14 @@ func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	until(t, ctx, "memory list", fmt.Sprintf(`!!document.querySelector('#panel[open] button.note-item[data-note=%q]')`, note))
 	shot(t, ctx, "memory")
 	click(t, ctx, "#panel-close")
+	// A look at dark mode, for the screenshots.
+	dark := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	})
+	if err := chromedp.Do(ctx, dark); err == nil {
+		do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('.boundary').scrollIntoView({block: 'start'})`))
+		shot(t, ctx, "dark")
+	}
 }

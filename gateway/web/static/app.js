@@ -142,6 +142,7 @@ const S = {
   rekeys: [], // [{from, to}] DOM keys to carry over on the next render
   boundaries: new Map(), // chat id -> Map(boundary seq -> {reason, continued, notes, why}) as events told
   menu: null, // {chat, message}: the open message menu
+  noteTitles: new Map(), // memory note file name -> its title, from GET /api/memory
 };
 
 function newView(id) {
@@ -646,6 +647,7 @@ function applyEvent(v, ev) {
       S.boundaries.get(v.id).set(ev.seq, meta);
       v.checkpointThrough = 0;
       addBoundary(v, { seq: ev.seq, record: ev.record || '', time: ev.time, ...meta });
+      if (meta.notes.length) loadNoteTitles(v);
       return;
     }
     default:
@@ -793,7 +795,20 @@ async function fetchBoundaryMeta(v) {
     if (!e.notes) e.notes = (notes?.notes || []).filter(mine).map((n) => n.name);
     e.rev = (e.rev || 0) + 1;
   }
+  keepTitles(notes);
   render();
+}
+
+// loadNoteTitles reads the memory notes' titles, for the links under
+// boundaries.
+async function loadNoteTitles(v) {
+  keepTitles(await getJSON('/api/memory'));
+  for (const e of v.history) if (e.kind === 'boundary') e.rev = (e.rev || 0) + 1;
+  render();
+}
+
+function keepTitles(list) {
+  for (const n of list?.notes || []) if (n.name && n.title) S.noteTitles.set(n.name, n.title);
 }
 
 async function getJSON(url) {
@@ -1134,7 +1149,7 @@ function panelLoading(title) {
 async function showMemory() {
   const seq = panelLoading('Memory');
   const data = await getJSON('/api/memory');
-  if (seq !== panel.seq) return;
+  if (seq !== panel.seq || !dom.panel.open) return;
   const notes = data?.notes;
   if (!Array.isArray(notes)) return panelState('Memory', h('p', { class: 'panel-empty error' }, 'The memory notes could not be read.'));
   const intro = h('p', { class: 'panel-intro' }, 'What boundaries taught: each note was written when a long conversation was archived and cleared. The assistant reads them back with its memory tools.');
@@ -1160,7 +1175,7 @@ async function showNote(name, back = true) {
   } catch {
     text = null;
   }
-  if (seq !== panel.seq) return;
+  if (seq !== panel.seq || !dom.panel.open) return;
   dom.panelBack.hidden = !back;
   if (text == null) return panelState(noteTitle(name), h('p', { class: 'panel-empty error' }, 'That memory note was not found.'));
   const md = h('div', { class: 'md panel-note', 'data-note': name });
@@ -1173,7 +1188,7 @@ async function showHandoffs(chat) {
   const title = `Past handoffs · ${chatName(c)}`;
   const seq = panelLoading(title);
   const data = await getJSON(`/api/chats/${encodeURIComponent(chat)}/handoffs`);
-  if (seq !== panel.seq) return;
+  if (seq !== panel.seq || !dom.panel.open) return;
   const list = data?.handoffs;
   if (!Array.isArray(list)) return panelState(title, h('p', { class: 'panel-empty error' }, 'The past handoffs could not be read.'));
   const intro = h('p', { class: 'panel-intro' }, 'Each boundary wrote down where the work stood before it archived and cleared the conversation.');
@@ -1671,7 +1686,7 @@ function noteItem(e) {
 }
 
 function noteLink(name) {
-  return h('a', { class: 'note-link', href: `/api/memory/${encodeURIComponent(name)}`, 'data-note': name }, noteTitle(name));
+  return h('a', { class: 'note-link', href: `/api/memory/${encodeURIComponent(name)}`, 'data-note': name, title: name }, S.noteTitles.get(name) || noteTitle(name));
 }
 
 // noteTitle makes a memory note's file name readable: the date and chat
@@ -2079,8 +2094,8 @@ function bind() {
     if (item) showNote(item.dataset.note);
   });
   dom.panel.addEventListener('close', () => {
-    panel.seq++;
-    panel.opener?.focus?.();
+    // The close event comes late: the panel may be open again meanwhile.
+    if (!dom.panel.open) panel.opener?.focus?.();
   });
 
   dom.messages.addEventListener('input', (e) => {
