@@ -141,6 +141,17 @@ func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	until(t, ctx, "memory list", fmt.Sprintf(`!!document.querySelector('#panel[open] button.note-item[data-note=%q]')`, note))
 	shot(t, ctx, "memory")
 	click(t, ctx, "#panel-close")
+	// /compact and /clear typed in the composer go to the gateway as chat
+	// commands: a "checkpoint requested" note and a "Context cleared here"
+	// divider appear, never a user bubble.
+	typeAndSend(t, ctx, "/compact keep the plan")
+	until(t, ctx, "compact note", `!!document.querySelector('.note.compact')`)
+	typeAndSend(t, ctx, "/clear")
+	until(t, ctx, "cleared divider", `[...document.querySelectorAll('.divider.cleared')].some(e => e.textContent.includes('Context cleared here'))`)
+	if n := js[int](t, ctx, `[...document.querySelectorAll('.msg.user, .msg.outbox, .msg.pending')].filter(e => /\/(compact|clear)/.test(e.textContent)).length`); n != 0 {
+		t.Fatal("a chat command was sent as a message")
+	}
+
 	// A look at dark mode, for the screenshots.
 	dark := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
