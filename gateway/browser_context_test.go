@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -18,6 +19,9 @@ import (
 // note it wrote, the continuity message as a runtime note, the usage ring's
 // numbers, pinning from the message menu, and the same after a reload
 // (the snapshot path) and in the past-handoffs panel.
+// ringText is what the usage ring says: its aria-valuetext, then its label.
+var ringText = regexp.MustCompile(`^(Request|Conversation): [\d,]+ of [\d,]+ tokens \(the (ceiling|window)\), \d+%\..*Soft [\d,]+: (not )?reached · Hard [\d,]+: (not )?reached\. \| [\d.]+k? / [\d.]+k?$`)
+
 func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	st, _ := newLongStack(t)
 	ctx := browser(t)
@@ -99,9 +103,11 @@ func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	click(t, ctx, "#panel-close")
 	until(t, ctx, "panel closed", `!document.querySelector('#panel').open`)
 
-	// The ring: numbers against the window and the soft and hard marks.
+	// The ring: the request against the ceiling (or the conversation
+	// against the window), the soft and hard marks, and the next checkpoint
+	// when the reading has one.
 	ring := js[string](t, ctx, `document.querySelector('#context').getAttribute('aria-valuetext') + ' | ' + document.querySelector('#context .ring-value').textContent`)
-	if !strings.Contains(ring, "Soft 600") || !strings.Contains(ring, "Hard 750") || !strings.Contains(ring, "/ 3k") {
+	if !ringText.MatchString(ring) || (strings.Contains(ring, "(the ceiling)") && !strings.Contains(ring, "Next checkpoint at")) {
 		t.Fatalf("usage ring says %q", ring)
 	}
 

@@ -1398,7 +1398,7 @@ function renderRing(ctx) {
   }
   const text = h('span', { class: 'ring-text' },
     h('span', { class: 'ring-value' }, `${fmtTokens(val)} / ${fmtTokens(den)}`),
-    h('span', { class: 'ring-marks' }, next > 0 ? `Next checkpoint at ${fmtTokens(next)}` : marks));
+    h('span', { class: 'ring-marks' }, marks));
   el.replaceChildren(svg, text);
 }
 
