@@ -765,8 +765,7 @@ func (a *actor) rows() []view.Row {
 		case RoleContext:
 			// The runtime context a past request carried, in its place:
 			// the same rows give the same request bytes.
-			r.Kind, r.Text = view.KindContext, ""
-			_ = json.Unmarshal(m.Sections, &r.Sections)
+			r.Kind, r.Text, r.Sections = view.KindContext, "", m.sections
 			rows = append(rows, r)
 			continue
 		case RoleClear:

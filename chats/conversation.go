@@ -335,8 +335,10 @@ func (a *actor) replay(ev *Event) {
 			a.conv.asked = true
 		}
 	case EvRuntimeContext:
-		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
-			Turn: ev.Turn, State: MsgDone, Sections: ev.Sections, Tokens: ev.Tokens})
+		m := Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
+			Turn: ev.Turn, State: MsgDone, Sections: ev.Sections, Tokens: ev.Tokens}
+		_ = json.Unmarshal(ev.Sections, &m.sections)
+		a.msgs = append(a.msgs, m)
 	case EvBoundary:
 		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
 			Text: ev.Record, State: MsgDone})

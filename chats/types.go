@@ -150,8 +150,10 @@ type Message struct {
 	ToolCallID string              `json:"tool_call_id,omitempty"`
 	// Pinned keeps the message whole in the assistant's view.
 	Pinned bool `json:"pinned,omitempty"`
-	// Sections are a runtime-context row's sections.
+	// Sections are a runtime-context row's sections; sections is them
+	// parsed once, when the row is loaded or written.
 	Sections json.RawMessage `json:"sections,omitempty"`
+	sections []view.Section
 	// Tool and IsError describe a tool message: the tool that answered,
 	// and whether it failed.
 	Tool    string `json:"tool,omitempty"`

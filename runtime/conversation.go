@@ -53,12 +53,18 @@ func (e *Engine) offered(withHost bool) []provider.Tool {
 	if !withHost {
 		return nil
 	}
-	var defs []provider.Tool
-	if e.tools != nil {
-		defs = e.tools.Definitions()
-	}
-	defs = append(defs, boundary.Tools()...)
-	return append(defs, boundary.ToolOutputTool, boundary.GlobalSearchTool)
+	// Tools are set before the first turn, so the list is made once.
+	e.offeredOnce.Do(func() {
+		if e.tools != nil {
+			e.offeredDefs = e.tools.Definitions()
+		}
+		e.offeredDefs = append(e.offeredDefs, boundary.Tools()...)
+		e.offeredDefs = append(e.offeredDefs, boundary.ToolOutputTool, boundary.GlobalSearchTool)
+		for _, t := range e.offeredDefs {
+			e.roster = append(e.roster, t.Name)
+		}
+	})
+	return e.offeredDefs
 }
 
 // sizer measures a conversation against the first model of its chain: the

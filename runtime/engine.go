@@ -65,6 +65,10 @@ type Engine struct {
 	defsOnce   sync.Once
 	defsTokens int // the tool definitions' JSON, counted once
 
+	offeredOnce sync.Once
+	offeredDefs []provider.Tool // what a turn with a chat offers
+	roster      []string        // their names
+
 	cal       *tokens.Calibration // what providers billed against local counts, per model
 	dataDir   string              // memory notes and handoff records live here; "" writes none
 	configDir string              // where a handoff.md beside runtime.yaml overrides the built-in one

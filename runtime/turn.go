@@ -170,7 +170,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	if in.Host == nil {
 		picked = 0
 	}
-	if in.Host != nil {
+	if in.Host != nil && in.Prepared == nil && openAtEnd(rows) {
 		// A resumed turn first settles the calls its record left open:
 		// their results must follow them.
 		for _, call := range openCalls(messagesOf(rows)) {

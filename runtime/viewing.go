@@ -33,7 +33,7 @@ func (e *Engine) Prepare(in *TurnInput) {
 		return
 	}
 	rows := in.rows()
-	if len(openCalls(messagesOf(rows))) > 0 {
+	if openAtEnd(rows) {
 		return
 	}
 	sz := e.sizer(chain[0], e.offered(true))
@@ -59,9 +59,9 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 	if extra != "" {
 		sections = append(sections, view.Section{Key: sessionStartKey, Text: extra})
 	}
-	roster := make([]string, 0, 8)
-	for _, t := range e.offered(in.Host != nil) {
-		roster = append(roster, t.Name)
+	var roster []string
+	if len(e.offered(in.Host != nil)) > 0 {
+		roster = e.roster
 	}
 	return view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
 		Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count}
@@ -197,4 +197,21 @@ func withStored(rows []view.Row, v view.View) []view.Row {
 		return rows
 	}
 	return append(rows, view.Row{Kind: view.KindContext, Sections: v.Context, Tokens: v.ContextTokens})
+}
+
+// openAtEnd reports whether the rows end with an assistant step whose calls
+// are not all answered: a resumed turn settles them before its view.
+func openAtEnd(rows []view.Row) bool {
+	answered := 0
+	for i := len(rows) - 1; i >= 0; i-- {
+		switch rows[i].Kind {
+		case view.KindTool:
+			answered++
+		case view.KindAssistant:
+			return len(rows[i].ToolCalls) > answered
+		case view.KindUser:
+			return false
+		}
+	}
+	return false
 }
