@@ -59,7 +59,7 @@ func newLongStack(t *testing.T) (*stack, string) {
 	svc := chats.New(chats.Options{Store: store, Turner: eng, DataDir: dataDir})
 	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)
-	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), DataDir: dataDir})
+	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), DataDir: dataDir, Models: eng})
 	st.http.Config.Handler = st.srv.Handler()
 	st.http.Start()
 	t.Cleanup(func() {

@@ -41,6 +41,9 @@ type Options struct {
 	// DataDir is the data dir, where /api/memory reads the memory notes
 	// boundaries wrote; "" lists none.
 	DataDir string
+	// Models serves /api/models (request budgets, context limits); nil
+	// answers 503 there.
+	Models ModelSettings
 }
 
 // Route is one more handler a transport brings.
@@ -89,6 +92,7 @@ func New(opt Options) *Server {
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
 	s.monitorRoutes()
 	s.contextRoutes()
+	s.modelRoutes()
 	for _, rt := range opt.Routes {
 		h := rt.Handler
 		if rt.Private {

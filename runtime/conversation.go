@@ -83,7 +83,7 @@ type sizer struct {
 func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 	s := sizer{e: e, m: m, defs: e.defsCount(defs), count: tokens.For(m.Remote).Count}
 	s.fixed = s.count(SystemPrompt) + s.defs
-	s.budget, _ = budget.New(m.Window, m.ContextLimit, 0) // validated at load
+	s.budget, _ = budget.New(m.Window, e.contextLimit(m), 0) // validated at load or when chosen
 	maxAnswer := m.MaxOutput
 	if maxAnswer <= 0 {
 		maxAnswer = s.budget.Reserve

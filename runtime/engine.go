@@ -25,6 +25,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
+	bolt "go.etcd.io/bbolt"
 )
 
 // SystemPrompt is the fixed prompt every chat request starts with.
@@ -64,6 +65,11 @@ type Engine struct {
 
 	defsOnce   sync.Once
 	defsTokens int // the tool definitions' JSON, counted once
+
+	order    []*Model // as runtime.yaml lists them
+	limitsMu sync.RWMutex
+	limits   map[string]string // context limits chosen in the browser, by model
+	limitsDB *bolt.DB          // where they are kept; nil keeps them in memory
 
 	offeredOnce sync.Once
 	offeredDefs []provider.Tool // what a turn with a chat offers
@@ -124,13 +130,14 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 // model requests in flight across every chat.
 func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, concurrency int) (*Engine, error) {
 	e := &Engine{models: map[string]*Model{}, chains: map[string][]*Model{}, roles: roles,
-		sem: make(chan struct{}, max(1, concurrency)), cal: &tokens.Calibration{}}
+		sem: make(chan struct{}, max(1, concurrency)), cal: &tokens.Calibration{}, limits: map[string]string{}}
 	for _, m := range models {
 		if m.SoftRatio <= 0 && m.HardRatio <= 0 {
 			// A model built in code without limits gets the defaults.
 			m.SoftRatio, m.HardRatio = config.DefaultSoftRatio, config.DefaultHardRatio
 		}
 		e.models[m.Name] = m
+		e.order = append(e.order, m)
 	}
 	for name, list := range chains {
 		for _, mn := range list {

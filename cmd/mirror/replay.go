@@ -51,6 +51,9 @@ func replay(args []string, stdout io.Writer, getenv func(string) string) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if err := engine.UseLimits(db); err != nil {
+		return err
+	}
 	// The same tools as serve offers, so the fixed overhead is the same.
 	if reg, err := tools.New(tools.OptionsFrom(cfg, nil)); err == nil {
 		engine.SetTools(reg)

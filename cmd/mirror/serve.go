@@ -170,6 +170,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	engine.SetTools(toolbox)
 	engine.SetDirs(dir, cfg.Dir)
+	if err := engine.UseLimits(db); err != nil {
+		return err
+	}
 	engine.SetHooks(hooks.New(cfg.Hooks, cfg.Dir))
 	engine.SetLog(log)
 	store, err := chats.NewStore(db)
@@ -210,7 +213,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(),
-		DataDir: dir,
+		DataDir: dir, Models: engine,
 		Monitor: mon, Metrics: metrics, Routes: routes, Log: log, Quotas: func() any {
 			if q := engine.Quotas(); q != nil {
 				return q
