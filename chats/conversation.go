@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -544,10 +545,6 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 	return nil
 }
 
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
-}
 
 // MsgContinuity is the state of the message a continued (or ended)
 // conversation opens with: the runtime wrote it, not the person.
@@ -691,11 +688,13 @@ func (a *actor) writeHandoff() {
 	if dir == "" {
 		return
 	}
-	h := a.conv.handoff
-	h.Seen.Running = a.running()
-	if empty, _ := json.Marshal(boundary.Handoff{}); a.conv.written == "" && string(mustJSON(h)) == string(empty) {
+	blank := a.conv.handoff
+	blank.JudgedSeq = 0
+	if a.conv.written == "" && reflect.DeepEqual(blank, boundary.Handoff{}) {
 		return
 	}
+	h := a.conv.handoff
+	h.Seen.Running = a.running()
 	tmpl, err := boundary.LoadTemplate(a.s.opt.ConfigDir)
 	if err != nil {
 		a.s.log.Warn("handoff template", "err", err)
