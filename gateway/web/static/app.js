@@ -68,6 +68,16 @@
 //                                 .note-item[data-note=NAME] opens one (.panel-note)
 //   #handoffs-open                opens #panel on the open chat's past handoffs
 //                                 (.handoff-item)
+//   #model-open                   opens #panel on the model details (so does a click on
+//                                 #context): .model-details[data-model=NAME] for the
+//                                 chat's model (the last context reading's, else the
+//                                 first); dd[data-field=window|reserve|ceiling|mark|
+//                                 warn|limit] hold the numbers; select#context-limit
+//                                 (options value = auto | a step such as 600k | full)
+//                                 PUTs the choice; .model-status says what was saved,
+//                                 .model-error (role=alert) what the server refused;
+//                                 .model-none replaces the select when the model's Auto
+//                                 already is its whole window
 //
 // The open chat is kept in location.hash as "#" + encodeURIComponent(chat id).
 //
@@ -111,6 +121,7 @@ const dom = {
   backdrop: $('#backdrop'),
   toasts: $('#toasts'),
   handoffsOpen: $('#handoffs-open'),
+  modelOpen: $('#model-open'),
   memoryOpen: $('#memory-open'),
   panel: $('#panel'),
   panelTitle: $('#panel-title'),
@@ -614,7 +625,8 @@ function applyEvent(v, ev) {
       v.recoveries.delete(recoveryId(ev.recovery) ?? ev.id);
       return;
     case 'context':
-      v.context = ev;
+      // A reading without its model name keeps the one the chat had.
+      v.context = !ev.model && v.context?.model ? { ...ev, model: v.context.model } : ev;
       return;
     case 'checkpoint':
       v.checkpointThrough = num(ev.through, v.checkpointThrough);
@@ -1119,18 +1131,20 @@ function toggleExpanded(v, key) {
 
 // ---------------------------------------------------------------- panel: memory and past handoffs
 
-const panel = { kind: null, note: null, chat: null, seq: 0, opener: null };
+const panel = { kind: null, note: null, chat: null, seq: 0, opener: null, models: null };
 
 function openPanel(kind, arg) {
   panel.kind = kind;
   panel.note = null;
   panel.chat = kind === 'handoffs' ? arg : null;
+  panel.models = null;
   panel.opener = document.activeElement;
   if (!dom.panel.open) dom.panel.showModal();
   if (kind === 'memory') {
     if (arg) return showNote(arg, false);
     return showMemory();
   }
+  if (kind === 'model') return showModel(arg);
   return showHandoffs(arg);
 }
 
@@ -1207,6 +1221,133 @@ async function showHandoffs(chat) {
   }
   ul.querySelector('details')?.setAttribute('open', '');
   panelState(title, intro, ul);
+}
+
+// ---------------------------------------------------------------- panel: model details
+
+// chatModel is the model the open chat's last context reading names.
+function chatModel() {
+  const m = currentView()?.context?.model;
+  return typeof m === 'string' && m ? m : null;
+}
+
+async function showModel(name) {
+  const seq = panelLoading('Model details');
+  const data = await getJSON('/api/models');
+  if (seq !== panel.seq || !dom.panel.open) return;
+  const models = data?.models;
+  if (!Array.isArray(models) || !models.length) return panelState('Model details', h('p', { class: 'panel-empty error' }, 'The models could not be read.'));
+  panel.models = models;
+  const want = name || chatModel();
+  drawModel(models.find((m) => m.name === want) || models[0]);
+}
+
+// limitName spells a context limit as the select offers it.
+function limitName(l) {
+  if (!l || l === 'auto') return 'Auto';
+  if (l === 'full') return 'Full';
+  return l;
+}
+
+function tokens(n) {
+  return `${num(n, 0).toLocaleString()} tokens`;
+}
+
+// drawModel shows one model's request budget and, when it has choices, the
+// context limit select; note is {ok} or {error}, a line under it.
+function drawModel(m, note) {
+  const b = m.budget || {};
+  const title = `Model details · ${m.name}`;
+  const wrap = h('div', { class: 'model-details', 'data-model': m.name, 'data-limit': b.Limit || m.context_limit || 'auto' });
+  const others = (panel.models || []).filter((x) => x.name !== m.name);
+  if (others.length) {
+    const pick = h('select', { id: 'model-pick', class: 'model-select' });
+    for (const x of panel.models) {
+      const o = h('option', { value: x.name }, x.name === chatModel() ? `${x.name} (this chat)` : x.name);
+      o.selected = x.name === m.name;
+      pick.append(o);
+    }
+    wrap.append(h('div', { class: 'model-field' }, h('label', { for: 'model-pick' }, 'Model'), pick));
+  }
+  wrap.append(h('p', { class: 'panel-intro model-intro' },
+    `${[m.provider, m.model].filter(Boolean).join(' · ') || m.name}${chatModel() === m.name ? ', the model of this chat' : ''}. `,
+    'Every request must fit the request ceiling; the usage ring measures against it.'));
+  const win = num(b.Window, num(m.window, 0));
+  const limitIn = b.Limit || m.context_limit || 'auto';
+  const ceilingWhy = b.PolicyWindow && b.PolicyWindow < win
+    ? `the context limit (${limitName(limitIn)})`
+    : 'the window minus the response reserve';
+  const rows = [
+    ['window', 'Window', tokens(win), m.window > 0 ? '' : 'unknown to the catalog: assumed'],
+    ['reserve', 'Response reserve', tokens(b.Reserve), 'kept free for the reply'],
+    ['ceiling', 'Request ceiling', tokens(b.Ceiling), ceilingWhy],
+    ['mark', 'Checkpoint mark (85 %)', tokens(b.Mark), 'a measured request past it checkpoints the next turn'],
+    ['warn', 'Warning (72 %)', tokens(b.Warn), 'the agent is told once that a checkpoint is near'],
+    ['limit', 'Limit in force', limitName(limitIn),
+      m.configured && limitName(m.configured) !== limitName(limitIn) ? `runtime.yaml says ${limitName(m.configured)}; chosen here` : m.configured ? 'from runtime.yaml' : 'the default'],
+  ];
+  const dl = h('dl', { class: 'model-facts' });
+  for (const [field, label, value, hint] of rows) {
+    dl.append(h('div', { class: 'model-fact' },
+      h('dt', null, label),
+      h('dd', { 'data-field': field }, h('span', { class: 'fact-value' }, value), hint ? h('span', { class: 'fact-hint' }, hint) : null)));
+  }
+  wrap.append(dl);
+  const choices = Array.isArray(m.choices) ? m.choices : [];
+  if (choices.length) {
+    const sel = h('select', { id: 'context-limit', class: 'model-select', 'aria-describedby': 'context-limit-hint', 'data-model': m.name });
+    for (const c of choices) {
+      const o = h('option', { value: c.Limit }, `${limitName(c.Limit)} — ${tokens(c.Ceiling)}`);
+      o.selected = c.Limit === limitIn;
+      sel.append(o);
+    }
+    const status = h('p', { class: 'model-status', role: 'status' }, note?.ok || '');
+    const err = h('p', { class: 'model-error', role: 'alert' }, note?.error || '');
+    err.hidden = !note?.error;
+    wrap.append(h('div', { class: 'model-field limit-field' },
+      h('label', { for: 'context-limit' }, 'Context limit'), sel,
+      h('p', { id: 'context-limit-hint', class: 'fact-hint' },
+        'Auto stops at 272k even on a larger window: long requests cost more on every turn and recall worse. Choose a larger step when a task needs it, or a smaller one to save cost. The next turn of every chat on this model uses it.'),
+      status, err));
+  } else {
+    wrap.append(h('p', { class: 'model-none' },
+      `The Auto limit of ${m.name} already is its whole window (a request ceiling of ${tokens(b.Ceiling)}), so there is nothing to set.`));
+  }
+  panelState(title, wrap);
+}
+
+// setContextLimit PUTs the model's context limit and shows the budget the
+// server answers with, or why it refused.
+async function setContextLimit(name, limit) {
+  const m = panel.models?.find((x) => x.name === name);
+  if (!m) return;
+  const seq = ++panel.seq;
+  const sel = dom.panelBody.querySelector('#context-limit');
+  if (sel) sel.disabled = true;
+  const status = dom.panelBody.querySelector('.model-status');
+  if (status) status.textContent = 'Saving…';
+  let r = null;
+  let body = null;
+  try {
+    r = await fetch(`/api/models/${encodeURIComponent(name)}/context_limit`, {
+      method: 'PUT', credentials: 'same-origin', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ context_limit: limit }),
+    });
+    body = await r.json().catch(() => null);
+  } catch {
+    r = null;
+  }
+  if (r?.status === 401) return goLogin();
+  if (seq !== panel.seq || !dom.panel.open) return;
+  if (r?.ok && body?.model) {
+    const nm = body.model;
+    panel.models = panel.models.map((x) => (x.name === nm.name ? nm : x));
+    drawModel(nm, { ok: `Saved: ${limitName(nm.budget?.Limit || limit)}. The next turn uses a request ceiling of ${tokens(nm.budget?.Ceiling)}.` });
+  } else {
+    const why = body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');
+    drawModel(m, { error: `The context limit was not changed: ${why}` });
+  }
+  dom.panelBody.querySelector('#context-limit')?.focus();
 }
 
 function closePanel() {
@@ -1362,7 +1503,7 @@ function renderRing(ctx) {
   if (next > 0) lines.push(`Next checkpoint at ${next.toLocaleString()}.`);
   lines.push(`Soft ${soft.toLocaleString()}: ${ctx.soft_reached ? 'reached' : 'not reached'} · Hard ${hard.toLocaleString()}: ${ctx.hard_reached ? 'reached' : 'not reached'}.`);
   el.dataset.level = level;
-  el.title = lines.join('\n');
+  el.title = [...lines, 'Click for the model details.'].join('\n');
   el.setAttribute('aria-valuenow', String(val));
   el.setAttribute('aria-valuemax', String(den));
   el.setAttribute('aria-valuetext', lines.join(' '));
@@ -2085,6 +2226,21 @@ function bind() {
   });
   dom.handoffsOpen.addEventListener('click', () => {
     if (S.current) openPanel('handoffs', S.current);
+  });
+  dom.modelOpen.addEventListener('click', () => openPanel('model'));
+  dom.context.addEventListener('click', () => openPanel('model'));
+  dom.context.addEventListener('keydown', (e) => {
+    if (e.key !== 'Enter' && e.key !== ' ') return;
+    e.preventDefault();
+    openPanel('model');
+  });
+  dom.panel.addEventListener('change', (e) => {
+    const sel = e.target;
+    if (sel.id === 'context-limit') return setContextLimit(sel.dataset.model, sel.value);
+    if (sel.id === 'model-pick') {
+      const m = panel.models?.find((x) => x.name === sel.value);
+      if (m) drawModel(m);
+    }
   });
   dom.panelClose.addEventListener('click', closePanel);
   dom.panelBack.addEventListener('click', () => showMemory());
