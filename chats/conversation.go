@@ -370,7 +370,8 @@ func (h *host) Context(ci runtime.ContextInfo, sections []view.Section, toks int
 func (a *actor) appendContext(turn string, ci runtime.ContextInfo, sections []view.Section, toks int) {
 	c := ci
 	a.context = &c
-	a.append(&Event{Type: EvContext, Turn: turn, ContextInfo: &c}, Origin{})
+	// Event.Model is the shallower field: it carries the reading's model.
+	a.append(&Event{Type: EvContext, Turn: turn, ContextInfo: &c, Model: c.Model}, Origin{})
 	if sections == nil {
 		return // nothing changed: nothing sent, nothing stored
 	}

@@ -83,15 +83,15 @@ func DepthCap(depth int) int {
 // and Depth. Fixed overhead (system prompt and tool definitions) counts
 // against Ceiling, Mark and Warn, which size the whole request.
 type Budget struct {
-	Window       int    // catalog window (UnknownWindow when the catalog has none)
-	Limit        string // the limit in force: "auto", "full" or a step such as "200k"
-	Depth        int    // delegation depth
-	PolicyWindow int    // smallest window whose ceiling is the limit, within Window, capped by depth
-	Reserve      int    // response reserve of PolicyWindow
-	Ceiling      int    // PolicyWindow − Reserve: every request must fit it
-	Mark         int    // 85 % of Ceiling: a measured request at or past it checkpoints the next turn
-	Warn         int    // 72 % of Ceiling: the agent is told once that a checkpoint is near
-	TailTokens   int    // token bound of the protected tail
+	Window       int    `json:"window"`        // catalog window (UnknownWindow when the catalog has none)
+	Limit        string `json:"limit"`         // the limit in force: "auto", "full" or a step such as "200k"
+	Depth        int    `json:"depth"`         // delegation depth
+	PolicyWindow int    `json:"policy_window"` // smallest window whose ceiling is the limit, within Window, capped by depth
+	Reserve      int    `json:"reserve"`       // response reserve of PolicyWindow
+	Ceiling      int    `json:"ceiling"`       // PolicyWindow − Reserve: every request must fit it
+	Mark         int    `json:"mark"`          // 85 % of Ceiling: a measured request at or past it checkpoints the next turn
+	Warn         int    `json:"warn"`          // 72 % of Ceiling: the agent is told once that a checkpoint is near
+	TailTokens   int    `json:"tail_tokens"`   // token bound of the protected tail
 }
 
 // New computes the budget of a model with the given catalog window (0 when
@@ -151,8 +151,8 @@ func (b Budget) CardBudget(overhead int) int { return b.Target(overhead) * 12 / 
 
 // Choice is one context limit a model offers.
 type Choice struct {
-	Limit   string // "auto", "full" or a step such as "200k"
-	Ceiling int    // the request ceiling it gives at depth 0
+	Limit   string `json:"limit"`   // "auto", "full" or a step such as "200k"
+	Ceiling int    `json:"ceiling"` // the request ceiling it gives at depth 0
 }
 
 // LimitChoices returns the context limits a model with this window offers:

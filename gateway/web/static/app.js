@@ -1258,7 +1258,7 @@ function tokens(n) {
 function drawModel(m, note) {
   const b = m.budget || {};
   const title = `Model details · ${m.name}`;
-  const wrap = h('div', { class: 'model-details', 'data-model': m.name, 'data-limit': b.Limit || m.context_limit || 'auto' });
+  const wrap = h('div', { class: 'model-details', 'data-model': m.name, 'data-limit': b.limit || m.context_limit || 'auto' });
   const others = (panel.models || []).filter((x) => x.name !== m.name);
   if (others.length) {
     const pick = h('select', { id: 'model-pick', class: 'model-select' });
@@ -1272,17 +1272,17 @@ function drawModel(m, note) {
   wrap.append(h('p', { class: 'panel-intro model-intro' },
     `${[m.provider, m.model].filter(Boolean).join(' · ') || m.name}${chatModel() === m.name ? ', the model of this chat' : ''}. `,
     'Every request must fit the request ceiling; the usage ring measures against it.'));
-  const win = num(b.Window, num(m.window, 0));
-  const limitIn = b.Limit || m.context_limit || 'auto';
-  const ceilingWhy = b.PolicyWindow && b.PolicyWindow < win
+  const win = num(b.window, num(m.window, 0));
+  const limitIn = b.limit || m.context_limit || 'auto';
+  const ceilingWhy = b.policy_window && b.policy_window < win
     ? `the context limit (${limitName(limitIn)})`
     : 'the window minus the response reserve';
   const rows = [
     ['window', 'Window', tokens(win), m.window > 0 ? '' : 'unknown to the catalog: assumed'],
-    ['reserve', 'Response reserve', tokens(b.Reserve), 'kept free for the reply'],
-    ['ceiling', 'Request ceiling', tokens(b.Ceiling), ceilingWhy],
-    ['mark', 'Checkpoint mark (85 %)', tokens(b.Mark), 'a measured request past it checkpoints the next turn'],
-    ['warn', 'Warning (72 %)', tokens(b.Warn), 'the agent is told once that a checkpoint is near'],
+    ['reserve', 'Response reserve', tokens(b.reserve), 'kept free for the reply'],
+    ['ceiling', 'Request ceiling', tokens(b.ceiling), ceilingWhy],
+    ['mark', 'Checkpoint mark (85 %)', tokens(b.mark), 'a measured request past it checkpoints the next turn'],
+    ['warn', 'Warning (72 %)', tokens(b.warn), 'the agent is told once that a checkpoint is near'],
     ['limit', 'Limit in force', limitName(limitIn),
       m.configured && limitName(m.configured) !== limitName(limitIn) ? `runtime.yaml says ${limitName(m.configured)}; chosen here` : m.configured ? 'from runtime.yaml' : 'the default'],
   ];
@@ -1297,8 +1297,8 @@ function drawModel(m, note) {
   if (choices.length) {
     const sel = h('select', { id: 'context-limit', class: 'model-select', 'aria-describedby': 'context-limit-hint', 'data-model': m.name });
     for (const c of choices) {
-      const o = h('option', { value: c.Limit }, `${limitName(c.Limit)} — ${tokens(c.Ceiling)}`);
-      o.selected = c.Limit === limitIn;
+      const o = h('option', { value: c.limit }, `${limitName(c.limit)} — ${tokens(c.ceiling)}`);
+      o.selected = c.limit === limitIn;
       sel.append(o);
     }
     const status = h('p', { class: 'model-status', role: 'status' }, note?.ok || '');
@@ -1311,7 +1311,7 @@ function drawModel(m, note) {
       status, err));
   } else {
     wrap.append(h('p', { class: 'model-none' },
-      `The Auto limit of ${m.name} already is its whole window (a request ceiling of ${tokens(b.Ceiling)}), so there is nothing to set.`));
+      `The Auto limit of ${m.name} already is its whole window (a request ceiling of ${tokens(b.ceiling)}), so there is nothing to set.`));
   }
   panelState(title, wrap);
 }
@@ -1342,7 +1342,7 @@ async function setContextLimit(name, limit) {
   if (r?.ok && body?.model) {
     const nm = body.model;
     panel.models = panel.models.map((x) => (x.name === nm.name ? nm : x));
-    drawModel(nm, { ok: `Saved: ${limitName(nm.budget?.Limit || limit)}. The next turn uses a request ceiling of ${tokens(nm.budget?.Ceiling)}.` });
+    drawModel(nm, { ok: `Saved: ${limitName(nm.budget?.limit || limit)}. The next turn uses a request ceiling of ${tokens(nm.budget?.ceiling)}.` });
   } else {
     const why = body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');
     drawModel(m, { error: `The context limit was not changed: ${why}` });
