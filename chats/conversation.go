@@ -546,7 +546,6 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 	return nil
 }
 
-
 // MsgContinuity is the state of the message a continued (or ended)
 // conversation opens with: the runtime wrote it, not the person.
 const MsgContinuity = "continuity"
