@@ -129,7 +129,9 @@ func loadActor(s *Service, id string) (*actor, error) {
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
 			switch ev.Type {
 			case EvMessagePicked, EvAssistantStep, EvContinuity:
-				a.msgs = append(a.msgs, *ev.Message)
+				m := *ev.Message
+				m.rowSeq = ev.Seq
+				a.msgs = append(a.msgs, m)
 			case EvTurnFinished, EvTurnFailed:
 				if ev.Message != nil {
 					a.msgs = append(a.msgs, *ev.Message)
@@ -660,6 +662,16 @@ func (a *actor) stop(o Origin) (chan struct{}, error) {
 	return w, nil
 }
 
+// pick adds m to the conversation with a message.picked row. The message
+// keeps its id and seq (where it was accepted); its row's place in the
+// record is the pickup's seq.
+func (a *actor) pick(m *Message, turn string) {
+	ev := a.append(&Event{Type: EvMessagePicked, Message: m, Turn: turn}, Origin{})
+	c := *m
+	c.rowSeq = ev.Seq
+	a.msgs = append(a.msgs, c)
+}
+
 // maybeStart picks up every pending message, in order, into a new turn.
 func (a *actor) maybeStart() {
 	if a.turn != nil || a.quitting || a.broken != nil || len(a.recoveries) > 0 || (len(a.pending) == 0 && !a.meta.Resume) {
@@ -670,8 +682,7 @@ func (a *actor) maybeStart() {
 	for _, p := range a.pending {
 		m := *p
 		m.State, m.Turn = MsgPicked, id
-		a.msgs = append(a.msgs, m)
-		a.append(&Event{Type: EvMessagePicked, Message: &m, Turn: id}, Origin{})
+		a.pick(&m, id)
 		if !a.b.unput(p) { // stored and picked in one commit: never pending on disk
 			a.b.delPend = append(a.b.delPend, m.ID)
 		}
@@ -706,6 +717,12 @@ func (a *actor) maybeStart() {
 			a.appendCheckpoint(id, p.View.Checkpoint)
 		}
 		a.appendContext(id, p.Info, p.View.Context, p.View.ContextTokens)
+		if p.View.Checkpoint != nil {
+			// A checkpoint re-plans the view: it is committed before the
+			// request that carries it is sent (a failed commit stops the
+			// turn). Other turns commit their pickup with their first text.
+			_ = a.flush()
+		}
 	}
 	a.settled = map[string]string{}
 	go func() {
@@ -751,6 +768,9 @@ func (a *actor) rows() []view.Row {
 	}
 	for _, m := range conv {
 		r := view.Row{Seq: m.Seq, ID: m.ID, Turn: m.Turn, Text: m.Text, Tokens: m.Tokens, Pinned: m.Pinned}
+		if m.rowSeq > 0 {
+			r.Seq = m.rowSeq // where it entered the conversation, so rows stay in record order
+		}
 		switch m.Role {
 		case provider.RoleTool:
 			for i, c := range open {

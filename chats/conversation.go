@@ -514,9 +514,10 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 		State: MsgContinuity, Turn: t.id, Tokens: a.count(b.Opening)}
 	oev := a.append(&Event{Type: EvContinuity, Turn: t.id, Message: opening}, Origin{})
 	opening.Time = oev.Time
-	for _, m := range carried {
+	pickedAt := make([]uint64, len(carried))
+	for i, m := range carried {
 		c := m
-		a.append(&Event{Type: EvMessagePicked, Turn: t.id, Message: &c}, Origin{})
+		pickedAt[i] = a.append(&Event{Type: EvMessagePicked, Turn: t.id, Message: &c}, Origin{}).Seq
 	}
 	a.b.archive = &entry
 	if err := a.flush(); err != nil {
@@ -534,7 +535,10 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 	}
 	a.replay(bev)
 	a.msgs = append(a.msgs, *opening)
-	a.msgs = append(a.msgs, carried...)
+	for i, m := range carried {
+		m.rowSeq = pickedAt[i]
+		a.msgs = append(a.msgs, m)
+	}
 	if a.s.opt.DataDir != "" {
 		// The record as the boundary wrote it, until the next turn updates it.
 		if err := boundary.WriteHandoff(a.s.opt.DataDir, a.id, b.Record); err != nil {

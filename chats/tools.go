@@ -161,8 +161,7 @@ func (h *host) Redirects() ([]provider.Message, error) {
 			}
 			m := *p
 			m.State, m.Turn = MsgPicked, h.t.id
-			h.a.msgs = append(h.a.msgs, m)
-			h.a.append(&Event{Type: EvMessagePicked, Message: &m, Turn: h.t.id}, Origin{})
+			h.a.pick(&m, h.t.id)
 			h.a.b.delPend = append(h.a.b.delPend, m.ID)
 			out = append(out, provider.Message{Role: provider.RoleUser, Content: m.Text, Tokens: m.Tokens})
 		}

@@ -154,6 +154,9 @@ type Message struct {
 	// parsed once, when the row is loaded or written.
 	Sections json.RawMessage `json:"sections,omitempty"`
 	sections []view.Section
+	// rowSeq is where a picked-up message entered the conversation: the
+	// seq of its message.picked row (Seq stays where it was accepted).
+	rowSeq uint64
 	// Tool and IsError describe a tool message: the tool that answered,
 	// and whether it failed.
 	Tool    string `json:"tool,omitempty"`
