@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,6 +45,9 @@ type Options struct {
 	// Models serves /api/models (request budgets, context limits); nil
 	// answers 503 there.
 	Models ModelSettings
+	// Replay writes what `mirror replay CHAT` prints, for
+	// /api/chats/{id}/replay; nil answers 503 there.
+	Replay func(w io.Writer, chat string) error
 }
 
 // Route is one more handler a transport brings.

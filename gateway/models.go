@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 
+	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/runtime"
 )
 
@@ -17,6 +19,7 @@ type ModelSettings interface {
 }
 
 func (s *Server) modelRoutes() {
+	s.mux.Handle("GET /api/chats/{id}/replay", s.need(http.HandlerFunc(s.apiReplay)))
 	s.mux.Handle("GET /api/models", s.need(http.HandlerFunc(s.apiModels)))
 	s.mux.Handle("PUT /api/models/{name}/context_limit", s.need(http.HandlerFunc(s.apiSetContextLimit)))
 }
@@ -53,5 +56,26 @@ func (s *Server) apiSetContextLimit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"model": m})
+	}
+}
+
+// apiReplay answers `mirror replay` while this gateway holds the database:
+// the same text, read-only.
+func (s *Server) apiReplay(w http.ResponseWriter, r *http.Request) {
+	if s.opt.Replay == nil {
+		http.Error(w, "no replay here", http.StatusServiceUnavailable)
+		return
+	}
+	var b bytes.Buffer
+	err := s.opt.Replay(&b, r.PathValue("id"))
+	switch {
+	case errors.Is(err, chats.ErrNotFound):
+		http.Error(w, "no such chat", http.StatusNotFound)
+	case err != nil:
+		s.log.Error("replay", "chat", r.PathValue("id"), "err", err)
+		http.Error(w, "could not replay the chat", http.StatusInternalServerError)
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(b.Bytes())
 	}
 }

@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "pair":
 		err = pair(ctx, args[1:], stdout, getenv)
 	case "replay":
-		err = replay(args[1:], stdout, getenv)
+		err = replay(ctx, args[1:], stdout, getenv)
 	case "check-compression":
 		err = checkCompression(args[1:], stdout)
 	case "version", "--version", "-v":

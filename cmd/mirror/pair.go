@@ -77,8 +77,9 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 
 var errNoGateway = errors.New("no gateway answers")
 
-// pairOverHTTP asks the running gateway; errNoGateway when none listens.
-func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code string) (string, error) {
+// gatewayURL is where the gateway of cfg answers: its listen address, on
+// loopback when it listens on every address.
+func gatewayURL(cfg *config.Config) (string, error) {
 	host, port, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
 		return "", usageError{fmt.Errorf("listen %q: %w", cfg.Listen, err)}
@@ -86,7 +87,16 @@ func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code string
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1" // a wildcard listener answers on loopback
 	}
-	base := "http://" + net.JoinHostPort(host, port) + "/api/telegram/pairing"
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// pairOverHTTP asks the running gateway; errNoGateway when none listens.
+func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code string) (string, error) {
+	root, err := gatewayURL(cfg)
+	if err != nil {
+		return "", err
+	}
+	base := root + "/api/telegram/pairing"
 	method, u := http.MethodGet, base
 	if sub == "approve" {
 		method, u = http.MethodPost, base+"/"+url.PathEscape(code)+"/approve"

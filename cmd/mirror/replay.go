@@ -1,25 +1,35 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/config/datadir"
+	"github.com/mirror-gateway/mirror/gateway"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // replay runs `mirror replay CHAT`: read-only, it prints every number a
-// context decision of the chat turns on.
-func replay(args []string, stdout io.Writer, getenv func(string) string) error {
+// context decision of the chat turns on. With no gateway running it reads
+// the database itself; a running gateway holds the database, so it is
+// asked over HTTP instead (GET /api/chats/CHAT/replay, with the token).
+func replay(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return usageError{errors.New("replay: missing CHAT (a chat id, such as c_0123abcd; GET /api/chats lists them)")}
 	}
@@ -38,15 +48,14 @@ func replay(args []string, stdout io.Writer, getenv func(string) string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no database at %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 500 * time.Millisecond})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return replayOverHTTP(ctx, cfg, chat, stdout, getenv)
+	}
 	if err != nil {
-		return fmt.Errorf("open %s read-only: %w (a running gateway holds it: stop it first, or ask it with /status)", path, err)
+		return fmt.Errorf("open %s read-only: %w", path, err)
 	}
 	defer db.Close()
-	ins, err := chats.Inspect(db, chat)
-	if err != nil {
-		return err
-	}
 	engine, err := mruntime.New(cfg, getenv)
 	if err != nil {
 		return usageError{err}
@@ -55,14 +64,64 @@ func replay(args []string, stdout io.Writer, getenv func(string) string) error {
 		return err
 	}
 	// The same tools as serve offers, so the fixed overhead is the same.
-	if reg, err := tools.New(tools.OptionsFrom(cfg, nil)); err == nil {
+	if reg, err := toolsFor(cfg); err == nil {
 		engine.SetTools(reg)
 	}
-	fmt.Fprintf(stdout, "chat %s %q, chain %s, %d events\n", ins.Chat.ID, ins.Chat.Title, ins.Chat.Chain, ins.Chat.Seq)
-	if c := ins.Context; c != nil {
-		fmt.Fprintf(stdout, "last reading: %s\n", strings.ReplaceAll(c.Line, "\n", " / "))
+	return writeReplay(stdout, db, engine, chat)
+}
+
+// writeReplay writes the replay of chat: the chat's line, its last
+// reading, then the engine's numbers. serve answers GET /api/chats/{id}/replay
+// with it too.
+func writeReplay(w io.Writer, db *bolt.DB, engine *mruntime.Engine, chat string) error {
+	ins, err := chats.Inspect(db, chat)
+	if err != nil {
+		return err
 	}
-	return engine.Replay(stdout, ins.Input, mruntime.ReplayState{From: ins.From, Boundaries: ins.Boundaries, Handoff: ins.Handoff, Asked: ins.Asked})
+	fmt.Fprintf(w, "chat %s %q, chain %s, %d events\n", ins.Chat.ID, ins.Chat.Title, ins.Chat.Chain, ins.Chat.Seq)
+	if c := ins.Context; c != nil {
+		fmt.Fprintf(w, "last reading: %s\n", strings.ReplaceAll(c.Line, "\n", " / "))
+	}
+	return engine.Replay(w, ins.Input, mruntime.ReplayState{From: ins.From, Boundaries: ins.Boundaries, Handoff: ins.Handoff, Asked: ins.Asked})
+}
+
+func replayOverHTTP(ctx context.Context, cfg *config.Config, chat string, stdout io.Writer, getenv func(string) string) error {
+	dir, err := datadir.Prepare(cfg.DataPath())
+	if err != nil {
+		return err
+	}
+	tok, err := gateway.LoadToken(cfg, dir, getenv)
+	if err != nil {
+		return err
+	}
+	root, err := gatewayURL(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, root+"/api/chats/"+url.PathEscape(chat)+"/replay", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("the database is held by another process, and no gateway answers at %s", cfg.Listen)
+		}
+		return fmt.Errorf("ask the gateway at %s: %w", cfg.Listen, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		_, err = stdout.Write(body)
+		return err
+	case http.StatusUnauthorized:
+		return fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", cfg.Listen)
+	}
+	return fmt.Errorf("replay %s: %s", chat, strings.TrimSpace(string(body)))
 }
 
 // checkCompression runs `mirror check-compression FILE`: the token sources
@@ -89,4 +148,10 @@ func checkCompression(args []string, stdout io.Writer) error {
 		return usageError{fmt.Errorf("%s: %w", file, err)}
 	}
 	return rep.Write(stdout)
+}
+
+// toolsFor is the workspace tools serve offers with cfg, so that replay
+// sizes the same tool definitions (no ledger: replay changes nothing).
+func toolsFor(cfg *config.Config) (*tools.Registry, error) {
+	return tools.New(tools.OptionsFrom(cfg, nil))
 }

@@ -76,6 +76,31 @@ func TestReplayPrintsTheNumbersOfAChat(t *testing.T) {
 	got := strings.ReplaceAll(out.String(), c.ID, "CHAT")
 	golden(t, "replay.golden", got)
 
+	// With a gateway running (it holds the database), replay asks it over
+	// HTTP and prints the same.
+	cfgPath := filepath.Join(t.TempDir(), "runtime.yaml")
+	if err := os.WriteFile(cfgPath, []byte("listen: "+freeAddr(t)+"\nproviders: [{name: builtin, kind: builtin, delay: 0s}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) string {
+		if k == "MIRROR_TOKEN" {
+			return "pair-token-0123456789abcdef"
+		}
+		return ""
+	}
+	stop := servePair(t, cfgPath, data)
+	out.Reset()
+	if code := run(ctx, []string{"replay", c.ID, "--config", cfgPath, "--data", data}, &out, &errb, env); code != 0 {
+		t.Fatalf("replay over HTTP: exit %d: %s", code, errb.String())
+	}
+	if over := strings.ReplaceAll(out.String(), c.ID, "CHAT"); over != got {
+		t.Fatalf("replay over HTTP differs:\n%s\n--- from the database\n%s", over, got)
+	}
+	if code := run(ctx, []string{"replay", "c_nope", "--config", cfgPath, "--data", data}, &out, &errb, env); code != 1 {
+		t.Fatalf("replay of an unknown chat over HTTP: exit %d", code)
+	}
+	stop()
+
 	// Bad usage is refused with exit 2; an unknown chat is a runtime failure.
 	if code := run(ctx, []string{"replay"}, &out, &errb, nil); code != 2 {
 		t.Fatalf("replay without a chat: exit %d", code)

@@ -165,6 +165,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	toolbox, err := tools.New(tools.OptionsFrom(cfg, ledger))
+	replayChat := func(w io.Writer, chat string) error { return writeReplay(w, db, engine, chat) }
 	if err != nil {
 		return usageError{err}
 	}
@@ -213,7 +214,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(),
-		DataDir: dir, Models: engine,
+		DataDir: dir, Models: engine, Replay: replayChat,
 		Monitor: mon, Metrics: metrics, Routes: routes, Log: log, Quotas: func() any {
 			if q := engine.Quotas(); q != nil {
 				return q
