@@ -154,10 +154,6 @@ func loadActor(s *Service, id string) (*actor, error) {
 				openApprovals[ev.Approval.ID] = ev.Approval
 			case EvApprovalResolved:
 				delete(openApprovals, ev.Approval.ID)
-			case EvTurnStarted:
-				// The turn that started took the /compact asked before it,
-				// and ran the SessionStart hooks of the checkpoint before it.
-				a.compact, a.conv.checkpointed, a.conv.pruned = nil, false, false
 			case EvMessagePinned, EvClear, EvContext, EvCompact, EvBoundary, EvCheckpoint, EvHandoff, EvRuntimeContext:
 				a.replay(ev)
 			case EvRecoveryRequested:
@@ -708,16 +704,13 @@ func (a *actor) maybeStart() {
 			in.Checkpoint = nil
 		}
 	}
-	a.compact, a.conv.checkpointed, a.conv.pruned = nil, false, false
 	// The view is built now, so what must be stored before the request is
 	// sent goes with the pickup: no commit of its own.
 	a.s.opt.Turner.Prepare(&in)
 	if p := in.Prepared; p != nil && p.Err == nil {
-		if p.View.Checkpoint != nil {
-			a.appendCheckpoint(id, p.View.Checkpoint)
-		}
 		a.appendContext(id, p.Info, p.View.Context, p.View.ContextTokens)
 		if p.View.Checkpoint != nil {
+			a.appendCheckpoint(id, p.View.Checkpoint)
 			// A checkpoint re-plans the view: it is committed before the
 			// request that carries it is sent (a failed commit stops the
 			// turn). Other turns commit their pickup with their first text.
@@ -832,7 +825,9 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		return
 	}
 	reply := res.Reply
-	if reply == "" {
+	if reply == "" && res.Boundary == nil {
+		// A stopped or failed turn keeps what it streamed; across a
+		// boundary the streamed text belongs to the conversation before it.
 		reply = t.text.String()
 	}
 	stopped := errors.Is(err, errStopped)

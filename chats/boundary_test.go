@@ -534,3 +534,77 @@ func TestARequestThatCannotFitIsRefusedBeforeItIsSent(t *testing.T) {
 		t.Fatalf("%d requests were sent", n)
 	}
 }
+
+func TestASteerReadAsHardIsCrossedGoesIntoTheFreshConversation(t *testing.T) {
+	asked, proceed := make(chan struct{}, 1), make(chan struct{})
+	reply := func(r wireReq) (string, []provider.ToolCall) {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == "tool" || !strings.Contains(r.last("user"), "do the work") {
+			return "Done with this part.", nil
+		}
+		asked <- struct{}{}
+		<-proceed // the person steers while the step is being answered
+		return words("Working through the export.", 1500), []provider.ToolCall{{ID: "h1", Name: boundary.ToolHandoffUpdate,
+			Arguments: `{"objective":"ship the export feature","next_action":"write the partial-export test"}`}}
+	}
+	le := newLongEnv(t, reply)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, words("Some context.", 900))
+	if _, err := le.svc.Send(bg, c.ID, "Now do the work.", "work", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asked:
+	case <-time.After(wait):
+		t.Fatal("the step was never asked for")
+	}
+	if _, err := le.svc.Send(bg, c.ID, "Also mention the blue door.", "steer", ModeRedirect, Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	close(proceed)
+	s.waitFor(t, "the turn's end", has(EvTurnFinished, 2))
+	r := le.lastChatRequest(t)
+	if len(r.Messages) < 3 || !strings.HasPrefix(r.Messages[1].Content, "This conversation was consolidated") || r.Messages[2].Content != "Also mention the blue door." {
+		t.Fatalf("the request after the boundary: %+v", r.Messages)
+	}
+	if count(le.durable(c.ID), EvBoundary) != 1 {
+		t.Fatal("no boundary")
+	}
+}
+
+func TestAnEndedBoundaryAddsNoAnswer(t *testing.T) {
+	reply := func(r wireReq) (string, []provider.ToolCall) {
+		if r.Messages[len(r.Messages)-1].Role == "tool" || !strings.Contains(r.last("user"), "wrap up") {
+			return "Noted.", nil
+		}
+		return "STEPTEXT", []provider.ToolCall{
+			{ID: "h1", Name: boundary.ToolHandoffUpdate, Arguments: `{"objective":"ship the export feature","done":["all of it"]}`},
+			{ID: "c1", Name: boundary.ToolConsolidate, Arguments: `{"continue":false,"reason":"the export shipped"}`}}
+	}
+	le := newLongEnv(t, reply)
+	c := le.chat()
+	s := newSub()
+	if err := le.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	le.turn(t, s, c.ID, "Please wrap up.")
+	var b, fin *Event
+	for _, ev := range le.durable(c.ID) {
+		switch ev.Type {
+		case EvBoundary:
+			b = ev
+		case EvTurnFinished:
+			fin = ev
+		}
+	}
+	if b == nil || b.Reason != runtime.ReasonAssistant || b.Continued == nil || *b.Continued {
+		t.Fatalf("boundary %+v", b)
+	}
+	if fin == nil || fin.Message != nil || fin.Seq < b.Seq {
+		t.Fatalf("the turn's finish after an ended boundary: %+v", fin)
+	}
+}

@@ -30,16 +30,9 @@ type archiveEntry struct {
 	Through  uint64    `json:"through"`  // last seq it archived
 	Reason   string    `json:"reason"`
 	Time     time.Time `json:"time"`
-	Record   string    `json:"record"` // the handoff record, rendered
-	Docs     []ArchDoc `json:"docs"`
-	Index    []byte    `json:"index,omitempty"`
-}
-
-// ArchDoc is one archived row as recall_history searches it.
-type ArchDoc struct {
-	Seq  uint64 `json:"seq"`
-	Role string `json:"role"`
-	Text string `json:"text"`
+	Record   string         `json:"record"` // the handoff record, rendered
+	Docs     []boundary.Doc `json:"docs"`   // the transcript, as recall_history searches it
+	Index    []byte         `json:"index,omitempty"`
 }
 
 // isTranscript reports whether a message belongs to the transcript people
@@ -109,8 +102,7 @@ func (s *Service) command(ctx context.Context, chat string, fields []string, tex
 			if err := a.usable(); err != nil {
 				return err
 			}
-			ev := a.append(&Event{Type: EvClear}, o)
-			a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleClear, Seq: ev.Seq, Time: ev.Time, State: MsgDone})
+			a.replay(a.append(&Event{Type: EvClear}, o))
 			return a.flush()
 		})
 		out = "Cleared: the assistant's next request starts after this point. The transcript above stays, and stays searchable."
@@ -322,7 +314,10 @@ func (a *actor) replay(ev *Event) {
 	case EvClear:
 		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleClear, Seq: ev.Seq, Time: ev.Time, State: MsgDone})
 	case EvContext:
+		// The view of this reading answered the signals asked before it: a
+		// /compact, a prune, the SessionStart hooks of a checkpoint.
 		a.context = ev.ContextInfo
+		a.compact, a.conv.checkpointed, a.conv.pruned = nil, false, false
 	case EvCompact:
 		text := ev.Text
 		a.compact = &text
@@ -369,9 +364,8 @@ func (h *host) Context(ci runtime.ContextInfo, sections []view.Section, toks int
 // appendContext adds a turn's reading and runtime context to the batch.
 func (a *actor) appendContext(turn string, ci runtime.ContextInfo, sections []view.Section, toks int) {
 	c := ci
-	a.context = &c
 	// Event.Model is the shallower field: it carries the reading's model.
-	a.append(&Event{Type: EvContext, Turn: turn, ContextInfo: &c, Model: c.Model}, Origin{})
+	a.replay(a.append(&Event{Type: EvContext, Turn: turn, ContextInfo: &c, Model: c.Model}, Origin{}))
 	if sections == nil {
 		return // nothing changed: nothing sent, nothing stored
 	}
@@ -393,9 +387,7 @@ func (h *host) Checkpoint(cp *view.Checkpoint) error {
 
 func (a *actor) appendCheckpoint(turn string, cp *view.Checkpoint) {
 	raw, _ := json.Marshal(cp)
-	ev := a.append(&Event{Type: EvCheckpoint, Turn: turn, Checkpoint: raw, Through: cp.Evicted}, Origin{})
-	a.replay(ev)
-	a.conv.checkpointed = true // for the next turn, not this one
+	a.replay(a.append(&Event{Type: EvCheckpoint, Turn: turn, Checkpoint: raw, Through: cp.Evicted}, Origin{}))
 }
 
 // replayTurn takes what a finished turn measured.
@@ -477,33 +469,42 @@ func (c *conversation) setHandoff(raw json.RawMessage, seq uint64) {
 // Boundary archives the conversation and clears it in one transaction.
 // If the write fails nothing changes: the rows are not kept, a
 // boundary.failed row says so, and the next turn tries again.
-func (h *host) Boundary(b runtime.Boundary) error {
-	return h.a.exec(func() error { return h.a.boundary(h.t, b) })
+func (h *host) Boundary(b runtime.Boundary) ([]view.Row, error) {
+	var rows []view.Row
+	err := h.a.exec(func() error {
+		if err := h.a.boundary(h.t, b); err != nil {
+			return err
+		}
+		rows = h.a.rows()
+		return nil
+	})
+	return rows, err
 }
 
 func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 	if err := a.flush(); err != nil {
 		return err
 	}
-	conv := a.msgs[a.conv.start:]
-	carry := b.Carry
-	if carry > len(conv) {
-		carry = 0
+	// The person's messages that crossed hard go into the fresh
+	// conversation as typed; everything else of it is archived.
+	var archived, carried []Message
+	for _, m := range a.msgs[a.conv.start:] {
+		if b.CarryFrom > 0 && m.Role == provider.RoleUser && m.rowSeq >= b.CarryFrom {
+			carried = append(carried, m)
+		} else {
+			archived = append(archived, m)
+		}
 	}
-	archived := conv[:len(conv)-carry]
-	carried := append([]Message(nil), conv[len(conv)-carry:]...)
-	docs := make([]ArchDoc, 0, len(archived))
-	bdocs := make([]boundary.Doc, 0, len(archived))
+	docs := make([]boundary.Doc, 0, len(archived))
 	for _, m := range archived {
 		if m.Role == provider.RoleUser || m.Role == provider.RoleAssistant || m.Role == provider.RoleTool {
-			docs = append(docs, ArchDoc{Seq: m.Seq, Role: m.Role, Text: m.Text})
-			bdocs = append(bdocs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Text})
+			docs = append(docs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Text})
 		}
 	}
 	cont := b.Continued
 	bev := a.append(&Event{Type: EvBoundary, Turn: t.id, Reason: b.Reason, Continued: &cont, Record: b.Record,
 		Through: b.Through, Notes: b.Notes, Why: b.Why}, Origin{})
-	index, err := boundary.BuildIndex(bev.Seq, bdocs).MarshalBinary()
+	index, err := boundary.BuildIndex(bev.Seq, docs).MarshalBinary()
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,9 +31,10 @@ type Boundary struct {
 	// continuity message, or the record with the word that the work ended.
 	Opening string
 	Notes   []string // memory notes reflect wrote
-	// Carry is how many of the chat's newest messages (the ones this turn
-	// picked up) go into the fresh conversation exactly as typed.
-	Carry int
+	// CarryFrom says which of the person's messages go into the fresh
+	// conversation exactly as typed: those that entered the conversation
+	// at or after this seq (the ones that crossed hard); 0: none.
+	CarryFrom uint64
 	// Through is the last seq of the record the conversation reached.
 	Through uint64
 }
@@ -94,12 +97,29 @@ func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 	return s
 }
 
-// readRows assesses a conversation's stored rows.
-func (s sizer) readRows(rows []view.Row) boundary.Reading {
-	n := tokens.Overhead(len(rows))
-	for i := range rows {
-		n += s.rowTokens(&rows[i])
+// readRows assesses a conversation's stored rows as its next request
+// carries them: after the latest /clear, and with the rows the checkpoint
+// in force evicted counted as its cards (masking and folding are not
+// subtracted: the count stays on the safe side).
+func (s sizer) readRows(rows []view.Row, cp *view.Checkpoint) boundary.Reading {
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].Kind == view.KindClear {
+			rows = rows[i+1:]
+			break
+		}
 	}
+	n, kept := 0, 0
+	if cp != nil {
+		n += cp.HeadTokens
+	}
+	for i := range rows {
+		if cp != nil && rows[i].Seq <= cp.Evicted && !rows[i].Pinned {
+			continue
+		}
+		n += s.rowTokens(&rows[i])
+		kept++
+	}
+	n += tokens.Overhead(kept)
 	if s.e.cal != nil {
 		n = s.e.cal.Correct(s.m.Name, n)
 	}
@@ -153,8 +173,8 @@ func info(r boundary.Reading, model string) ContextInfo {
 // transaction, the chat's), then says whether the work continues and with
 // what the fresh conversation opens. conv is the conversation being
 // closed, without the system prompt. On error nothing was changed.
-func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider.Message, reason string, want *bool, carry int, through uint64) (Boundary, error) {
-	b := Boundary{Reason: reason, Carry: carry, Through: through}
+func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider.Message, reason string, want *bool, carryFrom, through uint64) (Boundary, []view.Row, error) {
+	b := Boundary{Reason: reason, CarryFrom: carryFrom, Through: through}
 	var asked bool
 	b.Handoff, asked = in.Host.Handoff()
 	h := &b.Handoff
@@ -166,7 +186,7 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 			want = decided // if it answers, its answer stands
 		}
 		if err != nil && ctx.Err() != nil {
-			return b, err
+			return b, nil, err
 		}
 		if !answered {
 			b.Why = "The assistant did not answer the request for its record; the conversation continues from the handoff the runtime kept."
@@ -174,10 +194,10 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 	}
 	tmpl, err := boundary.LoadTemplate(e.configDir)
 	if err != nil {
-		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+		return b, nil, fmt.Errorf("%w: %v", ErrBoundary, err)
 	}
 	if b.Record, err = tmpl.Render(h); err != nil {
-		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+		return b, nil, fmt.Errorf("%w: %v", ErrBoundary, err)
 	}
 	// 2. Reflect: what the conversation taught goes to memory. It is
 	// independent of the record, so a failed reflect does not hold the
@@ -185,7 +205,7 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 	notes, rerr := e.reflect(ctx, in, conv, through)
 	if rerr != nil {
 		if ctx.Err() != nil {
-			return b, rerr
+			return b, nil, rerr
 		}
 		b.Why = strings.TrimSpace(b.Why + " Reflect failed, so nothing was written to memory: " + rerr.Error())
 	}
@@ -215,13 +235,25 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 		b.Opening, _, err = boundary.Ended(tmpl, h, through, why, budget, tokens.Count)
 	}
 	if err != nil {
-		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+		return b, nil, fmt.Errorf("%w: %v", ErrBoundary, err)
 	}
-	// 4. Archive and clear, in one transaction of the chat's.
-	if err := in.Host.Boundary(b); err != nil {
-		return b, fmt.Errorf("%w: %v", ErrBoundary, err)
+	// 4. Archive and clear, in one transaction of the chat's. If that
+	// fails nothing changes: the notes reflect wrote go too.
+	fresh, err := in.Host.Boundary(b)
+	if err != nil {
+		e.dropNotes(notes)
+		return b, nil, fmt.Errorf("%w: %v", ErrBoundary, err)
 	}
-	return b, nil
+	return b, fresh, nil
+}
+
+// dropNotes removes memory notes of a boundary that did not happen.
+func (e *Engine) dropNotes(names []string) {
+	for _, n := range names {
+		if n == filepath.Base(n) && n != "" {
+			_ = os.Remove(filepath.Join(e.dataDir, "memory", n))
+		}
+	}
 }
 
 // askRecord is the one forced request for the record. It reports whether

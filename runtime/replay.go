@@ -43,7 +43,7 @@ func (e *Engine) Replay(w io.Writer, in TurnInput, st ReplayState) error {
 		from = fmt.Sprintf("the boundary at event %d", st.From)
 	}
 	p("conversation: since %s; %d rows; %d boundaries before it", from, len(rows), st.Boundaries)
-	r := sz.readRows(rows)
+	r := sz.readRows(rows, in.Checkpoint)
 	ratio, margin, n := e.cal.Factors(m.Name)
 	p("limits: used %d (corrected by ratio %.2f, margin %.2f from %d bills); soft %d: %s; hard %d: %s; overflow: %t",
 		r.Used, ratio, margin, n, r.Soft, reached(r.SoftReached), r.Hard, reached(r.HardReached), r.Overflow)

@@ -68,8 +68,10 @@ type Host interface {
 	// not), so it is never asked twice in a conversation.
 	HandoffUpdated(h boundary.Handoff, asked, answered bool) (uint64, error)
 	// Boundary archives the conversation and clears it, in one
-	// transaction; on error nothing changed, and the chat says so.
-	Boundary(b Boundary) error
+	// transaction, and returns the fresh conversation's rows (its opening
+	// and the messages carried into it); on error nothing changed, and the
+	// chat says so.
+	Boundary(b Boundary) ([]view.Row, error)
 	// Lookup answers the tools that read the chat's own record:
 	// recall_history, handoff_history, tool_output and global_search.
 	Lookup(ctx context.Context, call provider.ToolCall) (ToolResult, error)
@@ -166,7 +168,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	defs := e.offered(in.Host != nil)
 	sz := e.sizer(chain[0], defs)
 	rows := in.rows()
-	picked := min(max(in.Picked, 0), len(rows))
+	picked, end := min(max(in.Picked, 0), len(rows)), len(rows)
 	if in.Host == nil {
 		picked = 0
 	}
@@ -189,22 +191,25 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			return out, p.Err
 		}
 		v, out.Context = p.View, p.Info
+		if v.Checkpoint != nil {
+			// Stored with the pickup: it is the one in force now.
+			in.Checkpoint, in.Signals = v.Checkpoint, view.Signals{}
+		}
 	} else {
 		// The reading is taken as the turn starts, with the person's
 		// message already counted. If that message is what carries the
 		// conversation past hard, the conversation before it is written
 		// down and cleared first, and the message goes into the fresh one
 		// exactly as typed.
-		reading := sz.readRows(rows)
-		if in.Host != nil && reading.HardReached && picked > 0 && picked < len(rows) {
+		reading := sz.readRows(rows, in.Checkpoint)
+		if in.Host != nil && reading.HardReached && picked > 0 && picked < end {
 			crossed = true
-			b, err := e.consolidate(ctx, &in, messagesOf(rows[:picked]), ReasonHard, nil, len(rows)-picked, in.Last)
+			b, fresh, err := e.consolidate(ctx, &in, messagesOf(rows[:picked]), ReasonHard, nil, rows[picked].Seq, in.Last)
 			switch {
 			case err == nil:
-				out.Boundary = &b
-				rows = append([]view.Row{openingRow(b.Opening, in.Host.Last())}, rows[picked:]...)
+				out.Boundary, rows = &b, fresh
 				in.Checkpoint, in.Measured = nil, view.Measurement{}
-				reading = sz.readRows(rows)
+				reading = sz.readRows(rows, nil)
 			case ctx.Err() != nil:
 				return out, err
 			}
@@ -219,7 +224,8 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	}
 	conv := v.Messages
 	overflowed := false
-	sent := 0 // messages of the request that earlier requests of the turn sent
+	sent := 0           // messages of the request that earlier requests of the turn sent
+	var steered uint64  // the first seq of the redirects read at the last tool boundary (0: none)
 	for {
 		if out.Steps == MaxSteps {
 			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
@@ -227,18 +233,20 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 		if r := sz.read(conv); r.HardReached && in.Host != nil && !crossed && out.Steps > 0 {
 			// A turn is never cut in half: the next request is not sent,
 			// the turn ends after the last tool result it has, and the
-			// boundary runs then. One crossing, one boundary.
+			// boundary runs then. One crossing, one boundary. Messages
+			// that steered the turn since its last step go into the fresh
+			// conversation as typed, and are answered there.
 			crossed = true
-			b, err := e.consolidate(ctx, &in, conv, ReasonHard, nil, 0, in.Host.Last())
+			b, fresh, err := e.consolidate(ctx, &in, conv, ReasonHard, nil, steered, in.Host.Last())
 			if err != nil {
 				return out, err
 			}
-			out.Boundary = &b
-			if !b.Continued {
+			out.Boundary, out.Measured, v = &b, view.Measurement{}, view.View{}
+			if !b.Continued && steered == 0 {
 				out.Reply = ""
 				return out, nil
 			}
-			conv, sent = []provider.Message{openingMessage(b.Opening)}, 0
+			conv, sent = messagesOf(fresh), 0
 		}
 		out.Steps++
 		msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
@@ -262,7 +270,10 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 		out.Usage.CachedTokens += res.Usage.CachedTokens
 		out.Reply, out.Model = res.Text, model
 		if res.Usage.InputTokens > 0 {
-			out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: v.Epoch, Seq: last}
+			if model == chain[0].Name {
+				// A measurement is valid for the model the view was sized for.
+				out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: v.Epoch, Seq: last}
+			}
 			if e.cal != nil && model != "" {
 				e.cal.Observe(model, est, res.Usage.InputTokens)
 			}
@@ -274,7 +285,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			// checkpoint and run the turn again, once.
 			overflowed = true
 			in.Signals.Overflow = true
-			rows = withStored(rows, v)
+			rows = withStored(rows, v, in.Host.Last())
 			if v, err = e.materialize(ctx, &in, chain[0], sz, rows, out.Context, false); err != nil {
 				return out, err
 			}
@@ -324,30 +335,30 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			// The assistant judged a phase done: the boundary runs after
 			// the step's results, recorded as its decision.
 			want := consolidate.Continue
-			b, err := e.consolidate(ctx, &in, conv, ReasonAssistant, &want, 0, in.Host.Last())
+			b, fresh, err := e.consolidate(ctx, &in, conv, ReasonAssistant, &want, 0, in.Host.Last())
 			if err != nil {
 				return out, err
 			}
-			out.Boundary, crossed = &b, true
+			out.Boundary, crossed, out.Measured, v = &b, true, view.Measurement{}, view.View{}
 			if !b.Continued {
 				out.Reply = ""
 				return out, nil
 			}
-			conv, sent = []provider.Message{openingMessage(b.Opening)}, 0
+			conv, sent = messagesOf(fresh), 0
 			continue
 		}
 		// The tool boundary: messages sent to steer the turn are read now.
+		from := in.Host.Last() + 1
 		red, err := in.Host.Redirects()
 		if err != nil {
 			return out, err
 		}
+		steered = 0
+		if len(red) > 0 {
+			steered = from
+		}
 		conv = append(conv, red...)
 	}
-}
-
-// openingMessage is the message a cleared conversation opens with.
-func openingMessage(text string) provider.Message {
-	return provider.Message{Role: provider.RoleUser, Content: text, Tokens: tokens.Count(text)}
 }
 
 // ToolLoopError ends a turn whose model kept making the same failing call;

@@ -138,15 +138,16 @@ func (j *journal) HandoffUpdated(h boundary.Handoff, asked, answered bool) (uint
 	}
 	return j.seq, nil
 }
-func (j *journal) Boundary(b Boundary) error {
+func (j *journal) Boundary(b Boundary) ([]view.Row, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.failBoundary != nil {
-		return j.failBoundary
+		return nil, j.failBoundary
 	}
 	j.boundaries = append(j.boundaries, b)
 	j.asked = false
-	return nil
+	j.seq++
+	return []view.Row{{Seq: j.seq, Kind: view.KindUser, Text: b.Opening}}, nil
 }
 func (j *journal) Lookup(context.Context, provider.ToolCall) (ToolResult, error) {
 	return ToolResult{Content: "nothing archived"}, nil

@@ -37,7 +37,7 @@ func (e *Engine) Prepare(in *TurnInput) {
 		return
 	}
 	sz := e.sizer(chain[0], e.offered(true))
-	r := sz.readRows(rows)
+	r := sz.readRows(rows, in.Checkpoint)
 	if r.HardReached && in.Picked > 0 && in.Picked < len(rows) {
 		return
 	}
@@ -109,20 +109,24 @@ func (e *Engine) materialize(ctx context.Context, in *TurnInput, m *Model, sz si
 		}
 	}
 	if in.Host != nil {
-		if v.Checkpoint != nil {
-			if err := in.Host.Checkpoint(v.Checkpoint); err != nil {
-				return v, err
-			}
-			if e.hooks.Configured(config.HookPostCompact) {
-				if herr := e.hooks.PostCompact(ctx, hooks.PostCompactInput{Session: session, Trigger: trigger}); herr != nil {
-					e.logHook("PostCompact", herr)
-				}
-			}
-		}
+		// The context first: storing it takes up the signals this view
+		// answered; the checkpoint after it asks the next turn to run the
+		// SessionStart hooks.
 		if withContext {
 			ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, sz.budget.Ceiling, sz.budget.Mark
 			if err := in.Host.Context(ci, v.Context, v.ContextTokens); err != nil {
 				return v, err
+			}
+		}
+		if v.Checkpoint != nil {
+			if err := in.Host.Checkpoint(v.Checkpoint); err != nil {
+				return v, err
+			}
+			in.Checkpoint, in.Signals = v.Checkpoint, view.Signals{}
+			if e.hooks.Configured(config.HookPostCompact) {
+				if herr := e.hooks.PostCompact(ctx, hooks.PostCompactInput{Session: session, Trigger: trigger}); herr != nil {
+					e.logHook("PostCompact", herr)
+				}
 			}
 		}
 	}
@@ -192,11 +196,11 @@ func openingRow(text string, seq uint64) view.Row {
 
 // withStored is rows with the runtime context v stored appended, as the
 // record now holds it.
-func withStored(rows []view.Row, v view.View) []view.Row {
+func withStored(rows []view.Row, v view.View, seq uint64) []view.Row {
 	if v.Context == nil {
 		return rows
 	}
-	return append(rows, view.Row{Kind: view.KindContext, Sections: v.Context, Tokens: v.ContextTokens})
+	return append(rows, view.Row{Seq: seq, Kind: view.KindContext, Sections: v.Context, Tokens: v.ContextTokens})
 }
 
 // openAtEnd reports whether the rows end with an assistant step whose calls
