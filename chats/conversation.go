@@ -25,11 +25,11 @@ var bucketArchive = []byte("archive")
 // archiveEntry is one archived conversation: its transcript, the search
 // index over it, and the record the boundary wrote.
 type archiveEntry struct {
-	Boundary uint64    `json:"boundary"` // seq of the boundary row
-	From     uint64    `json:"from"`     // first seq of the conversation
-	Through  uint64    `json:"through"`  // last seq it archived
-	Reason   string    `json:"reason"`
-	Time     time.Time `json:"time"`
+	Boundary uint64         `json:"boundary"` // seq of the boundary row
+	From     uint64         `json:"from"`     // first seq of the conversation
+	Through  uint64         `json:"through"`  // last seq it archived
+	Reason   string         `json:"reason"`
+	Time     time.Time      `json:"time"`
 	Record   string         `json:"record"` // the handoff record, rendered
 	Docs     []boundary.Doc `json:"docs"`   // the transcript, as recall_history searches it
 	Index    []byte         `json:"index,omitempty"`

@@ -224,8 +224,8 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	}
 	conv := v.Messages
 	overflowed := false
-	sent := 0           // messages of the request that earlier requests of the turn sent
-	var steered uint64  // the first seq of the redirects read at the last tool boundary (0: none)
+	sent := 0          // messages of the request that earlier requests of the turn sent
+	var steered uint64 // the first seq of the redirects read at the last tool boundary (0: none)
 	for {
 		if out.Steps == MaxSteps {
 			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
