@@ -113,7 +113,6 @@ func (e *Engine) SetContextLimit(model, limit string) (ModelInfo, error) {
 		return ModelInfo{}, fmt.Errorf("model %s: context limit %q is not one it offers (%v)", model, limit, names)
 	}
 	e.limitsMu.Lock()
-	defer e.limitsMu.Unlock()
 	if e.limitsDB != nil {
 		err := e.limitsDB.Update(func(tx *bolt.Tx) error {
 			b, err := tx.CreateBucketIfNotExists(bucketLimits)
@@ -123,11 +122,11 @@ func (e *Engine) SetContextLimit(model, limit string) (ModelInfo, error) {
 			return b.Put([]byte(model), []byte(limit))
 		})
 		if err != nil {
+			e.limitsMu.Unlock()
 			return ModelInfo{}, fmt.Errorf("keep the context limit: %w", err)
 		}
 	}
 	e.limits[model] = limit
-	b, _ := budget.New(m.Window, limit, 0)
-	return ModelInfo{Name: m.Name, Provider: m.ProvName, Model: m.Remote, Window: m.Window, Configured: m.ContextLimit,
-		ContextLimit: b.Limit, Budget: b, Choices: choices}, nil
+	e.limitsMu.Unlock()
+	return e.modelInfo(m), nil
 }
