@@ -75,7 +75,7 @@ const wordsPerPiece = 3
 // ctx.Err() with the text streamed so far; if emit fails, it returns that
 // error with the text emit had accepted before.
 func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
-	in := inputTokens(req.Messages) + tokens.Overhead(len(req.Messages))
+	in := inputTokens(req.Messages) + tokens.Overhead(len(req.Messages)) + toolTokens(req.Tools)
 	if call, ok := ToolCall(req); ok {
 		usage := provider.Usage{InputTokens: in, OutputTokens: tokens.Count(call.Name) + tokens.Count(call.Arguments)}
 		if err := ctx.Err(); err != nil {
@@ -429,4 +429,15 @@ func forcedArgs(req provider.Request) string {
 		"next_action": truncate(strings.Join(strings.Fields(last), " "), 200),
 	})
 	return string(b)
+}
+
+// toolTokens is what the tool definitions cost, billed with the input as a
+// real provider bills them, so that what the gateway learns from the bill
+// (its calibration) holds on the built-in model too.
+func toolTokens(defs []provider.Tool) int {
+	n := 0
+	for _, d := range defs {
+		n += tokens.Count(d.Name) + tokens.Count(d.Description) + tokens.Count(string(d.Parameters)) + tokens.MessageOverhead
+	}
+	return n
 }

@@ -112,7 +112,7 @@ func TestToolCall(t *testing.T) {
 			if Answer(req) != "" {
 				t.Fatal("Answer has text for a call")
 			}
-			wantUsage := provider.Usage{InputTokens: inputTokens(req.Messages) + tokens.Overhead(2),
+			wantUsage := provider.Usage{InputTokens: inputTokens(req.Messages) + tokens.Overhead(2) + toolTokens(req.Tools),
 				OutputTokens: tokens.Count(tc.want.Name) + tokens.Count(tc.want.Arguments)}
 			if res.Usage != wantUsage {
 				t.Fatalf("usage %+v, want %+v", res.Usage, wantUsage)
@@ -210,7 +210,7 @@ func TestStreamOrderAndUsage(t *testing.T) {
 	if len(res.ToolCalls) != 0 || res.FinishReason != "stop" {
 		t.Fatalf("tool calls %v, finish %q", res.ToolCalls, res.FinishReason)
 	}
-	wantUsage := provider.Usage{InputTokens: 20 + tokens.Count("long") + tokens.Overhead(2), OutputTokens: tokens.Count(res.Text)}
+	wantUsage := provider.Usage{InputTokens: 20 + tokens.Count("long") + tokens.Overhead(2) + toolTokens(req.Tools), OutputTokens: tokens.Count(res.Text)}
 	if res.Usage != wantUsage {
 		t.Fatalf("usage %+v, want %+v", res.Usage, wantUsage)
 	}
