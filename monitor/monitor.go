@@ -306,6 +306,13 @@ func (m *Monitor) Telegram() *Breaker {
 	return m.breaker(string(KindTelegram)+":bot", KindTelegram, "bot")
 }
 
+// TelegramPolling is the breaker of receiving updates (getUpdates): a
+// lasting 409 conflict (another poller, a webhook set elsewhere) opens it and
+// shows on the Monitor, without holding up the replies the bot sends.
+func (m *Monitor) TelegramPolling() *Breaker {
+	return m.breaker(string(KindTelegram)+":polling", KindTelegram, "polling")
+}
+
 func (m *Monitor) breaker(id string, kind Kind, scope string) *Breaker {
 	m.mu.Lock()
 	defer m.mu.Unlock()

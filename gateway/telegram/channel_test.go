@@ -139,6 +139,9 @@ func (l *logRec) noToken(t *testing.T) {
 
 func telegramBreaker(st *stack) monitor.BreakerView { return st.mon.Telegram().View() }
 
+// pollingBreaker is the breaker of getUpdates, apart from sending.
+func pollingBreaker(st *stack) monitor.BreakerView { return st.mon.TelegramPolling().View() }
+
 // TestPollConflictBacksOff: a 409 Conflict from getUpdates (another poller,
 // or a webhook set) is logged once with what to do, backs off exponentially
 // up to a bound, is counted by the Telegram breaker (which opens and then
@@ -172,8 +175,11 @@ func TestPollConflictBacksOff(t *testing.T) {
 		}
 		clock.advance(t)
 	}
-	if v := telegramBreaker(st); v.State != monitor.StateOpen || !strings.Contains(v.Reason, "8 consecutive failures") {
+	if v := pollingBreaker(st); v.State != monitor.StateOpen || !strings.Contains(v.Reason, "8 consecutive failures") {
 		t.Fatalf("breaker %+v", v)
+	}
+	if v := telegramBreaker(st); v.State != monitor.StateClosed {
+		t.Fatalf("a polling conflict opened the sending breaker: %+v", v)
 	}
 	if n := logs.count(slog.LevelError, "getUpdates conflict: another process polls this bot token"); n != 1 {
 		t.Fatalf("conflict logged %d times at error, want once:\n%s", n, logs.all())
@@ -184,7 +190,7 @@ func TestPollConflictBacksOff(t *testing.T) {
 	clock.next(t)
 	fake.setPollFail(nil)
 	fake.pushText(111, 111, "back again")
-	if _, err := st.mon.Reset(telegramBreaker(st).ID); err != nil {
+	if _, err := st.mon.Reset(pollingBreaker(st).ID); err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(t)
@@ -221,7 +227,7 @@ func TestBotAPIFailuresBackOffWithBreaker(t *testing.T) {
 		if n := fake.count("getUpdates"); n != 3 {
 			t.Fatalf("%d getUpdates, want 3 (then the breaker holds)", n)
 		}
-		if v := telegramBreaker(st); v.State != monitor.StateOpen || !strings.Contains(v.Reason, "server") {
+		if v := pollingBreaker(st); v.State != monitor.StateOpen || !strings.Contains(v.Reason, "server") {
 			t.Fatalf("breaker %+v", v)
 		}
 		if n := logs.count(slog.LevelWarn, "Telegram breaker is open"); n != 1 {
@@ -790,4 +796,41 @@ func TestBadUpdates(t *testing.T) {
 		}
 	}
 	logs.noToken(t)
+}
+
+func TestIndexFoldIsSafeOnAnyText(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		want int
+	}{
+		{"psst @fake_bot", 5},
+		{"PSST @FAKE_BOT!", 5},
+		{"Ⱥ @fake_bot", 3},
+		{"ȺȺȺȺȺȺȺȺȺȺ@fake_bot", 20}, // lower-casing Ⱥ grows it: indexes come from the text itself
+		{"İ@fake_bot", 2},
+		{"foo@fake_bot", -1}, // mid-word
+		{"@fake_bo", -1},
+	} {
+		if got := indexFold(c.s, "@fake_bot"); got != c.want {
+			t.Errorf("indexFold(%q) = %d, want %d", c.s, got, c.want)
+		}
+	}
+}
+
+func FuzzIndexFold(f *testing.F) {
+	f.Add("ȺȺ@fake_bot hi")
+	f.Add("İ@FAKE_BOT")
+	f.Fuzz(func(t *testing.T, s string) {
+		if i := indexFold(s, "@fake_bot"); i >= 0 && !strings.EqualFold(s[i:i+len("@fake_bot")], "@fake_bot") {
+			t.Fatalf("index %d of %q is no match", i, s)
+		}
+	})
+}
+
+func TestGroupChatsListStaysPrivate(t *testing.T) {
+	st := testStack(t, time.Millisecond, nil)
+	const group = -1002
+	st.fake.pushGroup(group, 111, "/chats@fake_bot", `[{"type":"bot_command","offset":0,"length":15}]`, 0, 0)
+	const want = "use it in a private chat with me"
+	st.fake.waitFor(want, func() bool { return st.fake.hasTextLocked(group, want) })
 }

@@ -60,7 +60,7 @@ func (b *Bot) pollLoop() {
 	for b.ctx.Err() == nil {
 		var done func(error, string)
 		if b.opt.Monitor != nil {
-			d, err := b.opt.Monitor.Telegram().Allow()
+			d, err := b.opt.Monitor.TelegramPolling().Allow()
 			if err != nil {
 				wait := pollBackoff
 				var oe *monitor.OpenError
@@ -98,8 +98,9 @@ func (b *Bot) pollLoop() {
 			switch {
 			case errors.As(err, &te) && te.Code == 409:
 				// Another instance polls this token, or a webhook is set:
-				// retrying fast only fights it. Counted by the breaker
-				// (unclassified), so a lasting conflict shows on the Monitor.
+				// retrying fast only fights it. Counted by the polling
+				// breaker (unclassified), so a lasting conflict shows on the
+				// Monitor; sending is not held up by it.
 				class = ""
 				wait = conflict
 				conflict = min(conflict*2, maxConflictBackoff)
@@ -148,7 +149,13 @@ func (b *Bot) pollLoop() {
 				// block every update after it.
 				b.log.Error("telegram: malformed update skipped (kept in the database under bad/)", "update", u.UpdateID, "err", p.bad)
 				if err := b.keepBad(u.UpdateID, p.raw); err != nil {
-					break // not committed: the next poll tries again
+					// Not committed: the next poll tries again, after a
+					// pause, not at once.
+					if b.pause(b.ctx, backoff) != nil {
+						return
+					}
+					backoff = min(backoff*2, maxPollBackoff)
+					break
 				}
 				offset = u.UpdateID + 1
 				continue
@@ -231,7 +238,7 @@ func (b *Bot) handle(u tgbotapi.Update) error {
 	case u.EditedMessage != nil:
 		err = b.onEdit(u.EditedMessage)
 	case u.CallbackQuery != nil:
-		b.onCallback(u.CallbackQuery)
+		err = b.onCallback(u.CallbackQuery)
 	}
 	if err != nil {
 		return err
@@ -354,9 +361,9 @@ func (b *Bot) addressed(m *tgbotapi.Message) (string, bool) {
 		}
 	}
 	if len(m.Entities) == 0 {
-		// No entities (a client that sends none): a whole-word @mention.
-		lower := strings.ToLower(text)
-		if i := strings.Index(lower, name); i >= 0 && !wordByte(lower, i+len(name)) {
+		// No entities (a client that sends none): a whole-word @mention,
+		// found in text itself (lower-casing can change byte lengths).
+		if i := indexFold(text, name); i >= 0 && !wordByte(strings.ToLower(text[i+len(name):]), 0) {
 			ok = true
 			return strings.TrimSpace(text[:i] + text[i+len(name):]), ok
 		}
@@ -366,6 +373,17 @@ func (b *Bot) addressed(m *tgbotapi.Message) (string, bool) {
 		units = append(units[:r[0]:r[0]], units[r[1]:]...)
 	}
 	return strings.TrimSpace(string(utf16.Decode(units))), ok
+}
+
+// indexFold is the byte index of the ASCII name in s, matched without
+// regard to case and not in the middle of a word, or -1.
+func indexFold(s, name string) int {
+	for i := 0; i+len(name) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(name)], name) && (i == 0 || !wordByte(strings.ToLower(s[i-1:i]), 0)) {
+			return i
+		}
+	}
+	return -1
 }
 
 // wordByte reports whether s[i] continues a username.
@@ -461,10 +479,13 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 	return nil
 }
 
-func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) {
+// onCallback answers a button press. It returns an error only when the
+// press must be handled again (the update is then not committed): a
+// Redirect whose message was deleted but not yet sent again.
+func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 	if q.From == nil || !b.allowed(q.From.ID) {
 		b.answerCallback(q.ID, "You have no access to this bot.")
-		return
+		return nil
 	}
 	verb, arg, _ := strings.Cut(q.Data, ":")
 	ctx := b.ctx
@@ -498,14 +519,18 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) {
 			b.answerCallback(q.ID, "Answered: "+action+".")
 		}
 	case "c":
+		if q.Message != nil && q.Message.Chat != nil && !q.Message.Chat.IsPrivate() {
+			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
+			return nil
+		}
 		c, err := b.svc.Get(ctx, arg)
 		if err != nil || q.Message == nil || q.Message.Chat == nil {
 			b.answerCallback(q.ID, "That chat no longer exists.")
-			return
+			return nil
 		}
 		if err := b.setCurrent(q.Message.Chat.ID, c.ID); err != nil {
 			b.answerCallback(q.ID, "Could not switch: "+err.Error())
-			return
+			return nil
 		}
 		b.answerCallback(q.ID, "Switched to "+c.Title)
 		b.notify(q.Message.Chat.ID, "Now in chat: "+c.Title, nil, 0)
@@ -513,11 +538,12 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) {
 		chat, msg, _ := strings.Cut(arg, ":")
 		if chat == "" || msg == "" {
 			b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
-			return
+			return nil
 		}
 		if verb == "x" {
-			b.answerCallback(q.ID, b.redirect(q, chat, msg))
-			return
+			answer, err := b.redirect(q, chat, msg)
+			b.answerCallback(q.ID, answer)
+			return err
 		}
 		err := b.svc.Delete(ctx, chat, msg, chats.Origin{})
 		switch {
@@ -533,6 +559,7 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) {
 	default:
 		b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
 	}
+	return nil
 }
 
 // redirectIntent is what a Redirect press records before it deletes the
@@ -550,9 +577,9 @@ type redirectIntent struct {
 // never makes a second message. What the press did is recorded first, so
 // a press interrupted between the delete and the send is finished by the
 // next one. It returns the answer for the button.
-func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) string {
+func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, error) {
 	if q.Message == nil || q.Message.Chat == nil {
-		return "This button no longer works: its message is gone."
+		return "This button no longer works: its message is gone.", nil
 	}
 	tg := q.Message.Chat.ID
 	ikey := tgKey("x", chat, msg)
@@ -566,32 +593,39 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) string {
 	if !begun {
 		rec, key := b.findSent(tg, chat, msg)
 		if rec.Text == "" {
-			return "I do not know that message's text here, so I cannot redirect it; it stays queued."
+			return "I do not know that message's text here, so I cannot redirect it; it stays queued.", nil
 		}
 		in = redirectIntent{Text: rec.Text, Key: string(key)}
 		v, _ := json.Marshal(in)
 		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(ikey, v) }); err != nil {
-			return "Could not redirect: " + err.Error()
+			return "Could not redirect: " + err.Error(), nil
 		}
 	}
 	err := b.svc.Delete(b.ctx, chat, msg, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
-		return "Already in use: the assistant picked that message up."
+		return "Already in use: the assistant picked that message up.", nil
 	case errors.Is(err, chats.ErrNotFound) && !begun:
 		_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(ikey) })
-		return "That message is no longer queued (it was deleted or redirected)."
+		return "That message is no longer queued (it was deleted or redirected).", nil
 	case errors.Is(err, chats.ErrNotFound):
 		// Deleted by an earlier press of this button: finish its send.
 	case err != nil:
-		return "Could not redirect: " + err.Error()
+		return "Could not redirect: " + err.Error(), nil
 	}
 	m, err := b.svc.Send(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, chats.Origin{})
 	if err != nil {
-		return "Could not redirect (press again to retry): " + err.Error()
+		// The message is deleted but not yet sent again: handle the press
+		// again (its intent is kept and its client id is the same, so a
+		// second try finishes the job and never makes two messages).
+		answer := "Could not redirect yet; it is tried again: " + err.Error()
+		if errors.Is(err, chats.ErrBadInput) {
+			return "Could not redirect: " + err.Error(), nil
+		}
+		return answer, err
 	}
 	if m.State != "" && m.State != chats.MsgPending {
-		return "Already in use: the assistant picked that message up."
+		return "Already in use: the assistant picked that message up.", nil
 	}
 	if in.Key != "" {
 		// Edits of the person's Telegram message now change the redirect.
@@ -600,7 +634,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) string {
 			b.log.Warn("telegram: redirect mapping not stored", "err", err)
 		}
 	}
-	return "Redirected: the assistant reads it at its next step."
+	return "Redirected: the assistant reads it at its next step.", nil
 }
 
 // redirectClientID is the client id of the redirect made of pending
@@ -649,6 +683,12 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		}
 		b.notify(tg, "New chat: "+c.Title+". Send a message to begin.", nil, 0)
 	case "/chats":
+		if !m.Chat.IsPrivate() {
+			// The list shows every chat's title (its first message): not
+			// for everyone in a group. A group keeps its own current chat.
+			b.notify(tg, "In a group, /chats would show every chat's title to all its members; use it in a private chat with me. /new starts a chat for this group.", nil, m.MessageID)
+			return true, nil
+		}
 		list, err := b.svc.List(b.ctx)
 		if err != nil {
 			return true, err
