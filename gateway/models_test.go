@@ -46,6 +46,11 @@ func TestModelRoutes(t *testing.T) {
 		{"PUT", "/api/models/default/context_limit", `not json`, testToken, 400},
 		// A 3000-token window has nothing to set: Auto is all of it.
 		{"PUT", "/api/models/default/context_limit", `{"context_limit":"full"}`, testToken, 400},
+		{"PUT", "/api/models/default/compaction", `{"soft_ratio":0.3,"hard_ratio":0.2}`, testToken, 400},
+		{"PUT", "/api/models/default/compaction", `{"soft_ratio":0.3}`, testToken, 400},
+		{"PUT", "/api/models/nope/compaction", `{"soft_ratio":0.1,"hard_ratio":0.2}`, testToken, 404},
+		{"PUT", "/api/models/default/compaction", `{"soft_ratio":0.1,"hard_ratio":0.2}`, "", 401},
+		{"PUT", "/api/models/default/compaction", `{"soft_ratio":0.1,"hard_ratio":0.2}`, testToken, 200},
 	} {
 		if code, body := do(c.method, c.path, c.body, c.token); code != c.code {
 			t.Errorf("%s %s %s: %d %s, want %d", c.method, c.path, c.body, code, body, c.code)

@@ -93,7 +93,8 @@ func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 	}
 	// The effective hard is never above the checkpoint mark: a boundary
 	// comes before the view would have to be re-planned.
-	s.limits = boundary.NewLimits(m.Window, m.SoftRatio, m.HardRatio, maxAnswer, s.budget.Mark-s.fixed)
+	soft, hard := e.ratios(m)
+	s.limits = boundary.NewLimits(m.Window, soft, hard, maxAnswer, s.budget.Mark-s.fixed)
 	return s
 }
 

@@ -68,7 +68,7 @@ type Engine struct {
 
 	order    []*Model // as runtime.yaml lists them
 	limitsMu sync.RWMutex
-	limits   map[string]string // context limits chosen in the browser, by model
+	settings map[string]modelSettings // chosen in the browser, by model
 	limitsDB *bolt.DB          // where they are kept; nil keeps them in memory
 
 	offeredOnce sync.Once
@@ -130,7 +130,7 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 // model requests in flight across every chat.
 func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, concurrency int) (*Engine, error) {
 	e := &Engine{models: map[string]*Model{}, chains: map[string][]*Model{}, roles: roles,
-		sem: make(chan struct{}, max(1, concurrency)), cal: &tokens.Calibration{}, limits: map[string]string{}}
+		sem: make(chan struct{}, max(1, concurrency)), cal: &tokens.Calibration{}, settings: map[string]modelSettings{}}
 	for _, m := range models {
 		if m.SoftRatio <= 0 && m.HardRatio <= 0 {
 			// A model built in code without limits gets the defaults.

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -8,15 +9,23 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// bucketLimits keeps the context limit a person chose for a model in the
-// browser (model name → limit), over the one runtime.yaml gives.
-var bucketLimits = []byte("context_limits")
+// bucketSettings keeps what a person chose for a model in the browser
+// (model name → modelSettings JSON), over what runtime.yaml gives.
+var bucketSettings = []byte("model_settings")
 
 // ErrNoSuchModel is a model name runtime.yaml does not have.
 var ErrNoSuchModel = errors.New("no such model")
 
-// ModelInfo is a model's request budget, as the browser's model details
-// show it.
+// modelSettings are a model's choices made in the browser; a zero field
+// keeps runtime.yaml's value.
+type modelSettings struct {
+	ContextLimit string  `json:"context_limit,omitempty"`
+	SoftRatio    float64 `json:"soft_ratio,omitempty"`
+	HardRatio    float64 `json:"hard_ratio,omitempty"`
+}
+
+// ModelInfo is a model's request budget and conversation limits, as the
+// browser's model details show them.
 type ModelInfo struct {
 	Name       string `json:"name"`
 	Provider   string `json:"provider"`
@@ -30,32 +39,50 @@ type ModelInfo struct {
 	// Choices are the limits the model offers; empty when Auto already is
 	// its whole window, so there is nothing to set.
 	Choices []budget.Choice `json:"choices"`
+	// The conversation's limits in force, as shares of the window and in
+	// tokens (hard is capped at the checkpoint mark less the fixed part),
+	// and the shares runtime.yaml gives.
+	SoftRatio  float64    `json:"soft_ratio"`
+	HardRatio  float64    `json:"hard_ratio"`
+	Soft       int        `json:"soft"`
+	Hard       int        `json:"hard"`
+	Compaction Compaction `json:"configured_compaction"`
 }
 
-// UseLimits keeps the context limits chosen in the browser in db, and
-// applies the ones chosen before; it only reads until a limit is chosen, so
-// a read-only db serves `mirror replay`. Call it before the first turn.
+// Compaction is a pair of soft and hard shares.
+type Compaction struct {
+	SoftRatio float64 `json:"soft_ratio"`
+	HardRatio float64 `json:"hard_ratio"`
+}
+
+// UseLimits keeps the choices made in the browser (context limit, soft
+// and hard) in db, and applies the ones made before; it only reads until
+// a choice is made, so a read-only db serves `mirror replay`. Call it
+// before the first turn.
 func (e *Engine) UseLimits(db *bolt.DB) error {
-	chosen := map[string]string{}
+	chosen := map[string]modelSettings{}
 	err := db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketLimits)
+		b := tx.Bucket(bucketSettings)
 		if b == nil {
 			return nil // none chosen yet; the bucket is made at the first choice
 		}
 		return b.ForEach(func(k, v []byte) error {
-			chosen[string(k)] = string(v)
+			var st modelSettings
+			if json.Unmarshal(v, &st) == nil {
+				chosen[string(k)] = st
+			}
 			return nil
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("context limits: %w", err)
+		return fmt.Errorf("model settings: %w", err)
 	}
 	e.limitsMu.Lock()
 	defer e.limitsMu.Unlock()
 	e.limitsDB = db
-	for name, limit := range chosen {
+	for name, st := range chosen {
 		if _, ok := e.models[name]; ok {
-			e.limits[name] = limit // a model gone from runtime.yaml is forgotten
+			e.settings[name] = st // a model gone from runtime.yaml is forgotten
 		}
 	}
 	return nil
@@ -65,10 +92,20 @@ func (e *Engine) UseLimits(db *bolt.DB) error {
 func (e *Engine) contextLimit(m *Model) string {
 	e.limitsMu.RLock()
 	defer e.limitsMu.RUnlock()
-	if l, ok := e.limits[m.Name]; ok {
+	if l := e.settings[m.Name].ContextLimit; l != "" {
 		return l
 	}
 	return m.ContextLimit
+}
+
+// ratios are the soft and hard shares in force for m.
+func (e *Engine) ratios(m *Model) (soft, hard float64) {
+	e.limitsMu.RLock()
+	defer e.limitsMu.RUnlock()
+	if st := e.settings[m.Name]; st.HardRatio > 0 {
+		return st.SoftRatio, st.HardRatio
+	}
+	return m.SoftRatio, m.HardRatio
 }
 
 // Models lists every model's request budget, in runtime.yaml's order.
@@ -81,14 +118,15 @@ func (e *Engine) Models() []ModelInfo {
 }
 
 func (e *Engine) modelInfo(m *Model) ModelInfo {
-	limit := e.contextLimit(m)
-	b, _ := budget.New(m.Window, limit, 0)
+	sz := e.sizer(m, e.offered(true))
 	choices := budget.LimitChoices(m.Window)
 	if choices == nil {
 		choices = []budget.Choice{}
 	}
+	soft, hard := e.ratios(m)
 	return ModelInfo{Name: m.Name, Provider: m.ProvName, Model: m.Remote, Window: m.Window, Configured: m.ContextLimit,
-		ContextLimit: b.Limit, Budget: b, Choices: choices}
+		ContextLimit: sz.budget.Limit, Budget: sz.budget, Choices: choices, SoftRatio: soft, HardRatio: hard,
+		Soft: sz.limits.Soft, Hard: sz.limits.Hard, Compaction: Compaction{m.SoftRatio, m.HardRatio}}
 }
 
 // SetContextLimit chooses a model's context limit: one of its choices
@@ -112,21 +150,43 @@ func (e *Engine) SetContextLimit(model, limit string) (ModelInfo, error) {
 	if !valid {
 		return ModelInfo{}, fmt.Errorf("model %s: context limit %q is not one it offers (%v)", model, limit, names)
 	}
+	return e.choose(m, func(st *modelSettings) { st.ContextLimit = limit })
+}
+
+// SetCompaction moves a model's soft and hard limits (shares of its
+// window, soft below hard, both in (0, 1]). They are kept, and checked
+// before every request from the next one on.
+func (e *Engine) SetCompaction(model string, soft, hard float64) (ModelInfo, error) {
+	m, ok := e.models[model]
+	if !ok {
+		return ModelInfo{}, fmt.Errorf("%w: %q", ErrNoSuchModel, model)
+	}
+	if !(soft > 0 && soft < hard && hard <= 1) {
+		return ModelInfo{}, fmt.Errorf("model %s: soft %.2f and hard %.2f: want 0 < soft < hard ≤ 1", model, soft, hard)
+	}
+	return e.choose(m, func(st *modelSettings) { st.SoftRatio, st.HardRatio = soft, hard })
+}
+
+// choose applies change to m's settings and keeps them.
+func (e *Engine) choose(m *Model, change func(*modelSettings)) (ModelInfo, error) {
 	e.limitsMu.Lock()
+	st := e.settings[m.Name]
+	change(&st)
 	if e.limitsDB != nil {
+		v, _ := json.Marshal(st)
 		err := e.limitsDB.Update(func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucketIfNotExists(bucketLimits)
+			b, err := tx.CreateBucketIfNotExists(bucketSettings)
 			if err != nil {
 				return err
 			}
-			return b.Put([]byte(model), []byte(limit))
+			return b.Put([]byte(m.Name), v)
 		})
 		if err != nil {
 			e.limitsMu.Unlock()
-			return ModelInfo{}, fmt.Errorf("keep the context limit: %w", err)
+			return ModelInfo{}, fmt.Errorf("keep the model setting: %w", err)
 		}
 	}
-	e.limits[model] = limit
+	e.settings[m.Name] = st
 	e.limitsMu.Unlock()
 	return e.modelInfo(m), nil
 }

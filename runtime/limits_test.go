@@ -19,7 +19,7 @@ func TestContextLimitChoicesAreKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		e, err := NewEngine([]*Model{
-			{Name: "big", Provider: builtin.New(0), Remote: "gemini-2.5-pro", Window: 1_000_000, ContextLimit: "auto"},
+			{Name: "big", Provider: builtin.New(0), Remote: "gemini-2.5-pro", Window: 1_000_000, ContextLimit: "auto", SoftRatio: 0.2, HardRatio: 0.25},
 			{Name: "small", Provider: builtin.New(0), Remote: "gpt-4o", Window: 128_000, ContextLimit: "auto"},
 		}, map[string][]string{"default": {"big"}}, config.Roles{Chat: "default"}, 1)
 		if err != nil {
@@ -53,11 +53,21 @@ func TestContextLimitChoicesAreKept(t *testing.T) {
 	if sz := e.sizer(e.models["big"], nil); sz.budget.Ceiling != 600000 {
 		t.Fatalf("the next turn's ceiling is %d", sz.budget.Ceiling)
 	}
+	// Soft and hard move too, within (0, 1] and soft below hard.
+	for _, c := range [][2]float64{{0.3, 0.2}, {0, 0.5}, {0.5, 1.2}, {0.4, 0.4}} {
+		if _, err := e.SetCompaction("big", c[0], c[1]); err == nil {
+			t.Errorf("compaction %v accepted", c)
+		}
+	}
+	m, err = e.SetCompaction("big", 0.10, 0.15)
+	if err != nil || m.SoftRatio != 0.10 || m.HardRatio != 0.15 || m.Hard != 150000 || m.Compaction != (Compaction{0.2, 0.25}) {
+		t.Fatalf("compaction: %+v %v", m, err)
+	}
 	db.Close()
 	// Kept across a restart.
 	e, db = engine()
 	defer db.Close()
-	if m := e.Models()[0]; m.ContextLimit != "600k" {
-		t.Fatalf("after a restart the limit is %q", m.ContextLimit)
+	if m := e.Models()[0]; m.ContextLimit != "600k" || m.HardRatio != 0.15 {
+		t.Fatalf("after a restart the limit is %q, hard %.2f", m.ContextLimit, m.HardRatio)
 	}
 }
