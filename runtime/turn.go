@@ -202,7 +202,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 		// down and cleared first, and the message goes into the fresh one
 		// exactly as typed.
 		reading := sz.readRows(rows, in.Checkpoint)
-		if in.Host != nil && reading.HardReached && picked > 0 && picked < end {
+		if in.Host != nil && crossesFirst(reading, picked, end) {
 			crossed = true
 			b, fresh, err := e.consolidate(ctx, &in, messagesOf(rows[:picked]), ReasonHard, nil, rows[picked].Seq, in.Last)
 			switch {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -38,7 +39,7 @@ func (e *Engine) Prepare(in *TurnInput) {
 	}
 	sz := e.sizer(chain[0], e.offered(true))
 	r := sz.readRows(rows, in.Checkpoint)
-	if r.HardReached && in.Picked > 0 && in.Picked < len(rows) {
+	if crossesFirst(r, in.Picked, len(rows)) {
 		return
 	}
 	ci := info(r, chain[0].Name)
@@ -201,6 +202,13 @@ func withStored(rows []view.Row, v view.View, seq uint64) []view.Row {
 		return rows
 	}
 	return append(rows, view.Row{Seq: seq, Kind: view.KindContext, Sections: v.Context, Tokens: v.ContextTokens})
+}
+
+// crossesFirst says the messages a turn picked up (rows[picked:end])
+// carry a conversation that was there before them (rows[:picked]) past
+// hard: the boundary comes first, and they go into the fresh conversation.
+func crossesFirst(r boundary.Reading, picked, end int) bool {
+	return r.HardReached && picked > 0 && picked < end
 }
 
 // openAtEnd reports whether the rows end with an assistant step whose calls
