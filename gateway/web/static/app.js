@@ -77,7 +77,14 @@
 //                                 PUTs the choice; .model-status says what was saved,
 //                                 .model-error (role=alert) what the server refused;
 //                                 .model-none replaces the select when the model's Auto
-//                                 already is its whole window
+//                                 already is its whole window; section.compaction
+//                                 ("Conversation limits"): dd[data-field=soft|hard|
+//                                 configured-compaction], form.compaction-form with
+//                                 input#soft-ratio and input#hard-ratio (percent of the
+//                                 window) and button.compaction-save, which PUTs
+//                                 /compaction (soft not below hard is refused before
+//                                 sending); .compaction-status says what was saved,
+//                                 .compaction-error (role=alert) what was refused
 //
 // The open chat is kept in location.hash as "#" + encodeURIComponent(chat id).
 //
@@ -1253,9 +1260,12 @@ function tokens(n) {
   return `${num(n, 0).toLocaleString()} tokens`;
 }
 
-// drawModel shows one model's request budget and, when it has choices, the
-// context limit select; note is {ok} or {error}, a line under it.
+// drawModel shows one model's request budget, when it has choices the
+// context limit select, and its conversation limits (soft and hard); note
+// is {ok} or {error}, a line under the context limit, or under the
+// conversation limits when its for is 'compaction'.
 function drawModel(m, note) {
+  const limitNote = note?.for === 'compaction' ? null : note;
   const b = m.budget || {};
   const title = `Model details · ${m.name}`;
   const wrap = h('div', { class: 'model-details', 'data-model': m.name, 'data-limit': b.limit || m.context_limit || 'auto' });
@@ -1301,9 +1311,9 @@ function drawModel(m, note) {
       o.selected = c.limit === limitIn;
       sel.append(o);
     }
-    const status = h('p', { class: 'model-status', role: 'status' }, note?.ok || '');
-    const err = h('p', { class: 'model-error', role: 'alert' }, note?.error || '');
-    err.hidden = !note?.error;
+    const status = h('p', { class: 'model-status', role: 'status' }, limitNote?.ok || '');
+    const err = h('p', { class: 'model-error', role: 'alert' }, limitNote?.error || '');
+    err.hidden = !limitNote?.error;
     wrap.append(h('div', { class: 'model-field limit-field' },
       h('label', { for: 'context-limit' }, 'Context limit'), sel,
       h('p', { id: 'context-limit-hint', class: 'fact-hint' },
@@ -1313,7 +1323,142 @@ function drawModel(m, note) {
     wrap.append(h('p', { class: 'model-none' },
       `The Auto limit of ${m.name} already is its whole window (a request ceiling of ${tokens(b.ceiling)}), so there is nothing to set.`));
   }
+  wrap.append(compactionSection(m, note?.for === 'compaction' ? note : null));
   panelState(title, wrap);
+}
+
+// pct spells a share of the window as a percentage: 0.2 → "20", 0.225 →
+// "22.5".
+function pct(r) {
+  return String(Math.round(num(r, 0) * 1000) / 10);
+}
+
+// shareTokens is ratio of window in tokens, rounded down as the runtime
+// rounds it.
+function shareTokens(window, ratio) {
+  return window > 0 && ratio > 0 ? Math.floor(window * Math.min(ratio, 1)) : 0;
+}
+
+// compactionSection shows a model's conversation limits, soft and hard,
+// as shares of its window and in tokens, with runtime.yaml's shares for
+// reference, and the form that moves them; note is {ok} or {error}.
+function compactionSection(m, note) {
+  const win = num(m.window, 0) || num(m.budget?.window, 0);
+  const soft = num(m.soft_ratio, 0);
+  const hard = num(m.hard_ratio, 0);
+  const softTok = num(m.soft, 0);
+  const hardTok = num(m.hard, 0);
+  const hardCapped = hardTok < shareTokens(win, hard);
+  const softCapped = softTok < shareTokens(win, soft);
+  const cfg = m.configured_compaction || {};
+  const chosen = num(cfg.soft_ratio, 0) !== soft || num(cfg.hard_ratio, 0) !== hard;
+  const rows = [
+    ['soft', `Soft (${pct(soft)} %)`, tokens(softTok), softCapped
+      ? `held at hard: ${pct(soft)} % of the window would be ${tokens(shareTokens(win, soft))}`
+      : 'the assistant is told to finish its step and bring its handoff up to date; nothing is cleared'],
+    ['hard', `Hard (${pct(hard)} %)`, tokens(hardTok), hardCapped
+      ? `capped by the checkpoint mark: ${pct(hard)} % of the window would be ${tokens(shareTokens(win, hard))}`
+      : 'the conversation is written down and started fresh'],
+    ['configured-compaction', 'runtime.yaml', `soft ${pct(cfg.soft_ratio)} % · hard ${pct(cfg.hard_ratio)} %`,
+      chosen ? 'chosen here instead' : 'in force'],
+  ];
+  const dl = h('dl', { class: 'model-facts compaction-facts' });
+  for (const [field, label, value, hint] of rows) {
+    dl.append(h('div', { class: 'model-fact' },
+      h('dt', null, label),
+      h('dd', { 'data-field': field }, h('span', { class: 'fact-value' }, value), hint ? h('span', { class: 'fact-hint' }, hint) : null)));
+  }
+  const input = (id, label, ratio) => {
+    const inp = h('input', { type: 'number', id, name: id, class: 'compaction-input', min: 1, max: 100, step: 1, required: true,
+      inputmode: 'decimal', value: pct(ratio), 'aria-describedby': `${id}-tokens` });
+    return h('div', { class: 'compaction-input-row' },
+      h('label', { for: id }, label),
+      h('span', { class: 'compaction-number' }, inp, h('span', { class: 'compaction-unit', 'aria-hidden': 'true' }, '%')),
+      h('output', { id: `${id}-tokens`, for: id, class: 'fact-hint compaction-preview' }, previewText(win, ratio)));
+  };
+  const status = h('p', { class: 'compaction-status', role: 'status' }, note?.ok || '');
+  const err = h('p', { class: 'compaction-error', role: 'alert' }, note?.error || '');
+  err.hidden = !note?.error;
+  const form = h('form', { class: 'compaction-form', 'data-model': m.name, 'data-window': win, novalidate: true },
+    h('div', { class: 'compaction-inputs' },
+      input('soft-ratio', 'Soft, % of the window', soft),
+      input('hard-ratio', 'Hard, % of the window', hard)),
+    h('div', { class: 'compaction-actions' },
+      h('button', { type: 'submit', class: 'btn btn-primary btn-sm compaction-save' }, 'Save'),
+      h('span', { class: 'fact-hint' }, 'Soft must stay below hard. Checked before every request from the next one on.')),
+    status, err);
+  return h('section', { class: 'compaction', 'aria-labelledby': 'compaction-title', 'data-soft': soft, 'data-hard': hard },
+    h('h3', { id: 'compaction-title', class: 'compaction-title' }, 'Conversation limits'),
+    h('p', { class: 'panel-intro compaction-intro' },
+      'Counted on the conversation itself, as shares of the window. Lower hard and the assistant consolidates more often and spends less per turn; soft decides how early before that it wraps up its step.'),
+    dl, form);
+}
+
+function previewText(win, ratio) {
+  return ratio > 0 && win > 0 ? `${tokens(shareTokens(win, ratio))} of the window` : '';
+}
+
+// compactionRefusal is why the form's shares cannot be sent, or ''.
+function compactionRefusal(soft, hard) {
+  if (!Number.isFinite(soft) || !Number.isFinite(hard)) return 'give soft and hard as percentages of the window.';
+  if (!(soft > 0) || hard > 1) return 'both must be more than 0 % and at most 100 % of the window.';
+  if (!(soft < hard)) return `soft must stay below hard, and soft ${pct(soft)} % is not below hard ${pct(hard)} %.`;
+  return '';
+}
+
+// setCompaction PUTs the form's soft and hard shares and redraws the model
+// from the server's answer, or says why they were refused: by this page
+// (soft not below hard) before anything is sent, or by the server.
+async function setCompaction(form) {
+  const name = form.dataset.model;
+  const m = panel.models?.find((x) => x.name === name);
+  const share = (id) => {
+    const v = form.querySelector(`#${id}`)?.value.trim();
+    return v ? Number(v) / 100 : NaN;
+  };
+  const soft = share('soft-ratio');
+  const hard = share('hard-ratio');
+  const status = form.querySelector('.compaction-status');
+  const err = form.querySelector('.compaction-error');
+  const refusal = compactionRefusal(soft, hard);
+  if (refusal) {
+    status.textContent = '';
+    err.textContent = `The limits were not changed: ${refusal}`;
+    err.hidden = false;
+    return;
+  }
+  const seq = ++panel.seq;
+  for (const el of form.querySelectorAll('input, button')) el.disabled = true;
+  status.textContent = 'Saving…';
+  err.hidden = true;
+  let r = null;
+  let body = null;
+  try {
+    r = await fetch(`/api/models/${encodeURIComponent(name)}/compaction`, {
+      method: 'PUT', credentials: 'same-origin', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ soft_ratio: soft, hard_ratio: hard }),
+    });
+    body = await r.json().catch(() => null);
+  } catch {
+    r = null;
+  }
+  if (r?.status === 401) return goLogin();
+  if (seq !== panel.seq || !dom.panel.open) return;
+  if (r?.ok && body?.model) {
+    const nm = body.model;
+    panel.models = (panel.models || []).map((x) => (x.name === nm.name ? nm : x));
+    drawModel(nm, { for: 'compaction', ok: `Saved: soft ${pct(nm.soft_ratio)} %, hard ${pct(nm.hard_ratio)} %. From the next request on: soft at ${tokens(nm.soft)}, hard at ${tokens(nm.hard)}.` });
+  } else {
+    const why = body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');
+    if (m) drawModel(m, { for: 'compaction', error: `The limits were not changed: ${why}` });
+    else {
+      for (const el of form.querySelectorAll('input, button')) el.disabled = false;
+      status.textContent = '';
+      err.textContent = `The limits were not changed: ${why}`;
+      err.hidden = false;
+    }
+  }
+  dom.panelBody.querySelector('.compaction-save')?.focus();
 }
 
 // setContextLimit PUTs the model's context limit and shows the budget the
@@ -2233,6 +2378,18 @@ function bind() {
     if (e.key !== 'Enter' && e.key !== ' ') return;
     e.preventDefault();
     openPanel('model');
+  });
+  dom.panel.addEventListener('submit', (e) => {
+    const form = e.target.closest('.compaction-form');
+    if (!form) return;
+    e.preventDefault();
+    setCompaction(form);
+  });
+  dom.panel.addEventListener('input', (e) => {
+    const inp = e.target.closest('.compaction-input');
+    if (!inp) return;
+    const out = inp.form?.querySelector(`output[for="${inp.id}"]`);
+    if (out) out.textContent = previewText(num(Number(inp.form.dataset.window), 0), Number(inp.value) / 100);
   });
   dom.panel.addEventListener('change', (e) => {
     const sel = e.target;
