@@ -50,7 +50,9 @@ func (s *Server) apiSetContextLimit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"context_limit": "auto"}, "full" or a step such as "200k"`})
 		return
 	}
-	s.answerModel(w, func() (runtime.ModelInfo, error) { return s.opt.Models.SetContextLimit(r.PathValue("name"), *body.ContextLimit) })
+	s.answerModel(w, func() (runtime.ModelInfo, error) {
+		return s.opt.Models.SetContextLimit(r.PathValue("name"), *body.ContextLimit)
+	})
 }
 
 // apiSetCompaction takes {"soft_ratio": 0.2, "hard_ratio": 0.25}: the
@@ -70,7 +72,9 @@ func (s *Server) apiSetCompaction(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"soft_ratio": 0.2, "hard_ratio": 0.25}: shares of the window, soft below hard`})
 		return
 	}
-	s.answerModel(w, func() (runtime.ModelInfo, error) { return s.opt.Models.SetCompaction(r.PathValue("name"), *body.Soft, *body.Hard) })
+	s.answerModel(w, func() (runtime.ModelInfo, error) {
+		return s.opt.Models.SetCompaction(r.PathValue("name"), *body.Soft, *body.Hard)
+	})
 }
 
 // answerModel answers a model setting: the model as it now stands, 404
