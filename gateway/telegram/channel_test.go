@@ -733,7 +733,7 @@ func TestPin(t *testing.T) {
 func TestBadUpdates(t *testing.T) {
 	logs := &logRec{}
 	st := newStackWith(t, stackOpts{delay: time.Millisecond, log: logs.logger()})
-	bad := st.fake.pushRaw(`"message":{"message_id":"not a number","chat":{"id":111,"type":"private"}}`)
+	bad := st.fake.pushRaw(`"message":{"message_id":"not a number","from":{"id":111,"is_bot":false,"first_name":"A"},"chat":{"id":111,"type":"private"}}`)
 	st.fake.pushRaw(`"message":{"message_id":5,"date":1}`) // no chat, no sender
 	st.fake.pushRaw(`"callback_query":{"id":"cbx","from":{"id":111,"is_bot":false,"first_name":"A"},"chat_instance":"1","data":"x:c_1:m1"}`)
 	st.fake.pushText(111, 111, "after the bad ones")
@@ -749,6 +749,9 @@ func TestBadUpdates(t *testing.T) {
 	if !strings.Contains(string(kept), "not a number") {
 		t.Fatalf("the malformed update was not kept: %q", kept)
 	}
+	// Its sender is told, so they do not take it as delivered.
+	const told = "I could not read that message"
+	st.fake.waitFor(told, func() bool { return st.fake.hasTextLocked(111, told) })
 	st.fake.waitFor("answer to the button without a message", func() bool {
 		return len(st.fake.answers) > 0 && strings.Contains(st.fake.answers[0], "no longer works")
 	})

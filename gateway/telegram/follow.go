@@ -152,9 +152,12 @@ func (f *follower) run() {
 		if f.retire.Load() && !f.running && len(f.st.Asks) == 0 && f.quiet() {
 			b.mu.Lock()
 			if f.retire.Load() {
+				// Its stored state goes under the lock too, so a new
+				// follower of the same chat (a switch back) cannot save
+				// its state in between and lose it to this delete.
 				delete(b.followers, f.key)
-				b.mu.Unlock()
 				_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", f.key.tg, f.key.chat)) })
+				b.mu.Unlock()
 				return
 			}
 			b.mu.Unlock()

@@ -212,9 +212,37 @@ func decodeUpdates(raw json.RawMessage) ([]polled, error) {
 	return out, nil
 }
 
+// tellBad tells the sender of a message that could not be read, so they do
+// not take it as delivered: only in a private chat, only a user with
+// access (nothing of any chat reaches anyone else).
+func (b *Bot) tellBad(raw []byte) {
+	var u struct {
+		Message *struct {
+			MessageID any `json:"message_id"` // a number when it is one
+			From      *struct {
+				ID int64 `json:"id"`
+			} `json:"from"`
+			Chat *struct {
+				ID   int64  `json:"id"`
+				Type string `json:"type"`
+			} `json:"chat"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(raw, &u) != nil || u.Message == nil || u.Message.From == nil || u.Message.Chat == nil ||
+		u.Message.Chat.Type != "private" || !b.allowed(u.Message.From.ID) {
+		return
+	}
+	reply := 0
+	if id, ok := u.Message.MessageID.(float64); ok {
+		reply = int(id)
+	}
+	b.notify(u.Message.Chat.ID, "I could not read that message, so it did not reach the assistant; please send it again.", nil, reply)
+}
+
 // keepBad stores a malformed update under bad/<id> (at most 64 KiB of it)
 // and commits the offset past it.
 func (b *Bot) keepBad(id int, raw []byte) error {
+	defer b.tellBad(raw)
 	if len(raw) > 64<<10 {
 		raw = raw[:64<<10]
 	}
