@@ -69,7 +69,7 @@ type Engine struct {
 	order    []*Model // as runtime.yaml lists them
 	limitsMu sync.RWMutex
 	settings map[string]modelSettings // chosen in the browser, by model
-	limitsDB *bolt.DB          // where they are kept; nil keeps them in memory
+	limitsDB *bolt.DB                 // where they are kept; nil keeps them in memory
 
 	offeredOnce sync.Once
 	offeredDefs []provider.Tool // what a turn with a chat offers
