@@ -9,16 +9,12 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
-	"github.com/mirror-gateway/mirror/runtime/provider/sse"
 )
 
 // Defaults applied when Config leaves a field zero.
@@ -93,9 +89,6 @@ func New(cfg Config) *Client {
 // provider.Fingerprint).
 func (c *Client) Fingerprint() string { return provider.Fingerprint(c.key) }
 
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
-
 // Stream sends req and streams the answer. Text goes to emit as it arrives;
 // tool calls are returned whole in the Result. On failure the Result holds
 // the text received so far (never half-assembled tool calls) and the error
@@ -103,57 +96,30 @@ const maxErrorBody = 64 << 10
 func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
 	body, err := encodeRequest(req)
 	if err != nil {
-		return provider.Result{}, c.localError(err.Error())
+		return provider.Result{}, provider.LocalError(c.name, c.key, err.Error())
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return provider.Result{}, c.localError(err.Error())
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	hreq.Header.Set("anthropic-version", c.version)
+	h := http.Header{}
+	h.Set("anthropic-version", c.version)
 	if c.key != "" {
-		hreq.Header.Set("x-api-key", c.key)
+		h.Set("x-api-key", c.key)
 	}
-
-	resp, err := c.hc.Do(hreq)
+	resp, err := c.poster().Post(ctx, c.url, h, body)
 	if err != nil {
-		if ctx.Err() != nil {
-			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
-		}
-		return provider.Result{}, provider.NetworkError(c.name, c.key, err, "")
+		return provider.Result{}, err
 	}
-	defer resp.Body.Close()
-	now := time.Now()
-
-	var r io.Reader = resp.Body
-	if c.idle > 0 {
-		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(provider.ErrIdle) })
-		defer ir.Stop()
-		r = ir
-	}
-
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		raw, rerr := io.ReadAll(io.LimitReader(r, maxErrorBody))
-		if rerr != nil && ctx.Err() != nil {
-			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
-		}
-		return provider.Result{}, c.bodyError(resp.StatusCode, resp.Header, raw, now)
-	}
-
+	defer resp.Close()
 	var st stream
-	err = st.read(r, emit)
+	err = st.read(resp.Body, emit)
 	res := st.result()
-	res.Limits = provider.ParseRateLimits(resp.Header, now)
+	res.Limits = provider.ParseRateLimits(resp.Header, resp.At)
 	end := provider.StreamEnd{Name: c.name, Key: c.key, Idle: c.idle, Missing: "message_stop or a stop reason",
-		BodyError: func(b []byte) error { return c.bodyError(0, nil, b, now) }}
-	return end.Finish(ctx, rctx, res, st.complete(), err)
+		BodyError: func(b []byte) error { return c.bodyError(0, nil, b, resp.At) }}
+	return end.Finish(ctx, resp.Ctx, res, st.complete(), err)
 }
 
-// localError is a request Mirror refuses before sending it.
-func (c *Client) localError(msg string) *provider.Error {
-	return &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: provider.Redact(msg, c.key)}
+func (c *Client) poster() provider.Poster {
+	return provider.Poster{Name: c.name, Key: c.key, Client: c.hc, Idle: c.idle,
+		Refusal: func(status int, h http.Header, raw []byte, at time.Time) error {
+			return c.bodyError(status, h, raw, at)
+		}}
 }

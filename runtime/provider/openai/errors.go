@@ -13,9 +13,6 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
-
 // errorInfo is what an error body says.
 type errorInfo struct {
 	message, typ, code string
@@ -88,18 +85,14 @@ func (c *Client) bodyError(status int, h http.Header, raw []byte) *provider.Erro
 		Provider: c.name,
 		Class:    classify(status, info),
 		Status:   status,
-		Code:     c.redactor.redact(info.code),
-		Message:  c.redactor.redact(strings.TrimSpace(msg)),
+		Code:     provider.Redact(info.code, c.key),
+		Message:  provider.Redact(strings.TrimSpace(msg), c.key),
 	}
 	if e.Class != provider.ClassQuota {
 		e.RetryAfter = retryAfter(h, info.message, time.Now())
 	}
 	e.Limits = provider.ParseRateLimits(h, time.Now())
 	return e
-}
-
-func (c *Client) statusError(resp *http.Response, raw []byte) *provider.Error {
-	return c.bodyError(resp.StatusCode, resp.Header, raw)
 }
 
 // classify picks the class of a failure. HTTP status decides first; the
@@ -202,17 +195,6 @@ func retryAfter(h http.Header, msg string, now time.Time) time.Duration {
 	}
 	return 0
 }
-
-// transportError maps a failure to reach the provider or to read its stream.
-func (c *Client) transportError(err error, prefix string) error {
-	return provider.NetworkError(c.name, c.key, err, prefix)
-}
-
-// redactor removes the client's key and anything key-like from text that
-// may be shown or logged (see provider.Redact).
-type redactor struct{ key string }
-
-func (r redactor) redact(s string) string { return provider.Redact(s, r.key) }
 
 // snippet is a short one-line excerpt of raw for messages.
 func snippet(raw []byte) string { return provider.Snippet(raw) }

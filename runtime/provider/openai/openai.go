@@ -7,7 +7,6 @@ package openai
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
-	"github.com/mirror-gateway/mirror/runtime/provider/sse"
 )
 
 // DefaultBaseURL is used when Config.BaseURL is empty.
@@ -60,12 +58,11 @@ type Config struct {
 
 // Client streams chat completions. It is safe for concurrent use.
 type Client struct {
-	name     string
-	url      string
-	key      string
-	hc       *http.Client
-	idle     time.Duration
-	redactor redactor
+	name string
+	url  string
+	key  string
+	hc   *http.Client
+	idle time.Duration
 }
 
 // New returns a client for cfg.
@@ -86,8 +83,7 @@ func New(cfg Config) *Client {
 	if name == "" {
 		name = "openai"
 	}
-	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle,
-		redactor: redactor{key: cfg.APIKey}}
+	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle}
 }
 
 // DefaultHTTPClient returns the client New uses when Config.HTTPClient is nil:
@@ -108,57 +104,27 @@ func DefaultHTTPClient(headerTimeout time.Duration) *http.Client {
 func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
 	body, err := encodeRequest(req)
 	if err != nil {
-		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: c.redactor.redact(err.Error())}
+		return provider.Result{}, provider.LocalError(c.name, c.key, err.Error())
 	}
-	// The idle watchdog cancels this context; the caller's ctx is checked
-	// first wherever an error is classified, so its cancellation wins.
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassBadRequest, Message: c.redactor.redact(err.Error())}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	h := http.Header{}
 	if c.key != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.key)
+		h.Set("Authorization", "Bearer "+c.key)
 	}
-
-	resp, err := c.hc.Do(hreq)
+	p := provider.Poster{Name: c.name, Key: c.key, Client: c.hc, Idle: c.idle,
+		Refusal: func(status int, h http.Header, raw []byte, _ time.Time) error { return c.bodyError(status, h, raw) }}
+	resp, err := p.Post(ctx, c.url, h, body)
 	if err != nil {
-		if ctx.Err() != nil {
-			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
-		}
-		return provider.Result{}, c.transportError(err, "")
+		return provider.Result{}, err
 	}
-	defer resp.Body.Close()
-
-	var r io.Reader = resp.Body
-	if c.idle > 0 {
-		ir := sse.WatchIdle(resp.Body, c.idle, func() { cancel(provider.ErrIdle) })
-		defer ir.Stop()
-		r = ir
-	}
-
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// A server that stalls here is cut by the idle watchdog; what
-		// arrived by then is enough to classify the failure.
-		raw, rerr := io.ReadAll(io.LimitReader(r, maxErrorBody))
-		if rerr != nil && ctx.Err() != nil {
-			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
-		}
-		return provider.Result{}, c.statusError(resp, raw)
-	}
+	defer resp.Close()
 
 	// A server that ignores stream:true sends one JSON completion. Decide by
 	// the first byte rather than Content-Type, which some servers get wrong:
 	// an SSE stream never starts with '{'.
-	br := bufio.NewReaderSize(r, 64<<10)
-	r = br
-	limits := provider.ParseRateLimits(resp.Header, time.Now())
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	limits := provider.ParseRateLimits(resp.Header, resp.At)
 	if startsWithBrace(br) {
-		res, err := c.readWhole(ctx, rctx, r, emit)
+		res, err := c.readWhole(ctx, resp.Ctx, br, emit)
 		if err == nil {
 			res.Limits = limits
 		}
@@ -166,12 +132,12 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	}
 
 	var st stream
-	err = st.read(r, emit)
+	err = st.read(br, emit)
 	res := st.result()
 	res.Limits = limits
 	end := provider.StreamEnd{Name: c.name, Key: c.key, Idle: c.idle, Missing: "[DONE] or a finish reason",
 		BodyError: func(b []byte) error { return c.bodyError(0, nil, b) }}
-	return end.Finish(ctx, rctx, res, st.complete(), err)
+	return end.Finish(ctx, resp.Ctx, res, st.complete(), err)
 }
 
 // readWhole handles a non-streamed JSON completion (or error) body.
@@ -185,7 +151,7 @@ func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(pro
 			return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassNetwork,
 				Message: fmt.Sprintf("stream broke mid-reply: nothing received for %s", c.idle)}
 		}
-		return provider.Result{}, c.transportError(err, "reading reply: ")
+		return provider.Result{}, provider.NetworkError(c.name, c.key, err, "reading reply: ")
 	}
 	var whole struct {
 		Choices []struct {
@@ -200,7 +166,7 @@ func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(pro
 	}
 	if err := json.Unmarshal(raw, &whole); err != nil {
 		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassServer,
-			Message: "reply is not a chat completion: " + c.redactor.redact(snippet(raw))}
+			Message: "reply is not a chat completion: " + provider.Redact(snippet(raw), c.key)}
 	}
 	if len(whole.Error) > 0 && string(whole.Error) != "null" {
 		return provider.Result{}, c.bodyError(0, nil, raw)

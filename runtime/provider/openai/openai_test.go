@@ -530,7 +530,6 @@ func TestKeyNeverInError(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
-	r := redactor{key: "my-local-secret"}
 	for in, want := range map[string]string{
 		"Incorrect API key provided: sk-abc.":       "Incorrect API key provided: sk-[redacted].",
 		"key sk-proj-AbC_12-**xyz here":             "key sk-[redacted] here",
@@ -539,11 +538,11 @@ func TestRedact(t *testing.T) {
 		"task-list and desk-top stay":               "task-list and desk-top stay",
 		"nothing secret":                            "nothing secret",
 	} {
-		if got := r.redact(in); got != want {
+		if got := provider.Redact(in, "my-local-secret"); got != want {
 			t.Errorf("redact(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := (redactor{key: "x"}).redact("x marks the spot"); got != "x marks the spot" {
+	if got := provider.Redact("x marks the spot", "x"); got != "x marks the spot" {
 		t.Errorf("placeholder key redacted: %q", got)
 	}
 }

@@ -1,0 +1,95 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/provider/sse"
+)
+
+// MaxErrorBody bounds how much of an error response is read.
+const MaxErrorBody = 64 << 10
+
+// Poster sends one streaming request the way every HTTP adapter does: a
+// JSON POST asking for an event stream, transport failures classified as
+// network errors with the key redacted, an idle watchdog on the body, and
+// a refusal (non-2xx) read in part and mapped by the adapter.
+type Poster struct {
+	Name   string // the provider's name in config, for errors
+	Key    string // redacted from every error
+	Client *http.Client
+	Idle   time.Duration // silence that ends a stream; <= 0: none
+	// Refusal maps a non-2xx answer (status, headers, the start of the
+	// body, when the headers arrived) to the provider's error.
+	Refusal func(status int, h http.Header, raw []byte, at time.Time) error
+}
+
+// Response is an answer that started (its status was 2xx).
+type Response struct {
+	*http.Response
+	// Body is the response body behind the idle watchdog.
+	Body io.Reader
+	// At is when the headers arrived, for rate-limit reset times.
+	At time.Time
+	// Ctx is the request's context; the watchdog cancels it with ErrIdle,
+	// which StreamEnd.Finish tells from the caller's cancellation.
+	Ctx  context.Context
+	stop func()
+}
+
+// Close releases the response: the watchdog, the body, the request.
+func (r *Response) Close() { r.stop() }
+
+// Post sends body to url with header (besides Content-Type and Accept).
+// The error is ctx's error (wrapped), a network *Error, or the adapter's
+// refusal; a *Response must be closed.
+func (p Poster) Post(ctx context.Context, url string, header http.Header, body []byte) (*Response, error) {
+	// The idle watchdog cancels this context; the caller's ctx is checked
+	// first wherever an error is classified, so its cancellation wins.
+	rctx, cancel := context.WithCancelCause(ctx)
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		cancel(nil)
+		return nil, LocalError(p.Name, p.Key, err.Error())
+	}
+	for k, v := range header {
+		hreq.Header[k] = v
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	resp, err := p.Client.Do(hreq)
+	if err != nil {
+		cancel(nil)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, ctx.Err())
+		}
+		return nil, NetworkError(p.Name, p.Key, err, "")
+	}
+	r := &Response{Response: resp, Body: resp.Body, At: time.Now(), Ctx: rctx}
+	stopIdle := func() {}
+	if p.Idle > 0 {
+		ir := sse.WatchIdle(resp.Body, p.Idle, func() { cancel(ErrIdle) })
+		r.Body, stopIdle = ir, ir.Stop
+	}
+	r.stop = func() { stopIdle(); resp.Body.Close(); cancel(nil) }
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// A server that stalls here is cut by the idle watchdog; what
+		// arrived by then is enough to classify the failure.
+		raw, rerr := io.ReadAll(io.LimitReader(r.Body, MaxErrorBody))
+		r.Close()
+		if rerr != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, ctx.Err())
+		}
+		return nil, p.Refusal(resp.StatusCode, resp.Header, raw, r.At)
+	}
+	return r, nil
+}
+
+// LocalError is a request Mirror refuses before sending it.
+func LocalError(name, key, msg string) *Error {
+	return &Error{Provider: name, Class: ClassBadRequest, Message: Redact(msg, key)}
+}
