@@ -101,7 +101,7 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 				w.Messages = appendBlock(w.Messages, "assistant", wireBlock{Type: "text", Text: m.Content})
 			}
 			for _, tc := range m.ToolCalls {
-				input, err := objectJSON(tc.Arguments)
+				input, err := provider.ObjectJSON(tc.Arguments)
 				if err != nil {
 					return nil, fmt.Errorf("message %d: tool call %s (%s): arguments %w", i, tc.ID, tc.Name, err)
 				}
@@ -142,13 +142,7 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 	if req.ToolChoice != "" {
 		w.ToolChoice = &wireChoice{Type: "tool", Name: req.ToolChoice}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // read by a model; \u003c only costs tokens
-	if err := enc.Encode(w); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return provider.MarshalWire(w)
 }
 
 func boolRank(b bool) int {
@@ -165,19 +159,6 @@ func appendBlock(ms []wireMessage, role string, b wireBlock) []wireMessage {
 		return ms
 	}
 	return append(ms, wireMessage{Role: role, Content: []wireBlock{b}})
-}
-
-// objectJSON checks that a call's arguments are a JSON object, as tool_use
-// input must be; empty arguments are the empty object.
-func objectJSON(s string) (json.RawMessage, error) {
-	b := bytes.TrimSpace([]byte(s))
-	if len(b) == 0 {
-		return json.RawMessage("{}"), nil
-	}
-	if !json.Valid(b) || b[0] != '{' {
-		return nil, errors.New("are not a JSON object")
-	}
-	return b, nil
 }
 
 // finishReason maps Anthropic's stop_reason onto the reasons Mirror shares

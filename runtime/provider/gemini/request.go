@@ -118,7 +118,7 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 				w.Contents = appendPart(w.Contents, roleModel, wirePart{Text: m.Content})
 			}
 			for _, tc := range m.ToolCalls {
-				args, err := objectJSON(tc.Arguments)
+				args, err := provider.ObjectJSON(tc.Arguments)
 				if err != nil {
 					return nil, fmt.Errorf("message %d: tool call %s (%s): arguments %w", i, tc.ID, tc.Name, err)
 				}
@@ -163,15 +163,7 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 	if req.MaxTokens > 0 {
 		w.GenerationConfig = &wireGenerationConfig{MaxOutputTokens: req.MaxTokens}
 	}
-	// No HTML escaping: the body is read by a model, not a browser, and
-	// "<" as \u003c only costs tokens.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return provider.MarshalWire(w)
 }
 
 // appendPart adds p to the last content if it has role, else starts one.
@@ -181,19 +173,6 @@ func appendPart(cs []wireContent, role string, p wirePart) []wireContent {
 		return cs
 	}
 	return append(cs, wireContent{Role: role, Parts: []wirePart{p}})
-}
-
-// objectJSON checks that a call's arguments are a JSON object, as Gemini's
-// args (a Struct) must be; empty arguments are the empty object.
-func objectJSON(s string) (json.RawMessage, error) {
-	b := bytes.TrimSpace([]byte(s))
-	if len(b) == 0 {
-		return json.RawMessage("{}"), nil
-	}
-	if !json.Valid(b) || b[0] != '{' {
-		return nil, errors.New("are not a JSON object")
-	}
-	return b, nil
 }
 
 // responseJSON shapes a tool result as functionResponse.response, which must

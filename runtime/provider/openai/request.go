@@ -109,15 +109,7 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 			w.MaxTokens = req.MaxTokens
 		}
 	}
-	// No HTML escaping: the body is read by a model, not a browser, and
-	// "<" as \u003c only costs tokens.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return provider.MarshalWire(w)
 }
 
 // usesMaxCompletionTokens reports OpenAI models that accept only
