@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,8 +16,6 @@ import (
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/config/datadir"
-	"github.com/mirror-gateway/mirror/gateway"
 	"github.com/mirror-gateway/mirror/gateway/telegram"
 )
 
@@ -46,21 +43,11 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 	default:
 		return usageError{fmt.Errorf("pair: unknown subcommand %q\n\n%s", sub, pairUsage)}
 	}
-	var c common
-	f := flag.NewFlagSet("pair "+sub, flag.ContinueOnError)
-	c.register(f)
-	if err := parseFlags(f, rest); err != nil {
-		return err
-	}
-	cfg, err := c.load()
+	cfg, err := loadArgs("pair "+sub, rest)
 	if err != nil {
 		return err
 	}
-	dir, err := datadir.Prepare(cfg.DataPath())
-	if err != nil {
-		return err
-	}
-	tok, err := gateway.LoadToken(cfg, dir, getenv)
+	dir, tok, err := tokenIn(cfg, getenv)
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,6 @@ import (
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/config/datadir"
-	"github.com/mirror-gateway/mirror/gateway"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
@@ -34,13 +32,7 @@ func replay(ctx context.Context, args []string, stdout io.Writer, getenv func(st
 		return usageError{errors.New("replay: missing CHAT (a chat id, such as c_0123abcd; GET /api/chats lists them)")}
 	}
 	chat, rest := args[0], args[1:]
-	var c common
-	f := flag.NewFlagSet("replay", flag.ContinueOnError)
-	c.register(f)
-	if err := parseFlags(f, rest); err != nil {
-		return err
-	}
-	cfg, err := c.load()
+	cfg, err := loadArgs("replay", rest)
 	if err != nil {
 		return err
 	}
@@ -86,11 +78,7 @@ func writeReplay(w io.Writer, db *bolt.DB, engine *mruntime.Engine, chat string)
 }
 
 func replayOverHTTP(ctx context.Context, cfg *config.Config, chat string, stdout io.Writer, getenv func(string) string) error {
-	dir, err := datadir.Prepare(cfg.DataPath())
-	if err != nil {
-		return err
-	}
-	tok, err := gateway.LoadToken(cfg, dir, getenv)
+	_, tok, err := tokenIn(cfg, getenv)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,28 @@ func (c *common) load() (*config.Config, error) {
 	return cfg, nil
 }
 
+// loadArgs reads the flags of a subcommand that takes only the common ones,
+// and loads the configuration they name.
+func loadArgs(name string, args []string) (*config.Config, error) {
+	var c common
+	f := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.register(f)
+	if err := parseFlags(f, args); err != nil {
+		return nil, err
+	}
+	return c.load()
+}
+
+// tokenIn prepares cfg's data dir (the storage trust checks) and returns it
+// with the access token.
+func tokenIn(cfg *config.Config, getenv func(string) string) (dir, tok string, err error) {
+	if dir, err = datadir.Prepare(cfg.DataPath()); err != nil {
+		return "", "", err
+	}
+	tok, err = gateway.LoadToken(cfg, dir, getenv)
+	return dir, tok, err
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
@@ -80,21 +102,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 func token(args []string, stdout io.Writer, getenv func(string) string) error {
-	var c common
-	f := flag.NewFlagSet("token", flag.ContinueOnError)
-	c.register(f)
-	if err := parseFlags(f, args); err != nil {
-		return err
-	}
-	cfg, err := c.load()
+	cfg, err := loadArgs("token", args)
 	if err != nil {
 		return err
 	}
-	dir, err := datadir.Prepare(cfg.DataPath())
-	if err != nil {
-		return err
-	}
-	t, err := gateway.LoadToken(cfg, dir, getenv)
+	_, t, err := tokenIn(cfg, getenv)
 	if err != nil {
 		return err
 	}
@@ -127,11 +139,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	dir, err := datadir.Prepare(cfg.DataPath())
-	if err != nil {
-		return err
-	}
-	tok, err := gateway.LoadToken(cfg, dir, getenv)
+	dir, tok, err := tokenIn(cfg, getenv)
 	if err != nil {
 		return err
 	}
