@@ -264,7 +264,7 @@ func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.M
 	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
 	msgs = append(msgs, boundary.ForcedAskMessage())
 	req := provider.Request{Messages: msgs, Tools: boundary.ForcedAskTools(), ToolChoice: boundary.ToolHandoffUpdate}
-	res, _, err := e.answer(ctx, e.chains[in.Chain], req, in.Host, func(string) error { return nil })
+	res, _, _, err := e.answer(ctx, e.chains[in.Chain], req, in.Host, func(string) error { return nil })
 	answered := false
 	var decided *bool
 	if err == nil {
@@ -305,7 +305,7 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 			docs = append(docs, boundary.Doc{Role: m.Role, Text: m.Content})
 		}
 	}
-	res, _, err := e.answer(ctx, chain, provider.Request{Messages: boundary.ReflectPrompt(docs)}, nil, func(string) error { return nil })
+	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: boundary.ReflectPrompt(docs)}, nil, func(string) error { return nil })
 	if err != nil {
 		return nil, err
 	}

@@ -258,13 +258,12 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 		}
 		sent = len(conv) + 1 // in the unpruned request: the system prompt and conv
 		req := provider.Request{Messages: msgs, Tools: defs}
-		est := e.estimate(req)
 		var last uint64
 		if in.Host != nil {
 			last = in.Host.Last()
 		}
 		streamed := false
-		res, model, err := e.answer(ctx, chain, req, in.Host, func(text string) error { streamed = true; return onDelta(text) })
+		res, model, est, err := e.answer(ctx, chain, req, in.Host, func(text string) error { streamed = true; return onDelta(text) })
 		out.Usage.InputTokens += res.Usage.InputTokens
 		out.Usage.OutputTokens += res.Usage.OutputTokens
 		out.Usage.CachedTokens += res.Usage.CachedTokens
@@ -471,16 +470,15 @@ func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
 // quota Book, each attempt first reserves its estimated input tokens in the
 // model's key window (waiting its turn, shown through host), and a
 // rate-limit refusal that says when it passes is tried again on the same
-// model, the next Reserve doing the waiting.
-func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, host Host, onDelta func(string) error) (provider.Result, string, error) {
+// model, the next Reserve doing the waiting. It returns the answer, the
+// model that gave it, and the local estimate of the request's input (what
+// the quota reserved, and what calibration compares the bill with).
+func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, host Host, onDelta func(string) error) (provider.Result, string, int, error) {
 	var lastErr error
-	var est int
+	est := e.estimate(req)
 	var onWait func(quota.Wait)
-	if e.quota != nil {
-		est = e.estimate(req)
-		if host != nil {
-			onWait = host.QuotaWait
-		}
+	if e.quota != nil && host != nil {
+		onWait = host.QuotaWait
 	}
 models:
 	for _, m := range chain {
@@ -491,7 +489,7 @@ models:
 				rel, err := e.quota.Reserve(ctx, key, est, onWait)
 				if err != nil {
 					if ctx.Err() != nil {
-						return provider.Result{}, m.Name, err
+						return provider.Result{}, m.Name, est, err
 					}
 					lastErr = err // too large or too long a wait here: the next model may fit
 					continue models
@@ -529,7 +527,7 @@ models:
 				release(quota.Billed(res, err))
 			}
 			if err == nil || streamed || ctx.Err() != nil {
-				return res, m.Name, err
+				return res, m.Name, est, err
 			}
 			lastErr = err
 			if e.quota != nil {
@@ -538,7 +536,7 @@ models:
 				}
 			}
 			if !provider.ClassOf(err).Retryable() {
-				return res, m.Name, err
+				return res, m.Name, est, err
 			}
 			continue models
 		}
@@ -546,7 +544,7 @@ models:
 	if lastErr == nil {
 		lastErr = errors.New("empty chain")
 	}
-	return provider.Result{}, "", lastErr
+	return provider.Result{}, "", est, lastErr
 }
 
 // estimate is req's input tokens as counted locally: each message's stored
