@@ -61,10 +61,9 @@ func (a *actor) replay(ev *Event) {
 			a.conv.asked = true
 		}
 	case EvRuntimeContext:
-		m := Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
-			Turn: ev.Turn, State: MsgDone, Sections: ev.Sections, Tokens: ev.Tokens}
-		_ = json.Unmarshal(ev.Sections, &m.sections)
-		a.msgs = append(a.msgs, m)
+		var sections []view.Section
+		_ = json.Unmarshal(ev.Sections, &sections)
+		a.addContextRow(ev, sections)
 	case EvBoundary:
 		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
 			Text: ev.Record, State: MsgDone})
@@ -100,8 +99,14 @@ func (a *actor) appendContext(turn string, ci runtime.ContextInfo, sections []vi
 		return // nothing changed: nothing sent, nothing stored
 	}
 	raw, _ := json.Marshal(sections)
-	ev := a.append(&Event{Type: EvRuntimeContext, Turn: turn, Sections: raw, Tokens: toks}, Origin{})
-	a.replay(ev)
+	a.addContextRow(a.append(&Event{Type: EvRuntimeContext, Turn: turn, Sections: raw, Tokens: toks}, Origin{}), sections)
+}
+
+// addContextRow adds a runtime.context row to the conversation, its
+// sections parsed once (when written, or when loaded).
+func (a *actor) addContextRow(ev *Event, sections []view.Section) {
+	a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
+		Turn: ev.Turn, State: MsgDone, Sections: ev.Sections, Tokens: ev.Tokens, sections: sections})
 }
 
 // Checkpoint stores a checkpoint the view planned, before it is sent.
