@@ -738,15 +738,15 @@ func TestBadUpdates(t *testing.T) {
 	st.fake.pushRaw(`"callback_query":{"id":"cbx","from":{"id":111,"is_bot":false,"first_name":"A"},"chat_instance":"1","data":"x:c_1:m1"}`)
 	st.fake.pushText(111, 111, "after the bad ones")
 	st.waitReply(t, 111, "after the bad ones")
-	if n := logs.count(slog.LevelError, "malformed update skipped"); n != 1 {
+	if n := logs.count(slog.LevelError, "update quarantined"); n != 1 {
 		t.Fatalf("malformed update logged %d times:\n%s", n, logs.all())
 	}
 	var kept []byte
 	_ = st.db.View(func(tx *bolt.Tx) error {
-		kept = append(kept, tx.Bucket(bucket).Get(tgKey("bad", bad))...)
+		kept = append(kept, tx.Bucket(quarantineBucket).Get(quarantineKey(bad))...)
 		return nil
 	})
-	if !strings.Contains(string(kept), "not a number") {
+	if !strings.Contains(string(kept), "not a number") || !strings.Contains(string(kept), kindUnreadable) {
 		t.Fatalf("the malformed update was not kept: %q", kept)
 	}
 	// Its sender is told, so they do not take it as delivered.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf16"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
@@ -140,32 +139,16 @@ func (b *Bot) pollLoop() {
 		}
 		backoff, conflict, inConflict, breakerLogged = pollBackoff, conflictBackoff, false, false
 		for _, p := range ups {
-			u := p.u
-			if u.UpdateID < offset {
+			if p.u.UpdateID < offset {
 				continue
 			}
-			if p.bad != nil {
-				// Undecodable: kept for inspection and skipped, or it would
-				// block every update after it.
-				b.log.Error("telegram: malformed update skipped (kept in the database under bad/)", "update", u.UpdateID, "err", p.bad)
-				if err := b.keepBad(u.UpdateID, p.raw); err != nil {
-					// Not committed: the next poll tries again, after a
-					// pause, not at once.
-					if b.pause(b.ctx, backoff) != nil {
-						return
-					}
-					backoff = min(backoff*2, maxPollBackoff)
-					break
-				}
-				offset = u.UpdateID + 1
-				continue
-			}
-			if err := b.handle(u); err != nil {
+			if err := b.process(p); err != nil {
 				if b.ctx.Err() != nil {
 					return
 				}
-				// Not committed: the update comes again on the next poll.
-				b.log.Warn("telegram: update not handled; retrying", "update", u.UpdateID, "err", err)
+				// Not committed: the update comes again on the next poll,
+				// after a pause, not at once.
+				b.log.Warn("telegram: update not handled; retrying", "update", p.u.UpdateID, "err", err)
 				if b.pause(b.ctx, updBackoff) != nil {
 					return
 				}
@@ -173,13 +156,14 @@ func (b *Bot) pollLoop() {
 				break
 			}
 			updBackoff = pollBackoff
-			offset = u.UpdateID + 1
+			offset = p.u.UpdateID + 1
 		}
 	}
 }
 
-// polled is one update of a getUpdates answer; bad is set (and u holds
-// only the update_id) when it could not be decoded.
+// polled is one update of a getUpdates answer (or a webhook post) and its
+// raw JSON, kept for the quarantine; bad is set (and u holds only the
+// update_id) when it could not be decoded.
 type polled struct {
 	u   tgbotapi.Update
 	raw json.RawMessage
@@ -239,22 +223,6 @@ func (b *Bot) tellBad(raw []byte) {
 	b.notify(u.Message.Chat.ID, "I could not read that message, so it did not reach the assistant; please send it again.", nil, reply)
 }
 
-// keepBad stores a malformed update under bad/<id> (at most 64 KiB of it)
-// and commits the offset past it.
-func (b *Bot) keepBad(id int, raw []byte) error {
-	defer b.tellBad(raw)
-	if len(raw) > 64<<10 {
-		raw = raw[:64<<10]
-	}
-	next := strconv.Itoa(id + 1)
-	return b.write(func(bk *bolt.Bucket) error {
-		if err := bk.Put(tgKey("bad", id), raw); err != nil {
-			return err
-		}
-		return bk.Put([]byte("offset"), []byte(next))
-	})
-}
-
 // handle handles one update durably and commits offset past it, in one
 // write with what the handler records.
 func (b *Bot) handle(u tgbotapi.Update) error {
@@ -302,6 +270,12 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, error
 	} else if !b.allowed(user) {
 		return nil, b.pair(m)
 	}
+	if m.Text == "" {
+		// Media, perhaps with a caption addressed to the bot: only text
+		// reaches the assistant, and the caption alone would mislead it.
+		b.notify(tg, "I can read text messages only, for now.", nil, m.MessageID)
+		return nil, nil
+	}
 	if strings.TrimSpace(text) == "" {
 		if strings.TrimSpace(m.Text) != "" {
 			b.notify(tg, "Write your message along with the mention.", nil, m.MessageID)
@@ -342,65 +316,57 @@ type sentRecord struct {
 }
 
 // addressed reports whether a group message is for the bot, and its text
-// without the mention. A message is for the bot when it mentions it (a
-// "mention" entity naming @botusername, a "text_mention" of the bot, or a
-// command such as /status@botusername) or replies to one of its messages.
-// A bare /command is not: in a group it may be meant for another bot.
+// (or, for media, its caption) without the mention. A message is for the
+// bot when it mentions it (a "mention" entity naming @botusername, a
+// "text_mention" of the bot, or a command such as /status@botusername) or
+// replies to one of its messages. A bare /command is not: in a group it may
+// be meant for another bot. Entities are read through parseEntities, so
+// offsets out of order, overlapping or past the text are harmless.
 func (b *Bot) addressed(m *tgbotapi.Message) (string, bool) {
 	self := b.api.Self
-	text := m.Text
+	text, ents := m.Text, m.Entities
+	if text == "" {
+		text, ents = m.Caption, m.CaptionEntities
+	}
 	ok := m.ReplyToMessage != nil && m.ReplyToMessage.From != nil && m.ReplyToMessage.From.ID == self.ID
 	if self.UserName == "" {
 		return text, ok
 	}
 	name := "@" + strings.ToLower(self.UserName)
-	units := utf16.Encode([]rune(text))
-	cut := func(off, n int) (string, bool) {
-		if off < 0 || n <= 0 || off+n > len(units) {
-			return "", false
+	if len(ents) == 0 {
+		// No entities (a client that sends none): a whole-word @mention
+		// found in the text itself stands for one. The match is ASCII, so
+		// its UTF-16 length is its byte length.
+		if i := indexFold(text, name); i >= 0 && !wordByte(strings.ToLower(text[i+len(name):]), 0) {
+			ents = []tgbotapi.MessageEntity{{Type: "mention", Offset: utf16Len(text[:i]), Length: len(name)}}
 		}
-		return string(utf16.Decode(units[off : off+n])), true
 	}
-	var strip [][2]int // UTF-16 ranges of mentions to remove
-	for _, e := range m.Entities {
-		word, valid := cut(e.Offset, e.Length)
-		if !valid {
-			continue
-		}
-		switch e.Type {
+	et := parseEntities(text, ents)
+	var strip []span // mentions of the bot to remove
+	for _, s := range et.spans {
+		word := et.text(s)
+		switch s.Type {
 		case "mention":
 			if strings.ToLower(word) == name {
 				ok = true
-				strip = append(strip, [2]int{e.Offset, e.Offset + e.Length})
+				strip = append(strip, s)
 			}
 		case "text_mention":
-			if e.User != nil && e.User.ID == self.ID {
+			if s.User != nil && s.User.ID == self.ID {
 				ok = true
 			}
 		case "bot_command":
-			if _, at, found := strings.Cut(word, "@"); found {
+			if cmd, at, found := strings.Cut(word, "@"); found {
 				if "@"+strings.ToLower(at) != name {
 					return text, false // a command for another bot
 				}
 				ok = true
 				// Keep the command, drop the bot's name: /status@bot → /status.
-				strip = append(strip, [2]int{e.Offset + len(utf16.Encode([]rune(word[:strings.IndexByte(word, '@')]))), e.Offset + e.Length})
+				strip = append(strip, span{Start: s.Start + utf16Len(cmd), End: s.End})
 			}
 		}
 	}
-	if len(m.Entities) == 0 {
-		// No entities (a client that sends none): a whole-word @mention,
-		// found in text itself (lower-casing can change byte lengths).
-		if i := indexFold(text, name); i >= 0 && !wordByte(strings.ToLower(text[i+len(name):]), 0) {
-			ok = true
-			return strings.TrimSpace(text[:i] + text[i+len(name):]), ok
-		}
-	}
-	for i := len(strip) - 1; i >= 0; i-- {
-		r := strip[i]
-		units = append(units[:r[0]:r[0]], units[r[1]:]...)
-	}
-	return strings.TrimSpace(string(utf16.Decode(units))), ok
+	return strings.TrimSpace(et.without(strip)), ok
 }
 
 // indexFold is the byte index of the ASCII name in s, matched without
@@ -483,10 +449,14 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 		found = v != nil && json.Unmarshal(v, &rec) == nil
 		return nil
 	})
-	if !found || rec.Reply || strings.TrimSpace(m.Text) == "" {
+	text := m.Text
+	if !m.Chat.IsPrivate() {
+		text, _ = b.addressed(m) // the mention was not passed on either
+	}
+	if !found || rec.Reply || m.Text == "" || strings.TrimSpace(text) == "" {
 		return nil
 	}
-	_, err := b.svc.Edit(b.ctx, rec.Chat, rec.Msg, m.Text, chats.Origin{})
+	_, err := b.svc.Edit(b.ctx, rec.Chat, rec.Msg, text, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
 		b.notify(tg, "Already in use: the assistant picked this message up before the edit, so the edit was not applied.", nil, m.MessageID)
@@ -497,7 +467,7 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 	case err != nil:
 		b.notify(tg, "Edit not applied: "+err.Error(), nil, m.MessageID)
 	default:
-		rec.Text = m.Text
+		rec.Text = text
 		v, _ := json.Marshal(rec)
 		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("m", tg, m.MessageID), v) }); err != nil {
 			return err
@@ -920,17 +890,9 @@ func (b *Bot) WebhookHandler() http.Handler {
 			w.WriteHeader(http.StatusOK) // handled already
 			return
 		}
-		if p.bad != nil {
-			// Telegram would deliver it again and again: keep it, skip it.
-			b.log.Error("telegram: malformed webhook update skipped (kept in the database under bad/)", "update", u.UpdateID, "err", p.bad)
-			if err := b.keepBad(u.UpdateID, p.raw); err != nil {
-				http.Error(w, "not stored; deliver again", http.StatusInternalServerError)
-				return
-			}
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		if err := b.handle(u); err != nil {
+		// A poison update is quarantined and answered 200: Telegram would
+		// deliver it again and again.
+		if err := b.process(p); err != nil {
 			b.log.Warn("telegram: webhook update not handled", "update", u.UpdateID, "err", err)
 			http.Error(w, "not handled; deliver again", http.StatusInternalServerError)
 			return
