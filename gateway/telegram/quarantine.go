@@ -160,8 +160,11 @@ func (b *Bot) quarantine(id int, raw []byte, q quarantined) error {
 		return err
 	}
 	if fresh {
-		b.log.Error("telegram: update quarantined and skipped (kept in the database, bucket "+string(quarantineBucket)+")",
-			"update", id, "kind", q.Kind, "err", q.Error, "at", q.At)
+		attrs := []any{"update", id, "kind", q.Kind, "err", q.Error}
+		if q.At != "" {
+			attrs = append(attrs, "at", q.At)
+		}
+		b.log.Error("telegram: update quarantined and skipped (kept in the database, bucket "+string(quarantineBucket)+")", attrs...)
 		b.tellBad(raw)
 	}
 	return nil
