@@ -130,16 +130,19 @@ func newCode() string {
 }
 
 // pairingFor returns the user's waiting code, issuing one when none is
-// valid at now.
-func pairingFor(bk *bolt.Bucket, user, chat int64, name string, now time.Time) (Pairing, error) {
+// valid at now; issued says it is new. Expired codes are pruned first.
+func pairingFor(bk *bolt.Bucket, user, chat int64, name string, now time.Time) (p Pairing, issued bool, err error) {
+	if err := pruneExpired(bk, now); err != nil {
+		return Pairing{}, false, err
+	}
 	for _, p := range pendingPairings(bk, now) {
 		if p.User == user {
-			return p, nil
+			return p, false, nil
 		}
 	}
-	p := Pairing{Code: newCode(), User: user, Chat: chat, Name: name, CreatedAt: now.UTC(), ExpiresAt: now.Add(PairingTTL).UTC()}
+	p = Pairing{Code: newCode(), User: user, Chat: chat, Name: name, CreatedAt: now.UTC(), ExpiresAt: now.Add(PairingTTL).UTC()}
 	v, _ := json.Marshal(p)
-	return p, bk.Put(tgKey("p", p.Code), v)
+	return p, true, bk.Put(tgKey("p", p.Code), v)
 }
 
 func pendingPairings(bk *bolt.Bucket, now time.Time) []Pairing {
@@ -156,6 +159,9 @@ func pendingPairings(bk *bolt.Bucket, now time.Time) []Pairing {
 }
 
 func approve(bk *bolt.Bucket, code string, now time.Time) (Pairing, error) {
+	if err := pruneExpired(bk, now); err != nil {
+		return Pairing{}, err
+	}
 	code = strings.ToUpper(strings.TrimSpace(code))
 	v := bk.Get(tgKey("p", code))
 	var p Pairing

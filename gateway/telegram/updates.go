@@ -389,20 +389,27 @@ func wordByte(s string, i int) bool {
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z'
 }
 
-// pair answers a user without access with their pairing code, and nothing else.
+// pair answers a user without access with their pairing code, and nothing
+// else: once per code, so at most once an hour (the code's life) however
+// often they write, also across restarts, since the code is in the
+// database. Their name is stored Printable: they choose it, and the owner
+// reads it in a terminal.
 func (b *Bot) pair(m *tgbotapi.Message) error {
 	name := strings.TrimSpace(m.From.FirstName + " " + m.From.LastName)
 	if m.From.UserName != "" {
 		name += " (@" + m.From.UserName + ")"
 	}
 	var p Pairing
+	var issued bool
 	if err := b.write(func(bk *bolt.Bucket) (err error) {
-		p, err = pairingFor(bk, m.From.ID, m.Chat.ID, name, b.opt.Now())
+		p, issued, err = pairingFor(bk, m.From.ID, m.Chat.ID, Printable(name), b.opt.Now())
 		return err
 	}); err != nil {
 		return err
 	}
-	b.notify(m.Chat.ID, fmt.Sprintf("You have no access yet. Your pairing code is %s. Ask the owner of this Mirror to run:\n\nmirror pair approve %s\n\nThe code expires in an hour.", p.Code, p.Code), nil, 0)
+	if issued {
+		b.notify(m.Chat.ID, fmt.Sprintf("You have no access yet. Your pairing code is %s. Ask the owner of this Mirror to run:\n\nmirror pair approve %s\n\nThe code expires in an hour.", p.Code, p.Code), nil, 0)
+	}
 	return nil
 }
 
@@ -913,6 +920,9 @@ func (b *Bot) PairingHandler() http.Handler {
 		if list == nil {
 			list = []Pairing{}
 		}
+		for i := range list {
+			list[i] = list[i].shown()
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"pairings": list})
 	})
 	mux.HandleFunc("POST /api/telegram/pairing/{code}/approve", func(w http.ResponseWriter, r *http.Request) {
@@ -927,7 +937,7 @@ func (b *Bot) PairingHandler() http.Handler {
 			return
 		}
 		b.notify(p.Chat, "You have access now. Send a message to begin.", nil, 0)
-		writeJSON(w, http.StatusOK, map[string]any{"approved": p})
+		writeJSON(w, http.StatusOK, map[string]any{"approved": p.shown()})
 	})
 	return mux
 }
