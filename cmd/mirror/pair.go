@@ -142,8 +142,11 @@ func pairInDB(path, sub, code string) (string, error) {
 	return describePairings(list), nil
 }
 
+// describeApproved and describePairings print names through
+// telegram.Printable: a stranger chooses their name, and whatever a
+// gateway or an older database holds must not drive the terminal.
 func describeApproved(p telegram.Pairing) string {
-	return fmt.Sprintf("approved: Telegram user %d %s has access now\n", p.User, p.Name)
+	return fmt.Sprintf("approved: Telegram user %d %s has access now\n", p.User, telegram.Printable(p.Name))
 }
 
 func describePairings(list []telegram.Pairing) string {
@@ -152,7 +155,7 @@ func describePairings(list []telegram.Pairing) string {
 	}
 	var b strings.Builder
 	for _, p := range list {
-		fmt.Fprintf(&b, "%s  user %d  %s  expires %s\n", p.Code, p.User, p.Name, p.ExpiresAt.Local().Format("15:04"))
+		fmt.Fprintf(&b, "%s  user %d  %s  expires %s\n", telegram.Printable(p.Code), p.User, telegram.Printable(p.Name), p.ExpiresAt.Local().Format("15:04"))
 	}
 	return b.String()
 }
