@@ -26,6 +26,9 @@ import (
 //	                   (so a repeated press finishes it instead of losing it)
 //	p/<CODE>           Pairing waiting for approval
 //	u/<user>           Pairing approved: that user has access
+//
+// Updates that could not be handled are in a bucket of their own,
+// quarantineBucket (quarantine.go).
 var bucket = []byte("telegram")
 
 // ErrUnknownCode is returned for a pairing code that is not waiting (never
