@@ -63,13 +63,13 @@ func (p *handlePanic) Error() string { return fmt.Sprintf("panic: %v", p.val) }
 // handleSafe handles u, turning a panic into a *handlePanic: one update
 // must never take the gateway down with it, nor, by coming back after
 // every restart, keep it down.
-func (b *Bot) handleSafe(u tgbotapi.Update) (err error, hp *handlePanic) {
+func (b *Bot) handleSafe(u tgbotapi.Update) (hp *handlePanic, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			hp = &handlePanic{val: r, at: panicSite(), stack: debug.Stack()}
 		}
 	}()
-	return b.handle(u), nil
+	return nil, b.handle(u)
 }
 
 // panicSite is the first frame outside the runtime of a panicking
@@ -110,7 +110,7 @@ func (b *Bot) process(p polled) error {
 	if p.bad != nil {
 		return b.quarantine(id, p.raw, quarantined{Kind: kindUnreadable, Error: p.bad.Error()})
 	}
-	err, hp := b.handleSafe(p.u)
+	hp, err := b.handleSafe(p.u)
 	if hp == nil {
 		return err
 	}
