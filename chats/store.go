@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mirror-gateway/mirror/chats/dbcheck"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -51,13 +52,21 @@ type write struct {
 const maxGroup = 512
 
 // OpenDB opens (creating if needed) the bbolt file at path with mode 0600. A
-// database held by another process is reported as ErrLocked after timeout.
+// database held by another process is reported as ErrLocked after timeout;
+// a damaged one as a *dbcheck.Damage (errors.Is dbcheck.ErrDamaged), left
+// as it was.
 func OpenDB(path string, timeout time.Duration) (*bolt.DB, error) {
 	// Like etcd: the freelist is rebuilt at open instead of written on every
-	// commit, which saves pages per commit on the hot path.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+	// commit, which saves pages per commit on the hot path. That rebuild
+	// walks the file in a goroutine nothing can recover, so the file is
+	// checked first (dbcheck.OpenFile), under the lock bbolt then keeps.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true,
+		OpenFile: dbcheck.OpenFile(timeout)})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w (stop the other one, or use another --data dir)", path, ErrLocked)
+	}
+	if errors.Is(err, dbcheck.ErrDamaged) {
+		return nil, err // it names the file and what to do
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
