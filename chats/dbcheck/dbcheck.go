@@ -100,8 +100,12 @@ func (r *Report) Sound() bool { return len(r.Problems) == 0 && r.More == 0 }
 
 // Summary is one line on what a sound file holds.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("%d-byte pages, %d of %d reached (the rest free), %d buckets, %d keys; meta page %d, transaction %d",
-		r.PageSize, r.Pages, r.HighWater, r.Buckets, r.Keys, r.Meta, r.Txid)
+	s := fmt.Sprintf("%d-byte pages, %d of %d reached (the rest free), %d buckets, %d keys; ",
+		r.PageSize, r.Pages, r.HighWater, r.Buckets, r.Keys)
+	if r.Meta >= 0 {
+		s += fmt.Sprintf("meta page %d, ", r.Meta)
+	}
+	return s + fmt.Sprintf("transaction %d", r.Txid)
 }
 
 func (r *Report) problem(format string, args ...any) {

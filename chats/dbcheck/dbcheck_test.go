@@ -78,8 +78,8 @@ func check(b []byte) *dbcheck.Report { return dbcheck.Check(bytes.NewReader(b), 
 
 func TestHealthyFilesAreSound(t *testing.T) {
 	cases := []struct {
-		name string
-		opt  *bolt.Options
+		name             string
+		opt              *bolt.Options
 		chats, rows, big int
 	}{
 		{"mirror's options", mirrorOptions, 5, 400, 3},

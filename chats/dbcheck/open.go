@@ -17,14 +17,20 @@ var ErrDamaged = errors.New("the database file is damaged")
 type Damage struct {
 	Path   string
 	Report *Report
+	// Held says a running gateway holds the file (it was checked there).
+	Held bool
 }
 
 // Error names the file, says what is wrong and what to do.
 func (d *Damage) Error() string {
-	return fmt.Sprintf("the database %s is damaged, so it was not opened and nothing in it was changed:%s\n"+
-		"What to do: keep this file as it is; put your latest copy from `mirror backup` in its place "+
-		"(or move it aside to start with an empty database); `mirror check` lists what is wrong.",
-		d.Path, d.Report.describe())
+	first := ""
+	if d.Held {
+		first = "stop the gateway; "
+	}
+	return fmt.Sprintf("the database %s is damaged (nothing in it was changed):%s\n"+
+		"What to do: %skeep this file as it is; put your latest copy from `mirror backup` in its place "+
+		"(or move it aside to start with an empty database); `mirror check` says what is wrong.",
+		d.Path, d.Report.describe(), first)
 }
 
 // Is makes errors.Is(err, ErrDamaged) true.

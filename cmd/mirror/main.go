@@ -22,6 +22,11 @@ const (
 	exitUsage   = 2
 )
 
+// helpShown is a subcommand's --help: its text goes to stdout, exit 0.
+type helpShown struct{ text string }
+
+func (h helpShown) Error() string { return h.text }
+
 // usageError marks a bad command line or bad configuration (exit 2).
 type usageError struct{ err error }
 
@@ -41,6 +46,8 @@ usage:
   mirror pair approve CODE [--config FILE] [--data DIR]
   mirror replay CHAT [--config FILE] [--data DIR]
   mirror check-compression FILE [--context-window N]
+  mirror backup [--config FILE] [--data DIR] FILE
+  mirror check [--config FILE] [--data DIR]
   mirror version
 `
 
@@ -59,6 +66,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = pair(ctx, args[1:], stdout, getenv)
 	case "replay":
 		err = replay(ctx, args[1:], stdout, getenv)
+	case "backup":
+		err = backup(ctx, args[1:], stdout, getenv)
+	case "check":
+		err = checkDB(ctx, args[1:], stdout, getenv)
 	case "check-compression":
 		err = checkCompression(args[1:], stdout)
 	case "version", "--version", "-v":
@@ -69,6 +80,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = usageError{fmt.Errorf("unknown command %q\n\n%s", args[0], usage)}
 	}
 	if err == nil {
+		return exitOK
+	}
+	var help helpShown
+	if errors.As(err, &help) {
+		fmt.Fprint(stdout, help.text)
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "mirror:", err)

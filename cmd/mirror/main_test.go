@@ -87,7 +87,13 @@ type proc struct {
 
 func startServe(t *testing.T, data string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--data", data, "--addr", "127.0.0.1:0")
+	return startProc(t, []string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, env...)
+}
+
+// startProc runs the mirror process with args and waits for its listening line.
+func startProc(t *testing.T, args []string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = t.TempDir() // no runtime.yaml there: built-in defaults
 	cmd.Env = append(os.Environ(), append([]string{"MIRROR_AS_MAIN=1", "MIRROR_TOKEN=test-token-0123456789abcdef"}, env...)...)
 	out, err := cmd.StdoutPipe()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/dbcheck"
 	"github.com/mirror-gateway/mirror/config"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -40,9 +41,13 @@ func replay(ctx context.Context, args []string, stdout io.Writer, getenv func(st
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no database at %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 500 * time.Millisecond})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 500 * time.Millisecond,
+		OpenFile: dbcheck.OpenFile(500 * time.Millisecond)})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return replayOverHTTP(ctx, cfg, chat, stdout, getenv)
+	}
+	if errors.Is(err, dbcheck.ErrDamaged) {
+		return err // it names the file and what to do
 	}
 	if err != nil {
 		return fmt.Errorf("open %s read-only: %w", path, err)

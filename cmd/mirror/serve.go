@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -92,7 +93,13 @@ func tokenIn(cfg *config.Config, getenv func(string) string) (dir, tok string, e
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "flags of mirror %s:\n", fs.Name())
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		return helpShown{b.String()}
+	} else if err != nil {
 		return usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
 	}
 	if fs.NArg() > 0 {
@@ -194,7 +201,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		DataDir: dir, ConfigDir: cfg.Dir})
 
 	var tg *telegram.Bot
-	var routes []gateway.Route
+	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file
 	if cfg.Telegram.Enabled {
 		secret := ""
 		if cfg.Telegram.WebhookSecretEnv != "" {
