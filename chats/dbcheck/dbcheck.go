@@ -176,6 +176,18 @@ func Check(r io.ReaderAt, size int64) *Report {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("meta page %d is not valid (%v), so bbolt uses meta page %d (transaction %d): "+
 			"the last commit before a crash did not complete, or that page was damaged", other, errs[other], use, metas[use].txid))
 	}
+	for i := range 2 {
+		// A valid meta page's header is whole too (a torn write tears the
+		// sector they share as one); bbolt's tx.Check asserts on it.
+		if errs[i] == nil {
+			if id, flags, ok := header(r, int64(i)*int64(ps)); !ok || id != uint64(i) || flags != flagMeta {
+				rep.problem("meta page %d's header is damaged (it says page %d, a %s page)", i, id, pageType(flags))
+			}
+		}
+	}
+	if !rep.Sound() {
+		return rep
+	}
 	m := metas[use]
 	rep.Meta, rep.Txid, rep.HighWater = use, m.txid, m.pgid
 	if uint64(m.pageSize) != ps {
@@ -207,7 +219,7 @@ func Check(r io.ReaderAt, size int64) *Report {
 	if m.freelist != noFreelist && !c.freelist(m.freelist) {
 		return rep
 	}
-	c.walk(m.root, nil, nil, 0, origin{})
+	c.walk(m.root, nil, nil, 0, origin{root: true})
 	if c.freed != nil && !c.stopped {
 		// With a written freelist every page is in use or free; bbolt's
 		// tx.Check calls any other one unreachable.
@@ -240,7 +252,7 @@ func CheckTree(r io.ReaderAt, size int64, pageSize int, root, hwm uint64) *Repor
 		c.seen.set(0)
 		c.seen.set(1)
 		rep.Pages = 2
-		c.walk(root, nil, nil, 0, origin{})
+		c.walk(root, nil, nil, 0, origin{root: true})
 	}
 	return rep
 }
@@ -284,6 +296,15 @@ func readMeta(r io.ReaderAt, size, off int64) (meta, error) {
 	return m, nil
 }
 
+// header reads a page header's id and flags.
+func header(r io.ReaderAt, off int64) (id uint64, flags uint16, ok bool) {
+	var b [pageHeaderSize]byte
+	if _, err := r.ReadAt(b[:], off); err != nil {
+		return 0, 0, false
+	}
+	return ne.Uint64(b[0:]), ne.Uint16(b[8:]), true
+}
+
 // checksum is bbolt's: FNV-64a over the meta fields before the checksum.
 func checksum(f []byte) uint64 {
 	h := fnv.New64a()
@@ -309,6 +330,19 @@ type checker struct {
 	freed bits // pages a written freelist lists; nil when bbolt rebuilds it
 	// stopped is set at a read error: the rest of the file is not judged.
 	stopped bool
+	// bufs holds one page buffer per depth: a page's bytes (and the keys
+	// sliced from them) stay valid while the pages below it are walked.
+	bufs [][]byte
+}
+
+func (c *checker) buf(depth int) []byte {
+	for len(c.bufs) <= depth {
+		c.bufs = append(c.bufs, nil)
+	}
+	if c.bufs[depth] == nil {
+		c.bufs[depth] = make([]byte, c.ps)
+	}
+	return c.bufs[depth]
 }
 
 // node is a branch or leaf page's bytes: head holds the first bytes, the
@@ -342,6 +376,8 @@ func (c *checker) bytes(n *node, at, size uint64) ([]byte, bool) {
 // origin says what points at a page, for the messages: the meta page (the
 // zero origin), a branch page, or a bucket's key on a leaf page.
 type origin struct {
+	// root: the page is the root bucket's, which holds only buckets.
+	root   bool
 	page   uint64
 	bucket []byte
 }
@@ -375,7 +411,7 @@ func (c *checker) walk(id uint64, lo, hi []byte, depth int, from origin) []byte 
 		c.rep.problem("page %d is used twice (again from %s)", id, from)
 		return nil
 	}
-	head := make([]byte, c.ps)
+	head := c.buf(depth)
 	if _, err := c.r.ReadAt(head, int64(id*c.ps)); err != nil {
 		c.rep.problem("page %d: cannot read it: %v", id, err)
 		c.stopped = true
@@ -406,7 +442,7 @@ func (c *checker) walk(id uint64, lo, hi []byte, depth int, from origin) []byte 
 	case flagBranch:
 		return c.branch(n, lo, hi, depth, from)
 	case flagLeaf:
-		return c.leaf(n, lo, hi, depth)
+		return c.leaf(n, lo, hi, depth, from.root)
 	}
 	c.rep.problem("page %d (from %s) is a %s page where the tree needs a branch or a leaf", id, from, pageType(flags))
 	return nil
@@ -435,7 +471,8 @@ func (c *checker) elements(n *node, count uint64) ([]byte, bool) {
 	return c.bytes(n, pageHeaderSize, count*elemSize)
 }
 
-// key returns element i's key: pos counts from the element itself.
+// key returns element i's key: pos counts from the element itself. The key
+// may share the node's buffer.
 func (c *checker) key(n *node, i, pos, ksize, vsize uint64) ([]byte, bool) {
 	if ksize > maxKeySize {
 		c.rep.problem("page %d, element %d: a key of %d bytes, more than bbolt allows", n.id, i, ksize)
@@ -446,11 +483,7 @@ func (c *checker) key(n *node, i, pos, ksize, vsize uint64) ([]byte, bool) {
 		c.rep.problem("page %d, element %d: its key and value run past the end of the page", n.id, i)
 		return nil, false
 	}
-	k, ok := c.bytes(n, at, ksize)
-	if !ok {
-		return nil, false
-	}
-	return bytes.Clone(k), true
+	return c.bytes(n, at, ksize)
 }
 
 // order checks key i of a page against the previous key (or the lower
@@ -499,7 +532,7 @@ func (c *checker) branch(n *node, lo, hi []byte, depth int, from origin) []byte 
 		if i+1 < len(keys) {
 			next = keys[i+1]
 		}
-		top = c.walk(kids[i], keys[i], next, depth+1, origin{page: n.id})
+		top = c.walk(kids[i], keys[i], next, depth+1, origin{root: from.root, page: n.id})
 		if c.stopped || len(c.rep.Problems) > 0 {
 			return top
 		}
@@ -508,7 +541,8 @@ func (c *checker) branch(n *node, lo, hi []byte, depth int, from origin) []byte 
 	return top
 }
 
-func (c *checker) leaf(n *node, lo, hi []byte, depth int) []byte {
+// leaf checks a leaf page; in the root bucket every key is a bucket.
+func (c *checker) leaf(n *node, lo, hi []byte, depth int, root bool) []byte {
 	count := uint64(ne.Uint16(n.head[10:]))
 	els, ok := c.elements(n, count)
 	if !ok {
@@ -535,6 +569,10 @@ func (c *checker) leaf(n *node, lo, hi []byte, depth int) []byte {
 		prev = k
 		c.rep.Keys++
 		if flags&bucketLeafFlag == 0 {
+			if root {
+				c.rep.problem("page %d, element %d: a value in the root bucket, which holds only buckets", n.id, i)
+				return nil
+			}
 			continue
 		}
 		c.rep.Buckets++
@@ -559,7 +597,7 @@ func (c *checker) leaf(n *node, lo, hi []byte, depth int) []byte {
 			c.rep.problem("page %d, element %d: an inline bucket too short to hold its page", n.id, i)
 			return nil
 		}
-		in := &node{id: n.id, base: -1, span: vsize - bucketHeaderSize, head: bytes.Clone(v[bucketHeaderSize:])}
+		in := &node{id: n.id, base: -1, span: vsize - bucketHeaderSize, head: v[bucketHeaderSize:]}
 		if f := ne.Uint16(in.head[8:]); f != flagLeaf {
 			c.rep.problem("page %d, element %d: an inline bucket whose page is a %s page, not a leaf", n.id, i, pageType(f))
 			return nil
@@ -568,18 +606,21 @@ func (c *checker) leaf(n *node, lo, hi []byte, depth int) []byte {
 			c.rep.problem("page %d: buckets nested deeper than %d levels", n.id, maxDepth)
 			return nil
 		}
-		c.leaf(in, nil, nil, depth+1)
+		c.leaf(in, nil, nil, depth+1, false)
 		if c.stopped || len(c.rep.Problems) > 0 {
 			return nil
 		}
 	}
+	// The greatest key outlives this page's buffer: the page above compares
+	// it after walking the next page at this depth.
+	last := bytes.Clone(prev)
 	for _, s := range subs {
 		c.walk(s.root, nil, nil, depth+1, origin{page: n.id, bucket: s.key})
 		if c.stopped || len(c.rep.Problems) > 0 {
 			break
 		}
 	}
-	return prev
+	return last
 }
 
 // freelist checks a written freelist at page id and records what it frees.
