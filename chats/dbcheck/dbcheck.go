@@ -612,8 +612,12 @@ func (c *checker) leaf(n *node, lo, hi []byte, depth int, root bool) []byte {
 		}
 	}
 	// The greatest key outlives this page's buffer: the page above compares
-	// it after walking the next page at this depth.
-	last := bytes.Clone(prev)
+	// it after walking the next page at this depth. An empty leaf has none
+	// (as in bbolt's check).
+	var last []byte
+	if count > 0 {
+		last = bytes.Clone(prev)
+	}
 	for _, s := range subs {
 		c.walk(s.root, nil, nil, depth+1, origin{page: n.id, bucket: s.key})
 		if c.stopped || len(c.rep.Problems) > 0 {
