@@ -475,6 +475,9 @@ func TestBackupAndCheck(t *testing.T) {
 		{append([]string{"backup"}, flags...), 2, "missing FILE"},
 		{[]string{"backup", "--help"}, 0, "-data"},
 		{[]string{"check", "--help"}, 0, "-data"},
+		{[]string{"backup", hot, "-h"}, 0, "usage: mirror backup [flags] FILE"},
+		{[]string{"serve", "--help"}, 0, "-addr"},
+		{[]string{"token", "--help"}, 0, "-data"},
 		{[]string{"check", "--data", filepath.Join(dir, "none")}, 1, "no database at"},
 	} {
 		code, out, errs := mirror(tc.args...)
