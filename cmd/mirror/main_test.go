@@ -46,6 +46,13 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{"missing explicit config", []string{"serve", "--config", filepath.Join(dir, "none.yaml")}, 2, "none.yaml"},
 		{"bad addr", []string{"serve", "--data", filepath.Join(dir, "d"), "--addr", "nonsense"}, 2, "--addr"},
 		{"version", []string{"version"}, 0, ""},
+		// Every subcommand answers --help with its flags and exit 0, also
+		// those that take a leading argument.
+		{"replay help", []string{"replay", "--help"}, 0, "-data"},
+		{"pair approve help", []string{"pair", "approve", "--help"}, 0, "-data"},
+		{"pair list help", []string{"pair", "list", "-h"}, 0, "-data"},
+		{"check-compression help", []string{"check-compression", "--help"}, 0, "-context-window"},
+		{"replay without chat", []string{"replay"}, 2, "missing CHAT"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,6 +36,10 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 	switch sub {
 	case "list":
 	case "approve":
+		if wantsHelp(rest) {
+			_, err := loadArgs("pair approve CODE", rest)
+			return err
+		}
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			return usageError{fmt.Errorf("pair approve: missing CODE\n\n%s", pairUsage)}
 		}

@@ -91,6 +91,13 @@ func tokenIn(cfg *config.Config, getenv func(string) string) (dir, tok string, e
 	return dir, tok, err
 }
 
+// wantsHelp says whether a subcommand that takes a leading argument (CHAT,
+// FILE, CODE) was asked for its --help instead, so the help is printed with
+// exit 0 rather than refused as a missing argument.
+func wantsHelp(args []string) bool {
+	return len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help")
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
