@@ -16,6 +16,8 @@ require (
 
 require github.com/go-telegram-bot-api/telegram-bot-api/v5 v5.5.1
 
+require golang.org/x/time v0.16.0 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -53,6 +53,11 @@ type Auth struct {
 	// AllowedOrigins lists extra browser origins (scheme://host:port) allowed
 	// to open the WebSocket besides the listen address itself.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// TrustedProxies lists the reverse proxies (IP addresses or CIDR ranges)
+	// whose X-Forwarded-Proto and X-Forwarded-For are believed: a request
+	// from one of them that says https gets a Secure cookie, and failed
+	// logins are counted per the client it names. See Proxies.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // Telegram configures the Bot API channel.
@@ -142,6 +147,23 @@ type Limits struct {
 	SocketBuffer int `yaml:"socket_buffer"`
 	// TurnTimeout bounds one whole turn.
 	TurnTimeout time.Duration `yaml:"turn_timeout"`
+	// MessagesPerMinute caps message.send per authenticated principal (an
+	// access token); past it the send is refused with rate_limited.
+	MessagesPerMinute int `yaml:"messages_per_minute"`
+	// PendingPerChat caps the messages waiting in one chat's queue; past it
+	// a send is refused with too_large.
+	PendingPerChat int `yaml:"pending_per_chat"`
+	// AuthTimeout is how long a WebSocket may stay open without having
+	// authenticated (hello, cookie or bearer) before it is closed with 4401.
+	AuthTimeout time.Duration `yaml:"auth_timeout"`
+	// UnauthenticatedSockets caps the WebSockets open at once that have not
+	// authenticated yet; an upgrade past it is refused with 503.
+	UnauthenticatedSockets int `yaml:"unauthenticated_sockets"`
+	// BodyTimeout bounds reading one HTTP request body.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// FailedLoginsPerMinute is how many wrong tokens one address may send
+	// to POST /login in a minute (and at once) before it is refused with 429.
+	FailedLoginsPerMinute int `yaml:"failed_logins_per_minute"`
 }
 
 // Tools configures the tools the assistant may call and where they work.

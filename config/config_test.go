@@ -53,7 +53,12 @@ func TestDefaultContract(t *testing.T) {
 		{"breaker_history_days", c.BreakerHistoryDays, 30},
 		{"breaker_history_max", c.BreakerHistoryMax, 500},
 		{"breaker_prune_schedule", c.BreakerPruneSchedule, "@every 1h"},
-		{"limits", c.Limits, Limits{64, 2 * time.Minute, 1024, 10 * time.Minute}},
+		{"limits", [4]any{c.Limits.ProviderConcurrency, c.Limits.ChatIdle, c.Limits.SocketBuffer, c.Limits.TurnTimeout},
+			[4]any{64, 2 * time.Minute, 1024, 10 * time.Minute}},
+		{"limits (edges)", [6]any{c.Limits.MessagesPerMinute, c.Limits.PendingPerChat, c.Limits.AuthTimeout,
+			c.Limits.UnauthenticatedSockets, c.Limits.BodyTimeout, c.Limits.FailedLoginsPerMinute},
+			[6]any{60, 100, 10 * time.Second, 128, 15 * time.Second, 6}},
+		{"auth.trusted_proxies", len(c.Auth.TrustedProxies), 0},
 		{"tools.workspace", c.Tools.Workspace, ""},
 		{"tools.policies", c.Tools.Policies.Map(), map[string]string{
 			"read_file": "allow", "list_dir": "allow", "write_file": "ask", "edit_file": "ask", "shell": "ask"}},

@@ -89,6 +89,13 @@ func Default() *Config {
 			ChatIdle:            2 * time.Minute,
 			SocketBuffer:        1024,
 			TurnTimeout:         10 * time.Minute,
+
+			MessagesPerMinute:      60,
+			PendingPerChat:         100,
+			AuthTimeout:            10 * time.Second,
+			UnauthenticatedSockets: 128,
+			BodyTimeout:            15 * time.Second,
+			FailedLoginsPerMinute:  6,
 		},
 		BreakerHistoryDays:   30,
 		BreakerHistoryMax:    500,

@@ -26,6 +26,7 @@ func (c *Config) Validate() error {
 	v.chains()
 	v.roles()
 	v.limits()
+	v.edges()
 	v.breakers()
 	v.tools()
 	v.hooks()
