@@ -569,6 +569,9 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, o Origin,
 	if known != "" {
 		return a.resend(known, o)
 	}
+	if err := a.s.queueRoom(len(a.pending)); err != nil {
+		return Message{}, err
+	}
 	seq := a.seq + 1
 	m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Role: provider.RoleUser, Text: text, Seq: seq,
 		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks}

@@ -73,6 +73,9 @@ type Options struct {
 	// Metrics counts turns and queue depth; nil counts nothing.
 	Metrics *monitor.Metrics
 	Log     *slog.Logger
+	// MaxPending caps the messages waiting in one chat's queue (0:
+	// DefaultMaxPending); a send past it fails with ErrTooLarge.
+	MaxPending int
 }
 
 // Service is the registry of chats and the API transports use.

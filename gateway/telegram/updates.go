@@ -252,7 +252,8 @@ func (b *Bot) handle(u tgbotapi.Update) error {
 
 // transient says whether an error is worth handling the update again.
 func transient(err error) bool {
-	return !(errors.Is(err, chats.ErrBadInput) || errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrInUse) || errors.Is(err, chats.ErrNoTurn))
+	return !(errors.Is(err, chats.ErrBadInput) || errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrInUse) || errors.Is(err, chats.ErrNoTurn) ||
+		errors.Is(err, chats.ErrTooLarge)) // a full queue: say so ("Not sent: ...") rather than handle the update again
 }
 
 func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, error) {
