@@ -4,17 +4,24 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
+	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/gateway/limit"
 	"github.com/mirror-gateway/mirror/gateway/web"
 	"github.com/mirror-gateway/mirror/gateway/ws"
 	"github.com/mirror-gateway/mirror/monitor"
@@ -57,16 +64,55 @@ type Route struct {
 	Private bool
 }
 
+// HTTP server limits that fit streaming: headers must arrive within
+// ReadHeaderTimeout, an idle keep-alive connection is closed after
+// IdleTimeout, and each write of a response must go through within
+// WriteStall (a stream that keeps flowing, a WebSocket or the monitor feed,
+// is never cut for its length). Bodies are bounded by limits.body_timeout.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 2 * time.Minute
+	WriteStall        = time.Minute
+	MaxHeaderBytes    = 64 << 10
+	// loginBodyTimeout bounds reading the login form, which is tiny.
+	loginBodyTimeout = 5 * time.Second
+	// maxLoginClients is how many client addresses the login throttle
+	// remembers.
+	maxLoginClients = 4096
+)
+
 // Server serves every HTTP route of the gateway.
 type Server struct {
 	opt  Options
 	auth checker
 	hub  *ws.Hub
-	mux  *http.ServeMux
+	mux  *router
 	log  *slog.Logger
 	mon  *monitorSide
+	// proxies are auth.trusted_proxies.
+	proxies []netip.Prefix
+	// logins counts failed logins per client address.
+	logins *limit.Keyed[netip.Prefix]
 	// unsubscribe stops the breaker events to sockets.
 	unsubscribe func()
+}
+
+// router is the ServeMux that remembers its patterns, so tests can try
+// every route, present and future (the forged-request test does).
+type router struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle registers h for pattern.
+func (m *router) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+// HandleFunc registers f for pattern.
+func (m *router) HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(f))
 }
 
 // New builds the server and its routes.
@@ -74,14 +120,24 @@ func New(opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	s := &Server{opt: opt, auth: checker{token: []byte(opt.Token)}, mux: http.NewServeMux(), log: opt.Log}
+	l := opt.Config.Limits
+	s := &Server{opt: opt, auth: checker{token: []byte(opt.Token)}, mux: &router{ServeMux: http.NewServeMux()}, log: opt.Log,
+		logins: limit.New[netip.Prefix](l.FailedLoginsPerMinute, l.FailedLoginsPerMinute, maxLoginClients)}
+	proxies, err := opt.Config.Auth.Proxies()
+	if err != nil { // Validate refuses these; a Config built in code may not have been
+		opt.Log.Error("auth.trusted_proxies ignored", "err", err)
+	}
+	s.proxies = proxies
 	s.hub = ws.New(ws.Options{
-		Chats:       opt.Chats,
-		Authorized:  func(r *http.Request) bool { t, _ := presented(r); return s.auth.ok(t) },
-		CheckToken:  s.auth.ok,
-		CheckOrigin: s.originAllowed,
-		Buffer:      opt.Config.Limits.SocketBuffer,
-		Log:         opt.Log,
+		Chats:              opt.Chats,
+		Authenticate:       func(r *http.Request) (string, bool) { t, _ := presented(r); return s.auth.principal(t) },
+		CheckHello:         s.auth.principal,
+		CheckOrigin:        s.originAllowed,
+		Buffer:             l.SocketBuffer,
+		AuthTimeout:        l.AuthTimeout,
+		MaxUnauthenticated: l.UnauthenticatedSockets,
+		MessagesPerMinute:  l.MessagesPerMinute,
+		Log:                opt.Log,
 	})
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -90,7 +146,10 @@ func New(opt Options) *Server {
 	s.mux.HandleFunc("GET /login", s.loginPage)
 	s.mux.HandleFunc("POST /login", s.login)
 	s.mux.HandleFunc("POST /logout", s.logout)
-	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(web.Static())))
+	// The app shell and its scripts need the token like every page but the
+	// login form, which is self-contained (inline style and icon) so it
+	// renders without them: nothing of the client is served to a stranger.
+	s.mux.Handle("GET /static/", s.need(http.StripPrefix("/static/", http.FileServerFS(web.Static()))))
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.Handle("GET /api/chats", s.need(http.HandlerFunc(s.apiChats)))
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
@@ -113,7 +172,9 @@ func New(opt Options) *Server {
 	return s
 }
 
-// Handler returns the root handler.
+// Handler returns the root handler. Before any route it refuses a forged
+// cross-site request (see forged) with 403, and bounds the request body's
+// read and each write of the answer (see bound).
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -121,9 +182,86 @@ func (s *Server) Handler() http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		if s.forged(r) {
+			s.log.Warn("cross-site request refused", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"),
+				"sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden: a request that changes something and carries the login cookie must come from Mirror's own page; scripts send Authorization: Bearer TOKEN"})
+			return
+		}
+		w, r = s.bound(w, r)
 		s.mux.ServeHTTP(w, r)
 	})
 }
+
+// HTTPServer returns the http.Server to serve Handler with: limits on
+// headers, idle connections and header size. It sets no ReadTimeout or
+// WriteTimeout, which would cut WebSockets and the monitor feed: Handler
+// bounds bodies and each write instead.
+func (s *Server) HTTPServer(errorLog *log.Logger) *http.Server {
+	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: errorLog}
+}
+
+// bound gives a request with a body limits.body_timeout to arrive (a
+// slow-drip body is cut off rather than holding the connection), lifted once
+// the body is read so an answer that streams is not cut; and it gives each
+// write of the answer WriteStall to go through.
+func (s *Server) bound(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	rc := http.NewResponseController(w)
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		if rc.SetReadDeadline(time.Now().Add(s.opt.Config.Limits.BodyTimeout)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		}
+	}
+	return &stallWriter{ResponseWriter: w, rc: rc}, r
+}
+
+// deadlineBody lifts the body's read deadline when the body has been read:
+// net/http then reads ahead to notice a client that goes away, and an
+// expired deadline there would cancel the request.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// stallWriter moves the connection's write deadline WriteStall ahead of
+// each write and flush: a client that stops reading is cut off, one that
+// keeps reading a long stream is not.
+type stallWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(WriteStall))
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *stallWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(WriteStall))
+	return w.rc.Flush()
+}
+
+// Flush implements http.Flusher.
+func (w *stallWriter) Flush() { _ = w.FlushError() }
+
+// Hijack hands the connection over (a WebSocket), which then keeps its
+// own deadlines.
+func (w *stallWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.rc.Hijack() }
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Close closes every WebSocket and live monitor feed and waits for them.
 func (s *Server) Close() {
@@ -185,26 +323,54 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(web.LoginPage())
 }
 
+// login checks the token of the login form and sets the cookie. The form
+// is read within 4 KiB and loginBodyTimeout; an address that sent
+// limits.failed_logins_per_minute wrong tokens is answered 429 until its
+// budget refills, before its token is even looked at. Failures are logged
+// with the address, never with what was typed.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	from := s.client(r)
+	if wait := s.logins.Wait(from); wait > 0 {
+		s.log.Debug("login throttled", "remote", from.String(), "retry_in", wait)
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("Too many wrong tokens from your address. Try again in %d s.", secs))
+		return
+	}
+	timeout := min(loginBodyTimeout, s.opt.Config.Limits.BodyTimeout)
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	if err := r.ParseForm(); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.log.Warn("login form not sent in time", "remote", from.String(), "timeout", timeout)
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the form took too long to arrive", http.StatusRequestTimeout)
+			return
+		}
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
 	t := strings.TrimSpace(r.PostForm.Get("token"))
 	if !s.auth.ok(t) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write(web.LoginPageWithError("That token is not right. Run `mirror token` to see it."))
+		s.logins.Take(from)
+		s.log.Warn("login with a wrong token", "remote", from.String())
+		loginPage(w, http.StatusUnauthorized, "That token is not right. Run `mirror token` to see it.")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: t, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int((90 * 24 * time.Hour).Seconds())})
+		SameSite: http.SameSiteStrictMode, Secure: s.scheme(r) == "https", MaxAge: int((90 * 24 * time.Hour).Seconds())})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+func loginPage(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(web.LoginPageWithError(msg))
+}
+
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: s.scheme(r) == "https", MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -221,51 +387,13 @@ func (s *Server) apiChats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"chats": list})
 }
 
-// originAllowed admits requests without Origin (not a browser), the listen
-// address itself (with localhost spelled any way when it is loopback), and
-// auth.allowed_origins. When listening on every interface, the browser's own
-// host is admitted: the token still guards the socket.
+// originAllowed admits a WebSocket upgrade without Origin (not a browser)
+// or from Mirror's own origin (see ownOrigin). When listening on every
+// interface, the browser's own host is admitted: the token still guards the
+// socket.
 func (s *Server) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	for _, o := range s.opt.Config.Auth.AllowedOrigins {
-		if strings.EqualFold(strings.TrimRight(o, "/"), origin) {
-			return true
-		}
-	}
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	lh, lp, err := net.SplitHostPort(s.opt.Addr)
-	if err != nil {
-		return false
-	}
-	oh, op := u.Hostname(), u.Port()
-	if op == "" {
-		op = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	if op != lp {
-		return false
-	}
-	if strings.EqualFold(oh, lh) || (isLoopback(lh) && isLoopback(oh)) {
-		return true
-	}
-	if ip := net.ParseIP(lh); ip != nil && ip.IsUnspecified() {
-		rh, _, err := net.SplitHostPort(r.Host)
-		return err == nil && strings.EqualFold(rh, oh)
-	}
-	return false
-}
-
-func isLoopback(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	return origin == "" || s.ownOrigin(r, origin)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

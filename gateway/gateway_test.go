@@ -217,7 +217,8 @@ func TestHTTPAuth(t *testing.T) {
 		{"/api/chats", http.Header{"Cookie": {CookieName + "=" + testToken}}, 200},
 		{"/", nil, 401},
 		{"/", bearer(), 200},
-		{"/static/app.js", nil, 200},
+		{"/static/app.js", nil, 401},
+		{"/static/app.js", http.Header{"Cookie": {CookieName + "=" + testToken}}, 200},
 	}
 	for _, tc := range cases {
 		if got := get(tc.path, tc.header).StatusCode; got != tc.want {

@@ -243,7 +243,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			}
 			return []quota.Status{}
 		}})
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := srv.HTTPServer(slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())

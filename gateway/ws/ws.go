@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/gateway/limit"
 )
 
 // Protocol limits and close codes.
@@ -27,6 +28,10 @@ const (
 	CloseUnauthorized = 4401
 	CloseTooSlow      = websocket.CloseTryAgainLater // 1013
 
+	// DefaultAuthTimeout is how long a socket may stay unauthenticated when
+	// Options.AuthTimeout is 0.
+	DefaultAuthTimeout = 10 * time.Second
+
 	writeWait  = 10 * time.Second
 	pingPeriod = 30 * time.Second
 	pongWait   = 75 * time.Second
@@ -35,16 +40,26 @@ const (
 // Options configure the WebSocket endpoint.
 type Options struct {
 	Chats *chats.Service
-	// Authorized reports whether the upgrade request carries a valid token
-	// (Bearer header or cookie); a request with a wrong one never gets here.
-	Authorized func(r *http.Request) bool
-	// CheckToken compares a token sent in a hello frame.
-	CheckToken func(token string) bool
+	// Authenticate reports whether the upgrade request carries a valid
+	// token (Bearer header or cookie), and the principal it speaks for; a
+	// request with a wrong one never gets here.
+	Authenticate func(r *http.Request) (principal string, ok bool)
+	// CheckHello checks a token sent in a hello frame, with its principal.
+	CheckHello func(token string) (principal string, ok bool)
 	// CheckOrigin decides whether a browser Origin may open a socket.
 	CheckOrigin func(r *http.Request) bool
 	// Buffer is how many frames may wait for one socket.
 	Buffer int
-	Log    *slog.Logger
+	// AuthTimeout is how long a socket may stay open without having
+	// authenticated before it is closed with 4401 (0: DefaultAuthTimeout).
+	AuthTimeout time.Duration
+	// MaxUnauthenticated caps the sockets open at once that have not
+	// authenticated; an upgrade past it is refused with 503 (0: no cap).
+	MaxUnauthenticated int
+	// MessagesPerMinute caps message.send per principal, answered with
+	// error rate_limited past it (0: no cap).
+	MessagesPerMinute int
+	Log               *slog.Logger
 }
 
 // Hub accepts sockets and closes them all at shutdown.
@@ -55,6 +70,10 @@ type Hub struct {
 	conns    map[*conn]struct{}
 	wg       sync.WaitGroup
 	closed   bool
+	// unauthed counts the sockets that have not authenticated yet.
+	unauthed atomic.Int64
+	// sends is the message rate per principal; nil when uncapped.
+	sends *limit.Keyed[string]
 }
 
 // New creates a Hub.
@@ -65,7 +84,13 @@ func New(opt Options) *Hub {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
+	if opt.AuthTimeout <= 0 {
+		opt.AuthTimeout = DefaultAuthTimeout
+	}
 	h := &Hub{opt: opt, conns: map[*conn]struct{}{}}
+	if opt.MessagesPerMinute > 0 {
+		h.sends = limit.New[string](opt.MessagesPerMinute, opt.MessagesPerMinute, 1<<16)
+	}
 	h.upgrader = websocket.Upgrader{
 		ReadBufferSize: 4096, WriteBufferSize: 4096,
 		CheckOrigin: opt.CheckOrigin,
@@ -82,15 +107,31 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "websocket: origin not allowed", http.StatusForbidden)
 		return
 	}
+	principal, authed := h.opt.Authenticate(r)
+	if !authed && !h.admitUnauthenticated() {
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "too many connections waiting to authenticate; try again shortly", http.StatusServiceUnavailable)
+		return
+	}
 	wc, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		if !authed {
+			h.unauthed.Add(-1)
+		}
 		return // the upgrader has answered
 	}
-	c := &conn{hub: h, ws: wc, authed: h.opt.Authorized(r), wake: make(chan struct{}, 1),
+	c := &conn{hub: h, ws: wc, principal: principal, wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), session: "s_" + randomID(), opened: map[string]bool{}}
+	if authed {
+		c.auth.Store(authOK)
+	} else {
+		// Closed with 4401 unless hello brings the token in time.
+		c.authTimer = time.AfterFunc(h.opt.AuthTimeout, c.authExpired)
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
+		c.settleAuth()
 		wc.Close()
 		return
 	}
@@ -100,6 +141,20 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go c.writeLoop()
 	c.readLoop()
 }
+
+// admitUnauthenticated counts in a socket that has not authenticated, or
+// refuses it when MaxUnauthenticated are open: without the cap, upgrades
+// that never say hello would each hold a descriptor and a buffer.
+func (h *Hub) admitUnauthenticated() bool {
+	if n := h.unauthed.Add(1); h.opt.MaxUnauthenticated > 0 && n > int64(h.opt.MaxUnauthenticated) {
+		h.unauthed.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Unauthenticated returns how many open sockets have not authenticated.
+func (h *Hub) Unauthenticated() int { return int(h.unauthed.Load()) }
 
 // Close closes every socket with 1001 (going away) and waits for them.
 func (h *Hub) Close() {
@@ -142,12 +197,18 @@ type conn struct {
 	hub      *Hub
 	ws       *websocket.Conn
 	session  string
-	authed   bool
 	started  bool // the first frame was handled
 	unwatch  func()
 	watching atomic.Bool     // set with unwatch: receives list and breaker frames
 	opened   map[string]bool // chats this socket receives live events of
 	ops      sync.WaitGroup  // requests that outlive the read (turn.stop)
+
+	// auth is authPending until the socket authenticates (authOK) or its
+	// time runs out (authTimedOut); the first to move it wins.
+	auth      atomic.Int32
+	authTimer *time.Timer // nil when authenticated at the upgrade
+	principal string      // who the token speaks for (the read loop's)
+	settled   bool        // the unauthenticated count no longer has this socket
 
 	mu        sync.Mutex
 	q         []item
@@ -293,9 +354,46 @@ func (c *conn) end() {
 	})
 }
 
+// Authentication states of a socket.
+const (
+	authPending int32 = iota
+	authOK
+	authTimedOut
+)
+
+// authExpired closes a socket that has not authenticated in time.
+func (c *conn) authExpired() {
+	if c.auth.CompareAndSwap(authPending, authTimedOut) {
+		c.shut(CloseUnauthorized, "unauthorized: no hello with the token in time")
+	}
+}
+
+// authenticate marks the socket authenticated by hello; false when its
+// time had already run out.
+func (c *conn) authenticate(principal string) bool {
+	if !c.auth.CompareAndSwap(authPending, authOK) {
+		return c.auth.Load() == authOK
+	}
+	c.principal = principal
+	c.settleAuth()
+	return true
+}
+
+// settleAuth takes a socket that was counted unauthenticated out of the
+// count and stops its timer, once.
+func (c *conn) settleAuth() {
+	if c.authTimer == nil || c.settled {
+		return
+	}
+	c.settled = true
+	c.authTimer.Stop()
+	c.hub.unauthed.Add(-1)
+}
+
 func (c *conn) readLoop() {
 	defer c.hub.wg.Done()
 	defer func() {
+		c.settleAuth()
 		c.end()
 		c.ops.Wait()
 		if c.unwatch != nil {
@@ -370,12 +468,15 @@ func (c *conn) handle(data []byte) bool {
 	first := !c.started
 	c.started = true
 	if f.Type == "hello" {
-		if !c.authed {
-			if f.Token == "" || !c.hub.opt.CheckToken(f.Token) {
+		if c.auth.Load() != authOK {
+			principal, ok := "", false
+			if f.Token != "" {
+				principal, ok = c.hub.opt.CheckHello(f.Token)
+			}
+			if !ok || !c.authenticate(principal) {
 				c.shut(CloseUnauthorized, "unauthorized")
 				return false
 			}
-			c.authed = true
 		}
 		if c.unwatch == nil && (f.Watch == nil || *f.Watch) {
 			c.unwatch = c.hub.opt.Chats.Watch(c)
@@ -396,7 +497,7 @@ func (c *conn) handle(data []byte) bool {
 		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "total": total, "req": omit(f.Req)})
 		return true
 	}
-	if !c.authed {
+	if c.auth.Load() != authOK {
 		c.shut(CloseUnauthorized, "unauthorized: send hello with the token first")
 		return false
 	}
@@ -435,7 +536,7 @@ func (c *conn) handle(data []byte) bool {
 			}
 		}
 	case "message.send":
-		if need(f.Chat != "" && f.Text != nil && f.ClientID != "", "chat, text and client_id") {
+		if need(f.Chat != "" && f.Text != nil && f.ClientID != "", "chat, text and client_id") && c.allowSend(f) {
 			_, err = svc.Send(ctx, f.Chat, *f.Text, f.ClientID, f.Mode, o)
 		}
 	case "message.edit":
@@ -511,6 +612,8 @@ func (c *conn) failErr(req, chat string, err error) {
 		code = "not_found"
 	case errors.Is(err, chats.ErrBadInput):
 		code = "bad_frame"
+	case errors.Is(err, chats.ErrTooLarge):
+		code = "too_large"
 	case errors.Is(err, chats.ErrClosed):
 		msg = "the gateway is shutting down"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -519,6 +622,21 @@ func (c *conn) failErr(req, chat string, err error) {
 		c.hub.opt.Log.Error("request failed", "chat", chat, "err", err)
 	}
 	c.fail(req, chat, code, msg)
+}
+
+// allowSend spends one message of the principal's rate, or answers
+// rate_limited with retry_after_ms, when the next one frees up.
+func (c *conn) allowSend(f frame) bool {
+	if c.hub.sends == nil {
+		return true
+	}
+	retry, ok := c.hub.sends.Take(c.principal)
+	if !ok {
+		c.send(map[string]any{"type": "error", "code": "rate_limited", "req": omit(f.Req), "chat": omit(f.Chat),
+			"retry_after_ms": retry.Milliseconds(),
+			"message":        fmt.Sprintf("too many messages: at most %d a minute; send again in %.1f s", c.hub.opt.MessagesPerMinute, retry.Seconds())})
+	}
+	return ok
 }
 
 func (c *conn) fail(req, chat, code, msg string) {
