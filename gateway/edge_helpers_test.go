@@ -1,0 +1,307 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/gateway/telegram"
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/tools"
+)
+
+// edge is a whole gateway served by the http.Server HTTPServer returns (the
+// one `mirror serve` runs), with the runtime's model settings, optionally a
+// Telegram bot in webhook mode on a fake Bot API, every request and its
+// answer recorded, and the log kept.
+type edge struct {
+	*stack
+	cfg  *config.Config
+	tg   *telegram.Bot
+	seen *seenLog
+	logs *syncBuffer
+}
+
+const webhookSecret = "webhook-secret-0123456789"
+
+type edgeOpts struct {
+	mutate   func(*config.Config)
+	telegram bool
+	// chatsOpt changes the chats service's options.
+	chatsOpt func(*chats.Options)
+}
+
+func newEdge(t *testing.T, o edgeOpts) *edge {
+	t.Helper()
+	cfg := config.Default()
+	zero := time.Duration(0)
+	cfg.Providers[0].Delay = &zero
+	if o.mutate != nil {
+		o.mutate(cfg)
+	}
+	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := chats.NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := runtime.New(cfg, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
+	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.SetTools(reg)
+	copt := chats.Options{Store: store, Turner: eng, MaxPending: cfg.Limits.PendingPerChat}
+	if o.chatsOpt != nil {
+		o.chatsOpt(&copt)
+	}
+	svc := chats.New(copt)
+	e := &edge{cfg: cfg, seen: &seenLog{changed: make(chan struct{}, 1)}, logs: &syncBuffer{}}
+	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var routes []Route
+	if o.telegram {
+		api := newFakeBotAPI(t)
+		cfg.Telegram.Enabled, cfg.Telegram.Mode = true, config.ModeWebhook
+		cfg.Telegram.APIEndpoint = api.URL + "/bot%s/%s"
+		cfg.Telegram.WebhookURL = "https://bot.example.com/telegram/webhook"
+		e.tg, err = telegram.New(context.Background(), telegram.Options{Config: cfg, Token: "123:bot-token", WebhookSecret: webhookSecret,
+			Chats: svc, Store: store, Log: log, ChatInterval: time.Millisecond, GlobalRate: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		routes = append(routes, Route{Pattern: "/api/telegram/", Handler: e.tg.PairingHandler(), Private: true},
+			Route{Pattern: "POST " + e.tg.WebhookPath(), Handler: e.tg.WebhookHandler()})
+	}
+	st := &stack{t: t, svc: svc, store: store}
+	st.http = httptest.NewUnstartedServer(nil)
+	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(),
+		Models: eng, Routes: routes, Log: log})
+	hs := st.srv.HTTPServer(nil)
+	inner := hs.Handler
+	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusWriter{ResponseWriter: w}
+		_, cookie := r.Cookie(CookieName)
+		inner.ServeHTTP(rec, r)
+		e.seen.add(seen{Method: r.Method, Path: r.URL.Path, Status: rec.status(), Cookie: cookie == nil,
+			Origin: r.Header.Get("Origin"), Bearer: strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ")})
+	})
+	st.http.Config = hs
+	st.http.Start()
+	e.stack = st
+	t.Cleanup(func() {
+		st.http.Close()
+		st.srv.Close()
+		if e.tg != nil {
+			e.tg.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		svc.Close(ctx)
+		store.Close()
+		db.Close()
+	})
+	return e
+}
+
+// statusWriter remembers the status a handler answered with; it unwraps,
+// so WebSockets and streams work through it.
+type statusWriter struct {
+	http.ResponseWriter
+	mu   sync.Mutex
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.mu.Lock()
+	if w.code == 0 {
+		w.code = code
+	}
+	w.mu.Unlock()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	w.mu.Unlock()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// seen is one request the server answered.
+type seen struct {
+	Method, Path, Origin string
+	Status               int
+	Cookie, Bearer       bool
+}
+
+type seenLog struct {
+	mu      sync.Mutex
+	all     []seen
+	changed chan struct{}
+}
+
+func (l *seenLog) add(s seen) {
+	l.mu.Lock()
+	l.all = append(l.all, s)
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// since returns the requests from index i on.
+func (l *seenLog) since(i int) []seen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]seen(nil), l.all[min(i, len(l.all)):]...)
+}
+
+func (l *seenLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.all)
+}
+
+// waitFor waits, bounded, until done holds for the requests from index i on.
+func (l *seenLog) waitFor(t *testing.T, i int, what string, done func([]seen) bool) []seen {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		got := l.since(i)
+		if done(got) {
+			return got
+		}
+		select {
+		case <-l.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; the server saw %+v", what, got)
+		}
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// newFakeBotAPI answers the Bot API methods the pairing path calls, in the
+// Bot API's wire format: getMe, setWebhook and sendMessage.
+func newFakeBotAPI(t *testing.T) *httptest.Server {
+	var mu sync.Mutex
+	next := 100
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		method := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		w.Header().Set("Content-Type", "application/json")
+		switch method {
+		case "getMe":
+			fmt.Fprint(w, `{"ok":true,"result":{"id":1,"is_bot":true,"first_name":"Mirror","username":"mirror_test_bot","can_join_groups":true}}`)
+		case "sendMessage":
+			mu.Lock()
+			next++
+			id := next
+			mu.Unlock()
+			chat, _ := strconv.ParseInt(r.Form.Get("chat_id"), 10, 64)
+			text, _ := json.Marshal(r.Form.Get("text"))
+			fmt.Fprintf(w, `{"ok":true,"result":{"message_id":%d,"date":1700000000,"chat":{"id":%d,"type":"private"},"text":%s}}`, id, chat, text)
+		default:
+			fmt.Fprint(w, `{"ok":true,"result":true}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// do sends one request to the gateway and returns its status and body.
+func (e *edge) do(method, path string, header http.Header, body string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 20 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// strangerWrites makes a Telegram user without access write to the bot
+// through the webhook, and returns the pairing code they were given.
+func (e *edge) strangerWrites(user int64) string {
+	e.t.Helper()
+	upd := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":1,"from":{"id":%d,"is_bot":false,"first_name":"Stranger"},"chat":{"id":%d,"type":"private"},"date":1700000000,"text":"let me in"}}`, user, user, user)
+	if code, body := e.do("POST", e.tg.WebhookPath(), http.Header{telegram.SecretHeader: {webhookSecret}, "Content-Type": {"application/json"}}, upd); code != 200 {
+		e.t.Fatalf("webhook: %d %s", code, body)
+	}
+	for _, p := range e.pairings() {
+		if p.User == user {
+			return p.Code
+		}
+	}
+	e.t.Fatalf("no pairing for user %d", user)
+	return ""
+}
+
+// pairings lists the waiting pairing codes, asked with the bearer token.
+func (e *edge) pairings() []telegram.Pairing {
+	e.t.Helper()
+	code, body := e.do("GET", "/api/telegram/pairing", bearer(), "")
+	var out struct{ Pairings []telegram.Pairing }
+	if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
+		e.t.Fatalf("pairing list: %d %s", code, body)
+	}
+	return out.Pairings
+}
