@@ -29,8 +29,10 @@ import (
 // answer recorded, and the log kept.
 type edge struct {
 	*stack
-	cfg  *config.Config
-	tg   *telegram.Bot
+	cfg *config.Config
+	tg  *telegram.Bot
+	// sent receives the text of every sendMessage the bot made.
+	sent chan string
 	seen *seenLog
 	logs *syncBuffer
 }
@@ -42,6 +44,8 @@ type edgeOpts struct {
 	telegram bool
 	// chatsOpt changes the chats service's options.
 	chatsOpt func(*chats.Options)
+	// model, when set, answers every chat (a fake OpenAI server).
+	model *heldModel
 }
 
 func newEdge(t *testing.T, o edgeOpts) *edge {
@@ -51,6 +55,10 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 	cfg.Providers[0].Delay = &zero
 	if o.mutate != nil {
 		o.mutate(cfg)
+	}
+	if o.model != nil {
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "fake", Kind: "openai", BaseURL: o.model.srv.URL + "/v1"})
+		cfg.Models[0].Provider, cfg.Models[0].Model = "fake", "fake-model"
 	}
 	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
 	if err != nil {
@@ -79,7 +87,8 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var routes []Route
 	if o.telegram {
-		api := newFakeBotAPI(t)
+		e.sent = make(chan string, 100)
+		api := newFakeBotAPI(t, e.sent)
 		cfg.Telegram.Enabled, cfg.Telegram.Mode = true, config.ModeWebhook
 		cfg.Telegram.APIEndpoint = api.URL + "/bot%s/%s"
 		cfg.Telegram.WebhookURL = "https://bot.example.com/telegram/webhook"
@@ -232,7 +241,7 @@ func (b *syncBuffer) String() string {
 
 // newFakeBotAPI answers the Bot API methods the pairing path calls, in the
 // Bot API's wire format: getMe, setWebhook and sendMessage.
-func newFakeBotAPI(t *testing.T) *httptest.Server {
+func newFakeBotAPI(t *testing.T, sent chan<- string) *httptest.Server {
 	var mu sync.Mutex
 	next := 100
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -248,6 +257,10 @@ func newFakeBotAPI(t *testing.T) *httptest.Server {
 			id := next
 			mu.Unlock()
 			chat, _ := strconv.ParseInt(r.Form.Get("chat_id"), 10, 64)
+			select {
+			case sent <- r.Form.Get("text"):
+			default:
+			}
 			text, _ := json.Marshal(r.Form.Get("text"))
 			fmt.Fprintf(w, `{"ok":true,"result":{"message_id":%d,"date":1700000000,"chat":{"id":%d,"type":"private"},"text":%s}}`, id, chat, text)
 		default:
@@ -278,14 +291,19 @@ func (e *edge) do(method, path string, header http.Header, body string) (int, st
 	return resp.StatusCode, string(b)
 }
 
+// update posts one Telegram update to the webhook.
+func (e *edge) update(raw string) {
+	e.t.Helper()
+	if code, body := e.do("POST", e.tg.WebhookPath(), http.Header{telegram.SecretHeader: {webhookSecret}, "Content-Type": {"application/json"}}, raw); code != 200 {
+		e.t.Fatalf("webhook: %d %s", code, body)
+	}
+}
+
 // strangerWrites makes a Telegram user without access write to the bot
 // through the webhook, and returns the pairing code they were given.
 func (e *edge) strangerWrites(user int64) string {
 	e.t.Helper()
-	upd := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":1,"from":{"id":%d,"is_bot":false,"first_name":"Stranger"},"chat":{"id":%d,"type":"private"},"date":1700000000,"text":"let me in"}}`, user, user, user)
-	if code, body := e.do("POST", e.tg.WebhookPath(), http.Header{telegram.SecretHeader: {webhookSecret}, "Content-Type": {"application/json"}}, upd); code != 200 {
-		e.t.Fatalf("webhook: %d %s", code, body)
-	}
+	e.update(fmt.Sprintf(`{"update_id":%d,"message":{"message_id":1,"from":{"id":%d,"is_bot":false,"first_name":"Stranger"},"chat":{"id":%d,"type":"private"},"date":1700000000,"text":"let me in"}}`, user, user, user))
 	for _, p := range e.pairings() {
 		if p.User == user {
 			return p.Code
