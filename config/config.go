@@ -51,7 +51,8 @@ type Auth struct {
 	// it is unset, a random token is created and kept in data_dir/token.
 	TokenEnv string `yaml:"token_env"`
 	// AllowedOrigins lists extra browser origins (scheme://host:port) allowed
-	// to open the WebSocket besides the listen address itself.
+	// to open the WebSocket, and to send requests that change state with the
+	// login cookie, besides the gateway's own.
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// TrustedProxies lists the reverse proxies (IP addresses or CIDR ranges)
 	// whose X-Forwarded-Proto and X-Forwarded-For are believed: a request
