@@ -101,7 +101,7 @@ func safeMethod(m string) bool {
 
 // forged reports whether r is a request another site could have made the
 // browser send: one that may change state (not GET, HEAD or OPTIONS), that
-// the mirror_token cookie would authenticate (no Authorization header, which
+// the mirror_token cookie authenticates (no Authorization header, which
 // no other origin can make a browser add), and that does not come from
 // Mirror's own origin: its Origin is neither the gateway's nor in
 // auth.allowed_origins, or, without Origin, Sec-Fetch-Site is not
@@ -112,7 +112,7 @@ func (s *Server) forged(r *http.Request) bool {
 	if safeMethod(r.Method) || r.Header.Get("Authorization") != "" {
 		return false
 	}
-	if _, err := r.Cookie(CookieName); err != nil {
+	if ck, err := r.Cookie(CookieName); err != nil || !s.auth.ok(ck.Value) {
 		return false // not authenticated by the cookie: the route's own check decides
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {

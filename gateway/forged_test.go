@@ -64,6 +64,7 @@ func TestForgedTable(t *testing.T) {
 		{name: "neither Origin nor Sec-Fetch-Site", method: "POST", header: map[string]string{cookie: "x"}, wantDeny: true},
 		{name: "bearer is not the cookie's business", method: "POST", header: map[string]string{cookie: "x", "Authorization": "Bearer t", "Origin": "http://evil.example"}},
 		{name: "no cookie: the route decides", method: "POST", header: map[string]string{"Origin": "http://evil.example"}},
+		{name: "a wrong cookie: the route decides (401)", method: "POST", header: map[string]string{cookie: "wrong", "Origin": "http://evil.example"}},
 		{name: "allowed origin", allowed: []string{"https://chat.example.com"}, method: "POST", header: map[string]string{cookie: "x", "Origin": "https://chat.example.com"}},
 		{name: "allowed origin's look-alike", allowed: []string{"https://chat.example.com"}, method: "POST", header: map[string]string{cookie: "x", "Origin": "https://chat.example.com.evil.io"}, wantDeny: true},
 		{name: "every interface: the host addressed", listen: "0.0.0.0:8765", host: "192.168.1.5:8765", method: "POST", header: map[string]string{cookie: "x", "Origin": "http://192.168.1.5:8765"}},
@@ -97,6 +98,9 @@ func TestForgedTable(t *testing.T) {
 			}
 			for k, v := range tc.header {
 				if k == "Cookie" {
+					if v == "x" {
+						v = testToken // the right token: the cookie authenticates
+					}
 					v = CookieName + "=" + v
 				}
 				r.Header.Set(k, v)

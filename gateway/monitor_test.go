@@ -185,8 +185,11 @@ func TestMonitorRoutesNeedTheToken(t *testing.T) {
 		t.Errorf("GET /monitor with the cookie: %d %v %.200s", a.status, a.header, a.body)
 	}
 	for _, f := range []string{"/static/monitor.js", "/static/monitor.css"} {
-		if a := call(t, "GET", st.http.URL+f, nil); a.status != 200 || len(a.body) == 0 {
+		if a := call(t, "GET", st.http.URL+f, http.Header{"Cookie": {CookieName + "=" + testToken}}); a.status != 200 || len(a.body) == 0 {
 			t.Errorf("GET %s: %d", f, a.status)
+		}
+		if a := call(t, "GET", st.http.URL+f, nil); a.status != 401 {
+			t.Errorf("GET %s without the token: %d, want 401", f, a.status)
 		}
 	}
 }
