@@ -224,7 +224,10 @@ func TestUnauthenticatedSocketsCapped(t *testing.T) {
 // answered error rate_limited with retry_after_ms, on every socket of the
 // same token, and nothing is stored.
 func TestMessageRateLimited(t *testing.T) {
-	e := newEdge(t, edgeOpts{mutate: func(c *config.Config) { c.Limits.MessagesPerMinute = 3 }})
+	e := newEdge(t, edgeOpts{telegram: true, mutate: func(c *config.Config) {
+		c.Limits.MessagesPerMinute = 3
+		c.Telegram.AllowedUsers = []int64{77}
+	}})
 	cl := e.connect()
 	cl.send(map[string]any{"type": "chat.create"})
 	chat := cl.expect("chat.created")["chat"].(map[string]any)["id"].(string)
@@ -248,6 +251,22 @@ func TestMessageRateLimited(t *testing.T) {
 	// Other frames are not counted.
 	cl.send(map[string]any{"type": "chat.create", "req": "c"})
 	cl.expect("chat.created")
+
+	// A Telegram user has the same rate, and is told in plain text.
+	for i := range 4 {
+		e.update(fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":77,"is_bot":false,"first_name":"Owner"},"chat":{"id":77,"type":"private"},"date":1700000000,"text":"telegram %d"}}`, 500+i, i+1, i))
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case text := <-e.sent:
+			if strings.HasPrefix(text, "Not sent: too many messages (at most 3 a minute)") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("Telegram was not told to slow down")
+		}
+	}
 }
 
 // TestQueueCapTooLarge: past limits.pending_per_chat, message.send is

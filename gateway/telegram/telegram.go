@@ -40,6 +40,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/gateway/limit"
 	"github.com/mirror-gateway/mirror/monitor"
 )
 
@@ -116,6 +117,8 @@ type Bot struct {
 	followers map[followKey]*follower
 	started   bool
 	closed    bool
+
+	sends *limit.Keyed[int64] // limits.messages_per_minute per Telegram user
 }
 
 // New connects to the Bot API (the library calls getMe, so a wrong token or
@@ -160,6 +163,7 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 		secret: opt.WebhookSecret, ctx: bctx, cancel: cancel,
 		global: newPacer(time.Second / time.Duration(opt.GlobalRate)), pacers: map[int64]*pacer{},
 		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command}
+	b.sends = sendLimit(opt.Config)
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
 	api, err := tgbotapi.NewBotAPIWithClient(opt.Token, opt.Config.Telegram.APIEndpoint, ctxClient{ctx: cctx, c: opt.HTTPClient})

@@ -290,6 +290,9 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, error
 			return nil, err
 		}
 	}
+	if !b.admitSend(tg, user, m.MessageID) {
+		return nil, nil
+	}
 	chat, err := b.ensureChat(tg)
 	if err != nil {
 		return nil, err
