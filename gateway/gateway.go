@@ -93,6 +93,8 @@ type Server struct {
 	proxies []netip.Prefix
 	// logins counts failed logins per client address.
 	logins *limit.Keyed[netip.Prefix]
+	// writeStall is WriteStall (tests shorten it).
+	writeStall time.Duration
 	// unsubscribe stops the breaker events to sockets.
 	unsubscribe func()
 }
@@ -122,7 +124,7 @@ func New(opt Options) *Server {
 	}
 	l := opt.Config.Limits
 	s := &Server{opt: opt, auth: checker{token: []byte(opt.Token)}, mux: &router{ServeMux: http.NewServeMux()}, log: opt.Log,
-		logins: limit.New[netip.Prefix](l.FailedLoginsPerMinute, l.FailedLoginsPerMinute, maxLoginClients)}
+		logins: limit.New[netip.Prefix](l.FailedLoginsPerMinute, l.FailedLoginsPerMinute, maxLoginClients), writeStall: WriteStall}
 	proxies, err := opt.Config.Auth.Proxies()
 	if err != nil { // Validate refuses these; a Config built in code may not have been
 		opt.Log.Error("auth.trusted_proxies ignored", "err", err)
@@ -213,7 +215,9 @@ func (s *Server) bound(w http.ResponseWriter, r *http.Request) (http.ResponseWri
 			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
 	}
-	return &stallWriter{ResponseWriter: w, rc: rc}, r
+	// The connection may carry the last request's deadline: start clean.
+	_ = rc.SetWriteDeadline(time.Time{})
+	return &stallWriter{ResponseWriter: w, rc: rc, stall: s.writeStall}, r
 }
 
 // deadlineBody lifts the body's read deadline when the body has been read:
@@ -239,17 +243,24 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // keeps reading a long stream is not.
 type stallWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+// WriteHeader sends the status; net/http writes it with the first flush.
+func (w *stallWriter) WriteHeader(code int) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *stallWriter) Write(p []byte) (int, error) {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(WriteStall))
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
 	return w.ResponseWriter.Write(p)
 }
 
 // FlushError is what http.ResponseController.Flush calls.
 func (w *stallWriter) FlushError() error {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(WriteStall))
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
 	return w.rc.Flush()
 }
 

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -324,5 +327,40 @@ func TestHTTPServerLimits(t *testing.T) {
 	hs := bare(t, "127.0.0.1:8765", nil).HTTPServer(nil)
 	if hs.ReadHeaderTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes <= 0 || hs.ReadTimeout != 0 || hs.WriteTimeout != 0 || hs.Handler == nil {
 		t.Fatalf("%+v", hs)
+	}
+}
+
+// TestStalledReaderCutOff: an answer whose client stops reading fails once
+// a write has waited WriteStall, instead of holding the handler forever;
+// writes that keep going through are never cut.
+func TestStalledReaderCutOff(t *testing.T) {
+	s := bare(t, "127.0.0.1:8765", nil)
+	s.writeStall = 300 * time.Millisecond
+	failed := make(chan error, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w, _ = s.bound(w, r)
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				failed <- err
+				return
+			}
+		}
+	}))
+	srv.Start()
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	select {
+	case err := <-failed:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("write failed with %v, want the deadline", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler still writes to a client that stopped reading")
 	}
 }
