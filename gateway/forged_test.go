@@ -21,7 +21,7 @@ import (
 
 // bare is a Server with no chats behind it, for checks that never reach a
 // route's work.
-func bare(t *testing.T, listen string, mutate func(*config.Config)) *Server {
+func bare(t testing.TB, listen string, mutate func(*config.Config)) *Server {
 	t.Helper()
 	cfg := config.Default()
 	if mutate != nil {
@@ -395,4 +395,51 @@ func jsAwait[T any](t *testing.T, ctx context.Context, expr string) T {
 		t.Fatalf("%s: %v", expr, err)
 	}
 	return v
+}
+
+// FuzzForged drives the cross-site check and the client address with
+// arbitrary headers: it never panics, never concerns a safe method or a
+// request without the right cookie, always admits the gateway's own origin,
+// and names a client address in a valid range.
+func FuzzForged(f *testing.F) {
+	f.Add("POST", "http://127.0.0.1:8765", "127.0.0.1:8765", "same-origin", "10.0.0.1:5", "1.2.3.4, 10.0.0.2", "https")
+	f.Add("PUT", "null", "[::1]:8765", "", "[::1]:9", "", "")
+	f.Add("POST", "http://[::1", "evil:80", "cross-site", "garbage", ",,,", "https,http")
+	f.Add("DELETE", "https://chat.example.com:443/", "chat.example.com", "none", "10.1.1.1:1", "2001:db8::1", "HTTPS")
+	s := bare(f, "127.0.0.1:8765", func(c *config.Config) {
+		c.Auth.AllowedOrigins = []string{"https://chat.example.com"}
+		c.Auth.TrustedProxies = []string{"10.0.0.0/8", "::1"}
+	})
+	f.Fuzz(func(t *testing.T, method, origin, host, site, remote, xff, proto string) {
+		r, err := http.NewRequest("GET", "http://127.0.0.1:8765/api/x", nil)
+		if err != nil {
+			t.Skip()
+		}
+		r.Method, r.Host, r.RemoteAddr = method, host, remote
+		r.Header.Set("Origin", origin)
+		r.Header.Set("Sec-Fetch-Site", site)
+		r.Header.Set("X-Forwarded-For", xff)
+		r.Header.Set("X-Forwarded-Proto", proto)
+		r.Header.Set("Cookie", CookieName+"="+testToken)
+		forged := s.forged(r)
+		if safeMethod(method) && forged {
+			t.Fatalf("a %s request was refused", method)
+		}
+		if origin == "" && site == "same-origin" && forged {
+			t.Fatal("same-origin without Origin refused")
+		}
+		own := r.Clone(r.Context())
+		own.Header.Set("Origin", "http://127.0.0.1:8765")
+		if s.forged(own) {
+			t.Fatal("the gateway's own origin refused")
+		}
+		r.Header.Del("Cookie")
+		if s.forged(r) {
+			t.Fatal("a request without the cookie refused here")
+		}
+		_ = s.client(r)
+		if sc := s.scheme(r); sc != "http" && sc != "https" {
+			t.Fatalf("scheme %q", sc)
+		}
+	})
 }
