@@ -95,8 +95,30 @@ type Server struct {
 	logins *limit.Keyed[netip.Prefix]
 	// writeStall is WriteStall (tests shorten it).
 	writeStall time.Duration
+	// limits are limits.* with the edge bounds filled (see edgeLimits).
+	limits config.Limits
 	// unsubscribe stops the breaker events to sockets.
 	unsubscribe func()
+}
+
+// edgeLimits fills the edge bounds a Config built in code may leave at
+// zero with their defaults: a zero body timeout would refuse every body, a
+// zero login rate would never refill.
+func edgeLimits(l config.Limits) config.Limits {
+	d := config.Default().Limits
+	if l.BodyTimeout <= 0 {
+		l.BodyTimeout = d.BodyTimeout
+	}
+	if l.FailedLoginsPerMinute <= 0 {
+		l.FailedLoginsPerMinute = d.FailedLoginsPerMinute
+	}
+	if l.AuthTimeout <= 0 {
+		l.AuthTimeout = d.AuthTimeout
+	}
+	if l.UnauthenticatedSockets <= 0 {
+		l.UnauthenticatedSockets = d.UnauthenticatedSockets
+	}
+	return l
 }
 
 // router is the ServeMux that remembers its patterns, so tests can try
@@ -122,8 +144,8 @@ func New(opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	l := opt.Config.Limits
-	s := &Server{opt: opt, auth: checker{token: []byte(opt.Token)}, mux: &router{ServeMux: http.NewServeMux()}, log: opt.Log,
+	l := edgeLimits(opt.Config.Limits)
+	s := &Server{limits: l, opt: opt, auth: checker{token: []byte(opt.Token)}, mux: &router{ServeMux: http.NewServeMux()}, log: opt.Log,
 		logins: limit.New[netip.Prefix](l.FailedLoginsPerMinute, l.FailedLoginsPerMinute, maxLoginClients), writeStall: WriteStall}
 	proxies, err := opt.Config.Auth.Proxies()
 	if err != nil { // Validate refuses these; a Config built in code may not have been
@@ -211,7 +233,7 @@ func (s *Server) HTTPServer(errorLog *log.Logger) *http.Server {
 func (s *Server) bound(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
 	rc := http.NewResponseController(w)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		if rc.SetReadDeadline(time.Now().Add(s.opt.Config.Limits.BodyTimeout)) == nil {
+		if rc.SetReadDeadline(time.Now().Add(s.limits.BodyTimeout)) == nil {
 			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
 	}
@@ -348,7 +370,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("Too many wrong tokens from your address. Try again in %d s.", secs))
 		return
 	}
-	timeout := min(loginBodyTimeout, s.opt.Config.Limits.BodyTimeout)
+	timeout := min(loginBodyTimeout, s.limits.BodyTimeout)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	if err := r.ParseForm(); err != nil {

@@ -205,7 +205,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	metrics := monitor.NewMetrics()
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
-		DataDir: dir, ConfigDir: cfg.Dir})
+		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat})
 
 	var tg *telegram.Bot
 	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file

@@ -13,7 +13,7 @@
 //	GET /monitor   MonitorPage(), after auth: the breaker dashboard (it loads
 //	               /static/style.css, /static/monitor.css, /static/monitor.js;
 //	               its DOM contract is described at the top of static/monitor.js)
-//	GET /static/*  the files of Static() (index.html loads /static/style.css,
+//	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
 //	               /static/app.js, /static/markdown.js, /static/favicon.svg)
 //
 // The login page is self-contained (inline style, inline icon), so it renders
