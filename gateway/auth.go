@@ -104,8 +104,8 @@ func safeMethod(m string) bool {
 // the mirror_token cookie authenticates (no Authorization header, which
 // no other origin can make a browser add), and that does not come from
 // Mirror's own origin: its Origin is neither the gateway's nor in
-// auth.allowed_origins, or, without Origin, Sec-Fetch-Site is not
-// same-origin. SameSite=Strict alone does not stop it: another port, or a
+// auth.allowed_origins, or, without Origin (or with the opaque "null"),
+// Sec-Fetch-Site is not same-origin. SameSite=Strict alone does not stop it: another port, or a
 // sibling subdomain, is the same site. Handler checks it before any route,
 // so it covers every present and future one.
 func (s *Server) forged(r *http.Request) bool {
@@ -115,7 +115,11 @@ func (s *Server) forged(r *http.Request) bool {
 	if ck, err := r.Cookie(CookieName); err != nil || !s.auth.ok(ck.Value) {
 		return false // not authenticated by the cookie: the route's own check decides
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	// "null" is what a browser sends for a page whose origin it will not
+	// tell: a sandboxed frame elsewhere, but also Mirror's own forms, since
+	// its pages say Referrer-Policy: no-referrer. Sec-Fetch-Site, which no
+	// page can set, then tells them apart.
+	if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
 		return !s.ownOrigin(r, origin)
 	}
 	return r.Header.Get("Sec-Fetch-Site") != "same-origin"

@@ -53,6 +53,9 @@ func TestForgedTable(t *testing.T) {
 		{name: "POST another port", method: "POST", header: map[string]string{cookie: "x", "Origin": "http://127.0.0.1:9999"}, wantDeny: true},
 		{name: "POST another host", method: "POST", header: map[string]string{cookie: "x", "Origin": "http://evil.example:8765"}, wantDeny: true},
 		{name: "POST null origin", method: "POST", header: map[string]string{cookie: "x", "Origin": "null"}, wantDeny: true},
+		{name: "null origin, same-origin (the gateway's own form under no-referrer)", method: "POST", header: map[string]string{cookie: "x", "Origin": "null", "Sec-Fetch-Site": "same-origin"}},
+		{name: "null origin, cross-site (a sandboxed frame)", method: "POST", header: map[string]string{cookie: "x", "Origin": "null", "Sec-Fetch-Site": "cross-site"}, wantDeny: true},
+		{name: "null origin, same-site", method: "POST", header: map[string]string{cookie: "x", "Origin": "null", "Sec-Fetch-Site": "same-site"}, wantDeny: true},
 		{name: "POST origin with a path", method: "POST", header: map[string]string{cookie: "x", "Origin": "http://127.0.0.1:8765/x"}, wantDeny: true},
 		{name: "PUT another port", method: "PUT", header: map[string]string{cookie: "x", "Origin": "http://127.0.0.1:9999"}, wantDeny: true},
 		{name: "DELETE another port", method: "DELETE", header: map[string]string{cookie: "x", "Origin": "http://127.0.0.1:9999"}, wantDeny: true},
@@ -285,6 +288,13 @@ window.attack = async (target, list) => {
         headers: simple ? {'Content-Type': 'text/plain'} : {'Content-Type': a.Type || 'text/plain'}, body: a.Body || 'x'});
     } catch (e) {}
   }
+  // A sandboxed frame has an opaque origin: its form goes out with
+  // Origin: null, like the gateway's own forms, but not same-origin.
+  const sb = document.createElement('iframe');
+  sb.setAttribute('sandbox', 'allow-forms allow-scripts');
+  const approve = list.find(a => a.Path.includes('/approve'));
+  sb.srcdoc = '<form method="POST" action="' + target + approve.Path + '"></form><script>document.forms[0].submit()<' + '/script>';
+  document.body.append(sb);
   return true;
 };
 </script></body>`)
@@ -315,6 +325,9 @@ window.attack = async (target, list) => {
 		}
 		return true
 	})
+	e.seen.waitFor(t, mark, "the sandboxed frame's form", func(got []seen) bool {
+		return slices.ContainsFunc(got, func(s seen) bool { return s.Origin == "null" && strings.HasSuffix(s.Path, "/approve") })
+	})
 	e.seen.waitFor(t, mark, "the fetches", func(got []seen) bool {
 		for _, a := range todo {
 			if a.Method == "POST" && len(slices.DeleteFunc(slices.Clone(got), func(s seen) bool { return s.Path != a.Path || s.Method != "POST" })) < 2 {
@@ -333,6 +346,15 @@ window.attack = async (target, list) => {
 			}
 			continue // the browser's preflight of a PUT; the PUT itself is never sent
 		}
+		if s.Origin == "null" {
+			// The sandboxed frame: Chromium withholds the SameSite cookie
+			// from an opaque origin; were it sent, Sec-Fetch-Site
+			// (cross-site) would refuse it here.
+			if s.Status != http.StatusForbidden && s.Status != http.StatusUnauthorized {
+				t.Errorf("sandboxed %s %s: status %d", s.Method, s.Path, s.Status)
+			}
+			continue
+		}
 		if !s.Cookie || s.Status != http.StatusForbidden || s.Origin != attacker.URL {
 			t.Errorf("cross-site %s %s: status %d, cookie %v, origin %q; want 403 with the cookie from %s", s.Method, s.Path, s.Status, s.Cookie, s.Origin, attacker.URL)
 		}
@@ -342,6 +364,21 @@ window.attack = async (target, list) => {
 	}
 	if after := modelsJSON(e); after != before {
 		t.Fatalf("the model settings changed:\n%s\n%s", before, after)
+	}
+
+	// The gateway's own login form, sent while logged in: Chromium sends
+	// Origin: null (the page says Referrer-Policy: no-referrer) with
+	// Sec-Fetch-Site: same-origin, and it works.
+	mark = e.seen.len()
+	do(t, ctx, chromedp.Navigate(e.http.URL+"/login"), chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
+		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
+	relogin := e.seen.waitFor(t, mark, "the login form", func(got []seen) bool {
+		return slices.ContainsFunc(got, func(s seen) bool { return s.Method == "POST" && s.Path == "/login" })
+	})
+	if i := slices.IndexFunc(relogin, func(s seen) bool { return s.Method == "POST" }); relogin[i].Status != http.StatusSeeOther || !relogin[i].Cookie {
+		t.Fatalf("own login form while logged in: %+v", relogin[i])
 	}
 
 	// From the gateway's own page, the same requests do their work.
@@ -425,7 +462,7 @@ func FuzzForged(f *testing.F) {
 		if safeMethod(method) && forged {
 			t.Fatalf("a %s request was refused", method)
 		}
-		if origin == "" && site == "same-origin" && forged {
+		if (origin == "" || origin == "null") && site == "same-origin" && forged {
 			t.Fatal("same-origin without Origin refused")
 		}
 		own := r.Clone(r.Context())
