@@ -71,7 +71,7 @@ type Route struct {
 // is never cut for its length). Bodies are bounded by limits.body_timeout.
 const (
 	ReadHeaderTimeout = 10 * time.Second
-	IdleTimeout       = 2 * time.Minute
+	IdleTimeout       = time.Minute
 	WriteStall        = time.Minute
 	MaxHeaderBytes    = 64 << 10
 	// loginBodyTimeout bounds reading the login form, which is tiny.
