@@ -92,6 +92,79 @@ func smallEngine(t *testing.T, url string) *Engine {
 	return e
 }
 
+// At hard the forced ask goes unanswered: the boundary's words and the
+// fresh conversation's opening say what really happened, carrying on from
+// the handoff kept along the way when it names something still to do and
+// waiting for the person when it does not (seed 001). An answer stands.
+func TestTheWordsWhenTheForcedAskGoesUnanswered(t *testing.T) {
+	answer := func(calls ...provider.ToolCall) func(chatReq) (string, []provider.ToolCall) {
+		return func(r chatReq) (string, []provider.ToolCall) {
+			if r.forced() {
+				if len(calls) == 0 {
+					return "I would rather keep going.", nil // not the call it was asked for
+				}
+				return "", calls
+			}
+			return "Noted.", nil
+		}
+	}
+	tests := []struct {
+		name      string
+		kept      boundary.Handoff // what the handoff held before the ask
+		reply     func(chatReq) (string, []provider.ToolCall)
+		continued bool
+		why       string
+		opening   []string // what the opening says
+		notSaid   []string
+	}{
+		{"unanswered, nothing owed", boundary.Handoff{Objective: "ship the export feature", Done: []string{"the endpoint"}},
+			answer(), false, boundary.NotAnswered,
+			[]string{"stopped here to wait for you", boundary.NotAnswered}, []string{"finished", "carries on"}},
+		{"unanswered, something remains", boundary.Handoff{Objective: "ship the export feature", Remaining: []string{"the changelog line"}},
+			answer(), true, boundary.NotAnsweredCarriesOn,
+			[]string{"the work carries on here", "the changelog line"}, []string{"finished", "wait for you"}},
+		{"unanswered, a step pending", boundary.Handoff{Objective: "ship the export feature",
+			Steps: []boundary.Step{{State: boundary.StepDone, Text: "the endpoint"}, {State: boundary.StepPending, Text: "the changelog line"}}},
+			answer(), true, boundary.NotAnsweredCarriesOn,
+			[]string{"the work carries on here", "pending: the changelog line"}, []string{"finished"}},
+		{"answered: finished", boundary.Handoff{},
+			answer(provider.ToolCall{ID: "a1", Name: boundary.ToolHandoffUpdate, Arguments: `{"objective":"ship the export feature","done":["all of it"]}`},
+				provider.ToolCall{ID: "a2", Name: boundary.ToolConsolidate, Arguments: `{"continue":false,"reason":"the export shipped"}`}),
+			false, "", []string{"the work is finished"}, []string{"wait for you", "did not say"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := smallEngine(t, openaiFake(t, tc.reply))
+			j := &journal{handoff: tc.kept, seq: 3}
+			in := TurnInput{Chat: "c", Turn: 2, Chain: "default", Host: j, Picked: 2, Last: 2,
+				History: []provider.Message{
+					{Role: provider.RoleUser, Content: "The launch code is 4417. " + strings.Repeat("lorem ", 2300)},
+					{Role: provider.RoleAssistant, Content: "Noted."},
+					{Role: provider.RoleUser, Content: "Next part."}}}
+			if _, err := e.Run(context.Background(), in, func(string) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if len(j.boundaries) != 1 {
+				t.Fatalf("%d boundaries", len(j.boundaries))
+			}
+			b := j.boundaries[0]
+			if b.Reason != ReasonHard || b.Continued != tc.continued || b.Why != tc.why {
+				t.Fatalf("boundary: reason %s, continued %v, why %q; want continued %v, why %q", b.Reason, b.Continued, b.Why, tc.continued, tc.why)
+			}
+			for _, s := range tc.opening {
+				if !strings.Contains(b.Opening, s) {
+					t.Errorf("the opening does not say %q:\n%s", s, b.Opening)
+				}
+			}
+			for _, s := range tc.notSaid {
+				if strings.Contains(b.Opening, s) {
+					t.Errorf("the opening says %q:\n%s", s, b.Opening)
+				}
+			}
+		})
+	}
+}
+
 // A record whose steps are still pending or in progress is owed a
 // continue: the assistant's consolidate with continue true stands, though
 // Remaining and Next action are empty.

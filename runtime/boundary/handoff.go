@@ -176,8 +176,24 @@ const NotOwed = "The assistant asked to carry on, but the handoff written for th
 
 // NotAnswered is why a conversation ended at hard without the assistant's
 // word: it did not answer the forced ask, and the handoff kept along the way
-// names nothing left to do. (When it does, the work carries on from it.)
+// names nothing left to do. (When it does, the work carries on from it:
+// NotAnsweredCarriesOn.)
 const NotAnswered = "The conversation reached its hard limit and the assistant did not say where the work stood when asked. The handoff below is what it wrote along the way and what the record saw; it names nothing left to do, so the work waits for you."
+
+// NotAnsweredCarriesOn is why a conversation went on at hard without the
+// assistant's word: it did not answer the forced ask, and the handoff kept
+// along the way names something still to do (seed 001).
+const NotAnsweredCarriesOn = "The conversation reached its hard limit and the assistant did not say where the work stood when asked. The conversation starts fresh from the handoff the runtime kept along the way: what the assistant wrote there with handoff_update, and what the record saw it do. It names something still to do, so the work carries on from it."
+
+// Unanswered is what a boundary says when the forced ask went unanswered:
+// the work carries on from the handoff kept along the way when it is owed
+// something (Owed), and waits for the person when it is not.
+func Unanswered(h *Handoff) string {
+	if Owed(h) {
+		return NotAnsweredCarriesOn
+	}
+	return NotAnswered
+}
 
 // Template renders a Handoff with a handoff.md template (config.HandoffTemplate).
 type Template struct {

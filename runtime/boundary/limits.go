@@ -11,7 +11,7 @@
 //   - who decides: the consolidate tool, the one forced ask at hard, and the
 //     rule that a continue must be owed (Owed);
 //   - the continuity message that opens the cleared conversation, bounded
-//     by boundary.continuity_budget_tokens (Continuity, Ended);
+//     by boundary.continuity_budget_tokens (Continuity, Ended, Waiting);
 //   - the archive's search index and the recall_history and handoff_history
 //     tools (Index, Search);
 //   - reflect: the prompt of the separate model turn and the notes it
