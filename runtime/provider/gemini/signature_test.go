@@ -148,3 +148,52 @@ func TestThoughtSignaturesGoBackWithTheirCalls(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSignatureRoundTrip: whatever stream arrives, each call it yields goes
+// back in the next request with exactly the signature its part carried,
+// and a call that came unsigned goes back unsigned.
+func FuzzSignatureRoundTrip(f *testing.F) {
+	f.Add([]byte("data: " + gemini3Calls("r", signature(1), "Paris", "Tokyo") + "\r\n\r\n"))
+	f.Add([]byte("data: " + callChunk + "\n\n"))
+	f.Add([]byte(`data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"},"thoughtSignature":"a\u0000\"b"},{"text":"x","thoughtSignature":"t"}]},"finishReason":"STOP"}]}` + "\n\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		o := parse(raw, false)
+		calls := o.result.ToolCalls
+		if o.failed || len(calls) == 0 {
+			t.Skip()
+		}
+		body, err := encodeRequest(provider.Request{Messages: []provider.Message{
+			{Role: provider.RoleUser, Content: "go"}, {Role: provider.RoleAssistant, ToolCalls: calls}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sent struct {
+			Contents []struct {
+				Parts []sentPart `json:"parts"`
+			} `json:"contents"`
+		}
+		if err := json.Unmarshal(body, &sent); err != nil {
+			t.Fatal(err)
+		}
+		var got []sentPart
+		for _, c := range sent.Contents {
+			for _, p := range c.Parts {
+				if p.FunctionCall != nil {
+					got = append(got, p)
+				}
+			}
+		}
+		if len(got) != len(calls) {
+			t.Fatalf("%d call parts for %d calls", len(got), len(calls))
+		}
+		for i, c := range calls {
+			sig := ""
+			if got[i].ThoughtSignature != nil {
+				sig = *got[i].ThoughtSignature
+			}
+			if sig != c.Signature || (c.Signature == "") != (got[i].ThoughtSignature == nil) {
+				t.Fatalf("call %d: sent signature %q, it came with %q", i, sig, c.Signature)
+			}
+		}
+	})
+}
