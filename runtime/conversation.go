@@ -181,17 +181,23 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 	h := &b.Handoff
 	// 1. The record. At hard with no word from the assistant, ask once,
 	// with a request it can only answer with handoff_update.
-	if h.JudgedSeq == 0 && reason == ReasonHard && !asked {
-		answered, decided, err := e.askRecord(ctx, in, conv, h)
+	answered := h.JudgedSeq != 0
+	if !answered && reason == ReasonHard && !asked {
+		var decided *bool
+		var err error
+		answered, decided, err = e.askRecord(ctx, in, conv, h)
 		if want == nil {
 			want = decided // if it answers, its answer stands
 		}
 		if err != nil && ctx.Err() != nil {
 			return b, nil, err
 		}
-		if !answered {
-			b.Why = "The assistant did not answer the request for its record; the conversation continues from the handoff the runtime kept."
-		}
+	}
+	// Asked at hard now or before, and no word: the handoff kept along the
+	// way decides, and the words say which way it went.
+	unanswered := reason == ReasonHard && !answered && want == nil
+	if unanswered {
+		b.Why = boundary.Unanswered(h)
 	}
 	tmpl, err := boundary.LoadTemplate(e.configDir)
 	if err != nil {
@@ -228,6 +234,8 @@ func (e *Engine) consolidate(ctx context.Context, in *TurnInput, conv []provider
 	}
 	if cont {
 		b.Opening, _, err = boundary.Continuity(tmpl, h, through, budget, tokens.Count)
+	} else if unanswered {
+		b.Opening, _, err = boundary.Waiting(tmpl, h, through, budget, tokens.Count)
 	} else {
 		why := ""
 		if want != nil && *want {

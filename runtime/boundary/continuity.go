@@ -22,6 +22,16 @@ const endedIntro = "This conversation was consolidated and cleared, and it ended
 	"`handoff_history`; what it taught is in memory. Nothing starts until you speak.\n" +
 	"This is where the work stood."
 
+// waitingIntro opens a cleared conversation that stopped at hard to wait
+// for the person: the assistant did not answer the forced ask and the
+// handoff kept along the way names nothing left to do. The work is not
+// said to be finished, because nobody said so.
+const waitingIntro = "This conversation was consolidated and cleared, and it stopped here to wait for you.\n" +
+	"What was said is archived and searchable with `recall_history`; what a past\n" +
+	"boundary wrote down, including this one, is listed and read back with\n" +
+	"`handoff_history`; what it taught is in memory. Nothing starts until you speak.\n" +
+	"This is where the work stood."
+
 // Continuity is the message that opens the cleared conversation when the
 // work goes on: the seed's words, the seqs the record is current through,
 // and the handoff rendered with t. throughSeq is the last seq the archived
@@ -50,6 +60,14 @@ func Ended(t *Template, h *Handoff, throughSeq uint64, why string, budget int, c
 		intro += "\n\n" + why
 	}
 	return compose(t, h, intro, throughSeq, budget, count)
+}
+
+// Waiting is the message left at the top of the cleared conversation when
+// the assistant did not answer the forced ask at hard and the handoff kept
+// along the way names nothing left to do (NotAnswered): the work waits for
+// the person, with the record below. It is bounded like Continuity.
+func Waiting(t *Template, h *Handoff, throughSeq uint64, budget int, count func(string) int) (text string, dropped int, err error) {
+	return compose(t, h, waitingIntro+"\n\n"+NotAnswered, throughSeq, budget, count)
 }
 
 func compose(t *Template, h *Handoff, intro string, through uint64, budget int, count func(string) int) (string, int, error) {

@@ -34,6 +34,29 @@ func TestContinuity(t *testing.T) {
 	}
 	golden(t, "ended.golden", ended)
 
+	// The forced ask went unanswered and the handoff kept along the way
+	// names nothing left to do: the work waits, and is not called finished.
+	idle := *h
+	idle.Steps = []Step{{StepDone, "the failure path for a missing account"}}
+	idle.Remaining, idle.NextAction, idle.JudgedSeq = nil, "", 0
+	if Owed(&idle) || Unanswered(&idle) != NotAnswered {
+		t.Fatalf("an idle handoff: owed %v, says %q", Owed(&idle), Unanswered(&idle))
+	}
+	waiting, _, err := Waiting(DefaultTemplate(), &idle, 57, 8000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(waiting, "finished") || !strings.Contains(waiting, "stopped here to wait for you") ||
+		!strings.Contains(waiting, NotAnswered) {
+		t.Errorf("the waiting opening:\n%s", waiting)
+	}
+	golden(t, "waiting.golden", waiting)
+	// When it names something still to do, the words say the work carries
+	// on from it, as the seed does.
+	if Unanswered(h) != NotAnsweredCarriesOn || !strings.Contains(NotAnsweredCarriesOn, "starts fresh from the handoff the runtime kept along the way") {
+		t.Errorf("an owed handoff says %q", Unanswered(h))
+	}
+
 	// Never judged: the message says the handoff is what the record saw.
 	h.JudgedSeq = 0
 	text, _, _ = Continuity(DefaultTemplate(), h, 57, 0, nil)

@@ -148,8 +148,9 @@ func oneLine(s string, n int) string {
 }
 
 // Owed reports whether a continue is owed: the record names something left
-// to do (Remaining) or a next step (NextAction). When it is not, the runtime
-// refuses a continue, stops instead, and writes NotOwed as the reason.
+// to do (Remaining, or a step still pending or in progress) or a next step
+// (NextAction). When it is not, the runtime refuses a continue, stops
+// instead, and writes NotOwed as the reason.
 func Owed(h *Handoff) bool {
 	if strings.TrimSpace(h.NextAction) != "" {
 		return true
@@ -159,17 +160,40 @@ func Owed(h *Handoff) bool {
 			return true
 		}
 	}
+	for _, s := range h.Steps {
+		// A step not marked done is work still ahead, whatever Remaining
+		// says: the assistant often lists it only once, as a step.
+		if s.State != StepDone && strings.TrimSpace(s.Text) != "" {
+			return true
+		}
+	}
 	return false
 }
 
 // NotOwed is why a continue was refused, written where the conversation
 // ended.
-const NotOwed = "The assistant asked to carry on, but the handoff written for this boundary lists nothing remaining and names no next action, so there is nothing for the next conversation to pick up. The work stopped here instead; nothing starts until you speak."
+const NotOwed = "The assistant asked to carry on, but the handoff written for this boundary lists nothing remaining, no step still pending or in progress, and names no next action, so there is nothing for the next conversation to pick up. The work stopped here instead; nothing starts until you speak."
 
 // NotAnswered is why a conversation ended at hard without the assistant's
 // word: it did not answer the forced ask, and the handoff kept along the way
-// names nothing left to do. (When it does, the work carries on from it.)
+// names nothing left to do. (When it does, the work carries on from it:
+// NotAnsweredCarriesOn.)
 const NotAnswered = "The conversation reached its hard limit and the assistant did not say where the work stood when asked. The handoff below is what it wrote along the way and what the record saw; it names nothing left to do, so the work waits for you."
+
+// NotAnsweredCarriesOn is why a conversation went on at hard without the
+// assistant's word: it did not answer the forced ask, and the handoff kept
+// along the way names something still to do (seed 001).
+const NotAnsweredCarriesOn = "The conversation reached its hard limit and the assistant did not say where the work stood when asked. The conversation starts fresh from the handoff the runtime kept along the way: what the assistant wrote there with handoff_update, and what the record saw it do. It names something still to do, so the work carries on from it."
+
+// Unanswered is what a boundary says when the forced ask went unanswered:
+// the work carries on from the handoff kept along the way when it is owed
+// something (Owed), and waits for the person when it is not.
+func Unanswered(h *Handoff) string {
+	if Owed(h) {
+		return NotAnsweredCarriesOn
+	}
+	return NotAnswered
+}
 
 // Template renders a Handoff with a handoff.md template (config.HandoffTemplate).
 type Template struct {

@@ -240,6 +240,10 @@ func TestOwed(t *testing.T) {
 		{Handoff{Remaining: []string{" "}, NextAction: "  "}, false},
 		{Handoff{Remaining: []string{"tests"}}, true},
 		{Handoff{NextAction: "ask the operator"}, true},
+		{Handoff{Steps: []Step{{StepDone, "the endpoint"}, {StepPending, "the changelog line"}}}, true},
+		{Handoff{Steps: []Step{{StepInProgress, "the partial-export test"}}}, true},
+		{Handoff{Steps: []Step{{StepDone, "the endpoint"}, {StepDone, "the tests"}}}, false},
+		{Handoff{Steps: []Step{{StepPending, "  "}}}, false},
 	}
 	for i, tc := range tests {
 		if got := Owed(&tc.h); got != tc.want {

@@ -11,7 +11,7 @@
 //   - who decides: the consolidate tool, the one forced ask at hard, and the
 //     rule that a continue must be owed (Owed);
 //   - the continuity message that opens the cleared conversation, bounded
-//     by boundary.continuity_budget_tokens (Continuity, Ended);
+//     by boundary.continuity_budget_tokens (Continuity, Ended, Waiting);
 //   - the archive's search index and the recall_history and handoff_history
 //     tools (Index, Search);
 //   - reflect: the prompt of the separate model turn and the notes it
@@ -43,8 +43,10 @@ type Limits struct {
 // NewLimits derives the limits from the window and the ratios of
 // compaction.soft_ratio and compaction.hard_ratio. The effective hard is
 // never above checkpointMark (the request budget's checkpoint mark; 0 means
-// none), so a boundary comes before the view would have to be re-planned;
-// soft follows it down when the mark is below soft.
+// none), so a boundary comes before the view would have to be re-planned.
+// When the mark caps hard, soft moves down in the same proportion
+// (capped hard × softRatio/hardRatio), so the warning to finish the step
+// still comes first, as far ahead of hard as the ratios put it.
 func NewLimits(window int, softRatio, hardRatio float64, maxAnswer, checkpointMark int) Limits {
 	l := Limits{
 		Window:    window,
@@ -54,9 +56,14 @@ func NewLimits(window int, softRatio, hardRatio float64, maxAnswer, checkpointMa
 	}
 	if checkpointMark > 0 && l.Hard > checkpointMark {
 		l.Hard = checkpointMark
+		if s, h := math.Min(softRatio, 1), math.Min(hardRatio, 1); s > 0 && s < h {
+			l.Soft = min(l.Soft, int(math.Floor(float64(l.Hard)*s/h)))
+		}
 	}
-	if l.Soft > l.Hard {
-		l.Soft = l.Hard
+	if l.Hard > 0 && l.Soft >= l.Hard {
+		// Rounding on a tiny window, or ratios config would refuse: the
+		// warning still comes before the boundary.
+		l.Soft = l.Hard - 1
 	}
 	return l
 }

@@ -12,8 +12,13 @@ func TestNewLimits(t *testing.T) {
 	}{
 		{"defaults", 128000, 0.20, 0.25, 16384, 0, 25600, 32000},
 		{"mark above hard", 128000, 0.20, 0.25, 16384, 90000, 25600, 32000},
-		{"mark caps hard", 128000, 0.20, 0.90, 16384, 90000, 25600, 90000},
-		{"mark below soft", 128000, 0.20, 0.25, 16384, 20000, 20000, 20000},
+		// Capped hard takes soft down in proportion: 90000 × 0.20/0.90.
+		{"mark caps hard", 128000, 0.20, 0.90, 16384, 90000, 20000, 90000},
+		// Below soft's own share, soft stays below hard: 20000 × 0.20/0.25.
+		{"mark below soft", 128000, 0.20, 0.25, 16384, 20000, 16000, 20000},
+		{"mark just below hard", 128000, 0.20, 0.25, 16384, 31999, 25599, 31999},
+		{"tiny mark", 128000, 0.20, 0.25, 16384, 1, 0, 1},
+		{"tiny window rounds together", 10, 0.21, 0.29, 0, 0, 1, 2},
 		{"ratio above 1", 1000, 0.5, 2, 0, 0, 500, 1000},
 		{"no window", 0, 0.2, 0.25, 0, 0, 0, 0},
 		{"rounds down", 999, 0.2, 0.25, 0, 0, 199, 249},
@@ -65,4 +70,28 @@ func TestAssessAndContextLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Whatever the mark, soft stays below hard when the ratios put it below,
+// and never above its own share.
+func FuzzNewLimits(f *testing.F) {
+	f.Add(128000, 0.20, 0.25, 20000)
+	f.Add(8000, 0.20, 0.90, 1500)
+	f.Add(1000000, 0.01, 0.02, 3)
+	f.Add(10, 0.21, 0.29, 0)
+	f.Fuzz(func(t *testing.T, window int, soft, hard float64, mark int) {
+		if window < 0 || window > 1<<30 || !(soft > 0) || !(soft < hard) || hard > 1 {
+			t.Skip()
+		}
+		l := NewLimits(window, soft, hard, 0, mark)
+		if l.Hard > 0 && l.Soft >= l.Hard {
+			t.Fatalf("soft %d not below hard %d (%+v)", l.Soft, l.Hard, l)
+		}
+		if l.Soft > share(window, soft) || l.Hard > share(window, hard) {
+			t.Fatalf("a limit above its share: %+v", l)
+		}
+		if mark > 0 && l.Hard > mark {
+			t.Fatalf("hard %d above the mark %d", l.Hard, mark)
+		}
+	})
 }

@@ -33,6 +33,12 @@ type ToolCall struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// Signature is opaque data the provider attached to the call and wants
+	// back, byte for byte, with it on later requests (Gemini's
+	// thoughtSignature: Gemini 3 refuses a multi-step tool turn without
+	// it). It is stored with the call, so it survives a restart; adapters
+	// that have no such thing ignore it.
+	Signature string `json:"signature,omitempty"`
 }
 
 // Tool is a tool definition offered to the model.

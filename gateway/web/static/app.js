@@ -1354,7 +1354,7 @@ function compactionSection(m, note) {
   const chosen = num(cfg.soft_ratio, 0) !== soft || num(cfg.hard_ratio, 0) !== hard;
   const rows = [
     ['soft', `Soft (${pct(soft)} %)`, tokens(softTok), softCapped
-      ? `held at hard: ${pct(soft)} % of the window would be ${tokens(shareTokens(win, soft))}`
+      ? `lowered with hard, in proportion, so the warning still comes first: ${pct(soft)} % of the window would be ${tokens(shareTokens(win, soft))}`
       : 'the assistant is told to finish its step and bring its handoff up to date; nothing is cleared'],
     ['hard', `Hard (${pct(hard)} %)`, tokens(hardTok), hardCapped
       ? `capped by the checkpoint mark: ${pct(hard)} % of the window would be ${tokens(shareTokens(win, hard))}`

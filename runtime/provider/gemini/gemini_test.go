@@ -288,7 +288,7 @@ func goldenRequest() provider.Request {
 			{Role: provider.RoleSystem, Content: "Answer clearly and concisely."},
 			{Role: provider.RoleUser, Content: "What's the weather in Lisbon? Use <tools> & \"quotes\"."},
 			{Role: provider.RoleAssistant, Content: "Checking.", ToolCalls: []provider.ToolCall{
-				{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Lisbon"}`},
+				{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Lisbon"}`, Signature: "CiQB0e2Kb2xP"},
 				{ID: "call_2", Name: "get_time", Arguments: ""},
 			}},
 			{Role: provider.RoleTool, ToolCallID: "call_1", Content: `{"temp_c":21,"sky":"clear"}`},

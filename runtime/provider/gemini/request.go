@@ -86,8 +86,9 @@ const (
 // Leading system messages become systemInstruction. A system message after
 // the conversation started becomes a user part in place, because Gemini has
 // one instruction only and moving text into it would change the cached
-// prefix. Tool results become functionResponse parts named after the call
-// they answer. Consecutive contents of one role are merged, so the parallel
+// prefix. Tool calls go back as functionCall parts with the thought
+// signature each came with. Tool results become functionResponse parts
+// named after the call they answer. Consecutive contents of one role are merged, so the parallel
 // results of one model turn travel together, as Gemini expects.
 func encodeRequest(req provider.Request) ([]byte, error) {
 	var w wireRequest
@@ -123,7 +124,10 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 					return nil, fmt.Errorf("message %d: tool call %s (%s): arguments %w", i, tc.ID, tc.Name, err)
 				}
 				callNames[tc.ID] = tc.Name
-				w.Contents = appendPart(w.Contents, roleModel, wirePart{FunctionCall: &wireFunctionCall{ID: tc.ID, Name: tc.Name, Args: args}})
+				// The call's thought signature returns in the very part it
+				// came in; Gemini 3 validates it for every step of a turn.
+				w.Contents = appendPart(w.Contents, roleModel, wirePart{FunctionCall: &wireFunctionCall{ID: tc.ID, Name: tc.Name, Args: args},
+					ThoughtSignature: tc.Signature})
 			}
 		case provider.RoleTool:
 			started = true

@@ -184,7 +184,9 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 					if json.Compact(&buf, fc.Args) == nil && buf.Len() > 0 && buf.String() != "null" {
 						args = buf.String()
 					}
-					s.calls = append(s.calls, provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: args})
+					// The part's thought signature goes back with the call
+					// (only the first of parallel calls carries one).
+					s.calls = append(s.calls, provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: args, Signature: p.ThoughtSignature})
 				}
 			}
 		}
