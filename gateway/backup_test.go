@@ -36,9 +36,13 @@ func TestDatabaseRoutes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
+	first := make(chan struct{}) // closed once the writer has committed, so the copies hold buckets
 	go func() { // a writer that keeps growing and rewriting the tree
 		defer wg.Done()
 		for i := uint64(0); ctx.Err() == nil; i++ {
+			if i == 1 {
+				close(first)
+			}
 			_ = db.Update(func(tx *bolt.Tx) error {
 				b, err := tx.CreateBucketIfNotExists([]byte{byte('a' + i%7)})
 				if err != nil {
@@ -54,6 +58,11 @@ func TestDatabaseRoutes(t *testing.T) {
 		}
 	}()
 	defer func() { cancel(); wg.Wait() }()
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer committed nothing in 10 s")
+	}
 
 	get := func(path string, auth bool) *http.Response {
 		t.Helper()
