@@ -37,7 +37,7 @@ func TestDatabaseRoutes(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	first := make(chan struct{}) // closed once the writer has committed, so the copies hold buckets
-	go func() { // a writer that keeps growing and rewriting the tree
+	go func() {                  // a writer that keeps growing and rewriting the tree
 		defer wg.Done()
 		for i := uint64(0); ctx.Err() == nil; i++ {
 			if i == 1 {
