@@ -2,9 +2,14 @@
 
 package hooks
 
-import "os/exec"
+import (
+	"context"
+	"os/exec"
+)
 
-// ownGroup does nothing where there are no process groups: a timeout kills
-// the shell alone (exec's default), and waitDelay bounds the wait for pipes
-// a child keeps open.
-func ownGroup(cmd *exec.Cmd) {}
+// command runs the hook with /bin/sh where there are no process groups: a
+// timeout kills the shell alone (exec's default), and waitDelay bounds the
+// wait for pipes a child keeps open.
+func command(ctx context.Context, line string) *exec.Cmd {
+	return exec.CommandContext(ctx, "/bin/sh", "-c", line)
+}

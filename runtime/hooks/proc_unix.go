@@ -3,16 +3,16 @@
 package hooks
 
 import (
-	"os/exec"
-	"syscall"
+	"context"
+
+	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 )
 
-// ownGroup puts the hook in a process group of its own and makes a timeout
-// kill that whole group: killing only /bin/sh would leave its children
-// running, holding the output pipes and the resources they took.
-func ownGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+// command runs a hook the way the shell tool runs its commands (package
+// pgroup): in a process group of its own, so a timeout kills the shell and
+// everything it started, and so does the gateway's death while the hook
+// runs. Processes a hook leaves behind when it exits are the hook's: they
+// are not killed.
+func command(ctx context.Context, line string) *pgroup.Cmd {
+	return pgroup.CommandContext(ctx, line)
 }

@@ -20,7 +20,7 @@ import (
 // child ends.
 func TestStragglerHoldingStdout(t *testing.T) {
 	dir := t.TempDir()
-	cmd := script(t, dir, "bg.sh", `echo $$ > pgid; sleep 30 & echo '{"decision":"block","reason":"left a child"}'; exit 0`)
+	cmd := script(t, dir, "bg.sh", `ps -o pgid= -p $$ > pgid; sleep 30 & echo '{"decision":"block","reason":"left a child"}'; exit 0`)
 	t.Cleanup(func() {
 		// The child is the hook's, not the Runner's: the test cleans up.
 		if b, err := os.ReadFile(filepath.Join(dir, "pgid")); err == nil {

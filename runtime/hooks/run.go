@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -94,7 +93,7 @@ func (r *Runner) run(ctx context.Context, name string, h config.Hook, stdin []by
 	defer cancel()
 
 	var stdout, stderr capped
-	cmd := exec.CommandContext(runCtx, "/bin/sh", "-c", h.Command)
+	cmd := command(runCtx, h.Command)
 	cmd.Dir = r.dir
 	// The gateway's own environment, as Claude Code passes its own, with
 	// CLAUDE_PROJECT_DIR so scripts written for Claude Code find their
@@ -103,7 +102,6 @@ func (r *Runner) run(ctx context.Context, name string, h config.Hook, stdin []by
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = waitDelay
-	ownGroup(cmd)
 
 	err := cmd.Run()
 	res := result{hook: name, exitCode: -1, stdout: stdout.buf, stderr: stderr.buf, cut: stdout.cut}

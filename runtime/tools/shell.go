@@ -10,8 +10,9 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 )
 
 // maxShellOutput bounds what one command's output keeps in memory (and in
@@ -48,7 +49,7 @@ type shellArgs struct {
 	TimeoutSeconds *int64 `json:"timeout_seconds"`
 }
 
-func (r *Registry) shell(ctx context.Context, raw []byte, _ CallMeta) (string, bool, error) {
+func (r *Registry) shell(ctx context.Context, raw []byte, meta CallMeta) (string, bool, error) {
 	var a shellArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return "", true, err
@@ -65,19 +66,36 @@ func (r *Registry) shell(ctx context.Context, raw []byte, _ CallMeta) (string, b
 		return "", true, fmt.Errorf("could not start the command: %w", err)
 	}
 	defer pr.Close()
-	cmd := exec.Command("/bin/sh", "-c", a.Command)
+	// The command runs under a leader heading its own process group: a
+	// timeout kills everything it started, and so does the gateway's death.
+	cmd := pgroup.Command(a.Command)
 	cmd.Dir = r.ws.real
 	cmd.Env = r.shellEnv()
 	// One *os.File for both streams keeps their order and lets Wait return
 	// when the shell exits, whoever else still holds the pipe.
 	cmd.Stdout, cmd.Stderr = pw, pw
-	// Its own process group, so a timeout kills everything it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Background processes the command leaves behind die with it: nothing
+	// the tool started outlives the call.
+	cmd.KillStragglers = true
+	cmd.Hold = meta.Process != nil
 	if err := cmd.Start(); err != nil {
 		pw.Close()
 		return "", true, fmt.Errorf("could not start the command: %w", err)
 	}
 	pw.Close()
+	if meta.Process != nil {
+		// The group is journaled before the command runs, so the next start
+		// can stop it if it outlives this process.
+		err := meta.Process(cmd.Group())
+		if err == nil {
+			err = cmd.Release()
+		}
+		if err != nil {
+			cmd.Kill()
+			_ = cmd.Wait()
+			return "", true, fmt.Errorf("not run: could not journal the command's process: %w", err)
+		}
+	}
 
 	out := &capped{limit: maxShellOutput}
 	copied := make(chan struct{})
@@ -93,12 +111,9 @@ func (r *Registry) shell(ctx context.Context, raw []byte, _ CallMeta) (string, b
 	case err = <-exited:
 	case <-ctx.Done():
 		stopped = ctx.Err()
-		killGroup(cmd.Process.Pid)
+		cmd.Kill()
 		err = <-exited
 	}
-	// Background processes the command left behind die with it: nothing
-	// the tool started outlives the call.
-	killGroup(cmd.Process.Pid)
 	grace := time.NewTimer(pipeGrace)
 	select {
 	case <-copied:
@@ -148,11 +163,6 @@ func (r *Registry) shellEnv() []string {
 		lang = "C.UTF-8"
 	}
 	return []string{"PATH=" + p, "HOME=" + r.ws.real, "LANG=" + lang}
-}
-
-// killGroup kills the process group led by pid; a group already gone is fine.
-func killGroup(pid int) {
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // capped keeps the first limit bytes written and counts the rest.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 )
 
 func TestShell(t *testing.T) {
@@ -190,4 +192,49 @@ func assertDead(t *testing.T, pidFile string) {
 		}
 	}
 	t.Errorf("background process %d is still running: %s", pid, stat)
+}
+
+// The process group is journaled before the command runs (the journal sees
+// no trace of it yet), and a journal that fails keeps it from running.
+func TestShellJournalsItsGroupBeforeItRuns(t *testing.T) {
+	ws := t.TempDir()
+	r := newTestRegistry(t, ws, nil)
+	marker := filepath.Join(ws, "ran")
+	var got []int
+	meta := CallMeta{Process: func(g pgroup.Group) error {
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the command ran before its group was journaled")
+		}
+		if syscall.Kill(-g.PGID, 0) != nil {
+			t.Errorf("journaled group %d does not exist", g.PGID)
+		}
+		got = append(got, g.PGID)
+		return nil
+	}}
+	res := r.Run(context.Background(), callOf("shell", jsonArgs("command", "touch ran; echo $PPID")), meta)
+	if res.IsError || len(got) != 1 || res.Content != strconv.Itoa(got[0])+"\n[exit code 0]" {
+		t.Fatalf("got %+v, journaled %v", res, got)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	meta.Process = func(pgroup.Group) error { return errors.New("disk full") }
+	res = r.Run(context.Background(), callOf("shell", jsonArgs("command", "touch ran")), meta)
+	if !res.IsError || !strings.Contains(res.Content, "not run: could not journal the command's process: disk full") {
+		t.Fatalf("got %+v", res)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran although its group was not journaled")
+	}
+}
+
+// The command's parent is its leader, whose environment is the command's
+// own: reading it shows no secret of the gateway's.
+func TestShellParentHoldsNoSecret(t *testing.T) {
+	t.Setenv("MIRROR_TEST_API_KEY", "sk-test-SECRET")
+	r := newTestRegistry(t, t.TempDir(), nil)
+	res := run(t, r, "shell", jsonArgs("command", `tr '\0' '\n' < /proc/$PPID/environ`))
+	if res.IsError || strings.Contains(res.Full, "SECRET") || !strings.Contains(res.Full, "PATH=") {
+		t.Fatalf("parent environment: %q", res.Full)
+	}
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 )
 
 // Policy says whether a call of a tool runs.
@@ -93,6 +94,11 @@ type CallMeta struct {
 	Chat   string
 	Turn   uint64
 	CallID string
+	// Process, when set, journals the process group a command of the call
+	// runs in, durably, before the command starts; an error stops the call
+	// before it runs. After a crash, the group journaled for a call left
+	// without a result is stopped if it still runs (pgroup.Reap).
+	Process func(g pgroup.Group) error
 }
 
 // Result is what one call produced.

@@ -67,7 +67,9 @@ const ctlFD = 3
 
 func init() {
 	if len(os.Args) == 3 && os.Args[0] == leaderName {
-		os.Exit(lead(os.Args[1], os.Args[2]))
+		// syscall.Exit, not os.Exit: nothing is buffered, and a binary built
+		// with -race would otherwise sleep a second at exit.
+		syscall.Exit(lead(os.Args[1], os.Args[2]))
 	}
 }
 
@@ -297,6 +299,11 @@ func lead(mode, command string) int {
 		return exitNotRun
 	}
 	unix.CloseOnExec(ctlFD)
+	if syscall.Getpgrp() != os.Getpid() {
+		// Killing "its group" would kill whoever started it by hand.
+		fmt.Fprintln(os.Stderr, "mirror: a process leader must head its own process group")
+		return exitNotRun
+	}
 	// The gateway's death arrives as SIGTERM (Pdeathsig) or as EOF on the
 	// control socket; either kills the whole group, the leader included.
 	term := make(chan os.Signal, 1)

@@ -218,3 +218,24 @@ func TestTheGroupDiesWithTheGateway(t *testing.T) {
 // running counts the live processes of group pgid (zombies are dead: they
 // wait for init to reap them).
 func running(pgid int) int { return members(pgid, nil) }
+
+// BenchmarkStart is the cost of running `true` under a leader, against
+// /bin/sh started directly: what the supervision adds to each command.
+func BenchmarkStart(b *testing.B) {
+	b.Run("leader", func(b *testing.B) {
+		for b.Loop() {
+			if err := Command("true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sh", func(b *testing.B) {
+		for b.Loop() {
+			c := exec.Command("/bin/sh", "-c", "true")
+			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := c.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
