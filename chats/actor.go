@@ -50,6 +50,13 @@ type actor struct {
 	quitting bool
 	broken   error
 	dropHeld []string // held recovery answers applied, to delete at the next commit
+	// dropProcs are journaled tool processes of a previous process, looked
+	// at when the chat loaded, to delete at the next commit.
+	dropProcs []string
+	// reask holds approvals a crash left unanswered, by call id: their
+	// calls never started, so the resumed turn asks them again, under the
+	// same id.
+	reask map[string]Approval
 
 	conv conversation // the state of the conversation since the latest boundary
 	// context is the last context reading, for /status.
@@ -117,6 +124,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 	calls := map[string]*provider.ToolCall{}
 	openApprovals := map[string]*Approval{}
 	var held [][2]string
+	var procs map[string]procEntry
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		meta, ok, err := loadChat(tx, id)
 		if err != nil {
@@ -180,13 +188,17 @@ func loadActor(s *Service, id string) (*actor, error) {
 				return nil
 			})
 		}
+		if err != nil {
+			return err
+		}
 		held = heldAnswers(tx, id)
+		procs, err = journaledProcs(tx, id)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.recoverAfterCrash(started, openApprovals, held)
+	a.recoverAfterCrash(started, openApprovals, held, a.reapProcs(procs))
 	sortPending(a.pending)
 	a.meta.Pending = len(a.pending)
 	a.meta.State = StateIdle
@@ -334,6 +346,9 @@ func (a *actor) flush() error {
 				}
 			}
 		}
+		if err := deleteProcs(tx, a.id, b.events, a.dropProcs); err != nil {
+			return err
+		}
 		if len(a.dropHeld) > 0 {
 			if hb := tx.Bucket(bucketHeld); hb != nil {
 				for _, id := range a.dropHeld {
@@ -383,7 +398,7 @@ func (a *actor) flush() error {
 		return a.broken
 	}
 	a.meta = meta
-	a.dropHeld = nil
+	a.dropHeld, a.dropProcs = nil, nil
 	for i, ev := range b.events {
 		a.publish(ev, b.origins[i])
 	}
@@ -676,9 +691,16 @@ func (a *actor) maybeStart() {
 	if a.turn != nil || a.quitting || a.broken != nil || len(a.recoveries) > 0 || (len(a.pending) == 0 && !a.meta.Resume) {
 		return // an interrupted call waits for its answer before anything else runs
 	}
-	id := "t" + strconv.FormatUint(a.seq+uint64(len(a.pending))+1, 10)
-	last, picked := a.seq, len(a.pending)
-	for _, p := range a.pending {
+	take := a.pending
+	if len(a.reask) > 0 {
+		// The call waiting for its approval must stay the conversation's
+		// last row, so the turn asks it again: messages wait for the next
+		// turn.
+		take = nil
+	}
+	id := "t" + strconv.FormatUint(a.seq+uint64(len(take))+1, 10)
+	last, picked := a.seq, len(take)
+	for _, p := range take {
 		m := *p
 		m.State, m.Turn = MsgPicked, id
 		a.pick(&m, id)
@@ -686,7 +708,7 @@ func (a *actor) maybeStart() {
 			a.b.delPend = append(a.b.delPend, m.ID)
 		}
 	}
-	a.pending = a.pending[:0]
+	a.pending = a.pending[len(take):]
 	ev := a.append(&Event{Type: EvTurnStarted, Turn: id}, Origin{})
 	a.meta.Resume = false
 	a.b.dirty = true
@@ -904,6 +926,9 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		a.replayTurn(fin)
 	}
 	a.writeHandoff()
+	if !t.aborted {
+		a.dropReask() // an aborted turn leaves them open: asked again at the next start
+	}
 	a.turn = nil
 	if err := a.flush(); err == nil && fin != nil && len(t.stoppers) > 1 {
 		// Everyone who pressed Stop gets the answer; the first got the event.

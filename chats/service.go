@@ -95,6 +95,10 @@ type Service struct {
 	watchers map[ListWatcher]struct{}
 
 	queued atomic.Int64 // pending messages of the chats in memory
+
+	// instance tells this Service's journaled tool processes from those a
+	// previous process left.
+	instance string
 }
 
 type shard struct {
@@ -118,7 +122,7 @@ func New(opt Options) *Service {
 		opt.Log = slog.Default()
 	}
 	s := &Service{opt: opt, store: opt.Store, log: opt.Log, seed: maphash.MakeSeed(),
-		quit: make(chan struct{}), abort: make(chan struct{}), watchers: map[ListWatcher]struct{}{}}
+		quit: make(chan struct{}), abort: make(chan struct{}), watchers: map[ListWatcher]struct{}{}, instance: randomID()}
 	for i := range s.shards {
 		s.shards[i].m = map[string]*actor{}
 	}
@@ -131,12 +135,18 @@ func New(opt Options) *Service {
 func (s *Service) Resume(ctx context.Context) (int, error) {
 	var ids []string
 	err := s.store.db.View(func(tx *bolt.Tx) error {
+		// A chat with a journaled tool process is loaded too, whatever its
+		// metadata says: loading it stops a command that outlived a crash.
+		procs := map[string]bool{}
+		if pb := tx.Bucket(bucketProcs); pb != nil {
+			_ = pb.ForEachBucket(func(k []byte) error { procs[string(k)] = true; return nil })
+		}
 		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
 			var c Chat
 			if err := json.Unmarshal(v, &c); err != nil {
 				return nil // reported when the chat itself is loaded
 			}
-			if c.Pending > 0 || c.Turn != "" || c.Resume {
+			if c.Pending > 0 || c.Turn != "" || c.Resume || procs[c.ID] {
 				ids = append(ids, c.ID)
 			}
 			return nil

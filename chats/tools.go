@@ -94,7 +94,14 @@ func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error
 		if err := h.a.usable(); err != nil {
 			return err
 		}
-		w = &waiting{Approval: Approval{ID: "a_" + h.a.id + "_" + randomID(), Call: call, Tool: call.Name, Turn: h.t.id, Time: time.Now().UTC()},
+		id := "a_" + h.a.id + "_" + randomID()
+		if old, ok := h.a.reask[call.ID]; ok {
+			// Asked before a crash and never answered: the same question,
+			// so a card or button showing the old one still answers it.
+			id = old.ID
+			delete(h.a.reask, call.ID)
+		}
+		w = &waiting{Approval: Approval{ID: id, Call: call, Tool: call.Name, Turn: h.t.id, Time: time.Now().UTC()},
 			answer: make(chan bool, 1)}
 		ap := w.Approval
 		h.a.append(&Event{Type: EvApprovalRequested, Turn: h.t.id, Approval: &ap}, Origin{})
@@ -225,23 +232,40 @@ func (a *actor) answerRecovery(id, action string, o Origin) error {
 }
 
 // recoverAfterCrash turns what a dead process left open into records: an
-// interrupted turn, unanswered approvals, and calls without results, each of
-// which becomes one recovery (never two for the same call).
-func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[string]*Approval, held [][2]string) {
+// interrupted turn, unanswered approvals, and calls without results. A call
+// that waited for its approval never started: the resumed turn asks for it
+// again, under the same approval id. Every other call left without a result
+// becomes one recovery (never two for the same call), saying what became of
+// its process (procs, by call id).
+func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[string]*Approval, held [][2]string, procs map[string]string) {
 	if a.meta.Turn != "" {
 		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: "interrupted",
 			Error: "the gateway stopped while this turn ran; it goes on when the chat is back"}, Origin{})
 		a.meta.Turn = ""
 		a.meta.Resume = true
 	}
-	for _, ap := range approvals {
-		allow, r := false, *ap
-		r.Allow, r.Reason = &allow, "interrupted"
-		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
-	}
 	recovering := map[string]bool{}
 	for _, r := range a.recoveries {
 		recovering[r.Call.ID] = true
+	}
+	for _, ap := range approvals {
+		id := ap.Call.ID
+		if started[id] != nil && !recovering[id] && a.settled[id] == "" && procs[id] == "" {
+			// Asked, never answered, so never run: the resumed turn takes
+			// the call up where it was (runtime.Repeat runs a journaled
+			// call without journaling it twice) and asks again.
+			if a.reask == nil {
+				a.reask = map[string]Approval{}
+			}
+			a.reask[id] = *ap
+			a.settled[id] = runtime.Repeat
+			a.meta.Resume = true
+			delete(started, id)
+			continue
+		}
+		allow, r := false, *ap
+		r.Allow, r.Reason = &allow, "interrupted"
+		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
 	}
 	// In record order, so recoveries are asked in the order calls ran.
 	var open []*Event
@@ -252,7 +276,8 @@ func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[strin
 	}
 	sortEvents(open)
 	for _, ev := range open {
-		r := &Recovery{ID: "r_" + a.id + "_" + randomID(), Call: *ev.Call, Turn: ev.Turn, Time: time.Now().UTC()}
+		r := &Recovery{ID: "r_" + a.id + "_" + randomID(), Call: *ev.Call, Turn: ev.Turn, Time: time.Now().UTC(),
+			Process: procs[ev.Call.ID]}
 		rc := *r
 		a.append(&Event{Type: EvRecoveryRequested, Turn: ev.Turn, Recovery: &rc, Call: &rc.Call}, Origin{})
 		a.recoveries[r.ID] = r
@@ -269,6 +294,21 @@ func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[strin
 		a.b.dirty = true
 		a.dropHeld = append(a.dropHeld, h[0])
 	}
+}
+
+// dropReask resolves the approvals a crash left that the turn meant to ask
+// again but did not (it failed first, or the policy no longer asks), so
+// none stays open in the record.
+func (a *actor) dropReask() {
+	if a.broken != nil || len(a.reask) == 0 {
+		return
+	}
+	for _, ap := range a.reask {
+		allow, r := false, ap
+		r.Allow, r.Reason = &allow, "interrupted"
+		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
+	}
+	a.reask = nil
 }
 
 func sortEvents(evs []*Event) {

@@ -98,6 +98,10 @@ type Recovery struct {
 	Turn   string            `json:"turn"`
 	Time   time.Time         `json:"created_at"`
 	Action string            `json:"action,omitempty"` // on recovery.resolved
+	// Process says what the gateway found of the call's process when it
+	// came back: ProcStopped (still running, and stopped then) or
+	// ProcEnded; empty when the call ran no process. ProcessNote words it.
+	Process string `json:"process,omitempty"`
 }
 
 // ToolOutcome is the stored result of a tool call.

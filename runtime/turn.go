@@ -13,6 +13,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
+	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
@@ -75,6 +76,13 @@ type Host interface {
 	// Lookup answers the tools that read the chat's own record:
 	// recall_history, handoff_history, tool_output and global_search.
 	Lookup(ctx context.Context, call provider.ToolCall) (ToolResult, error)
+}
+
+// ProcessJournal is a Host that journals the process group a call's command
+// runs in: durably, before the command starts, so that after a crash the
+// next start can stop a command still running and say so in the recovery.
+type ProcessJournal interface {
+	CallProcess(call provider.ToolCall, g pgroup.Group) error
 }
 
 // TurnInput is what a turn reads: the chain to ask and the conversation so far,
@@ -407,6 +415,9 @@ func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolC
 		return res, in.Host.CallFinished(call, res)
 	}
 	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID}
+	if j, ok := in.Host.(ProcessJournal); ok {
+		meta.Process = func(g pgroup.Group) error { return j.CallProcess(call, g) }
+	}
 	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
 	if err := e.tools.Check(call); err != nil {
 		res = fail(err.Error())
