@@ -170,7 +170,9 @@ type Limits struct {
 // Tools configures the tools the assistant may call and where they work.
 type Tools struct {
 	// Workspace is the folder every file tool and the shell are confined to;
-	// "" means data_dir/workspace. Relative to Dir. See WorkspacePath.
+	// "" means DefaultWorkspace next to runtime.yaml (outside data_dir, so
+	// the token and the database are not the shell's ".."). Relative to
+	// Dir. See WorkspacePath.
 	Workspace string `yaml:"workspace"`
 	// Policies says, per built-in tool, whether a call runs (allow), waits
 	// for a person's approval (ask) or is refused (deny).

@@ -421,8 +421,8 @@ func TestTools(t *testing.T) {
 	tests := []struct {
 		name, dataDir, cfgDir, workspace, want string
 	}{
-		{"default under data_dir", "./data", "", "", filepath.Join("data", "workspace")},
-		{"default under relative data_dir of a file", "state", dir, "", filepath.Join(dir, "state", "workspace")},
+		{"default in the working directory, beside data_dir", "./data", "", "", "workspace"},
+		{"default next to the file, outside data_dir", "state", dir, "", filepath.Join(dir, "workspace")},
 		{"absolute", "./data", dir, "/srv/ws", "/srv/ws"},
 		{"relative to the file", "./data", dir, "ws", filepath.Join(dir, "ws")},
 		{"relative to the working directory", "./data", ".", "ws", "ws"},
@@ -597,4 +597,46 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWorkspaceWarnings: a workspace and a data_dir inside one another are
+// named at start, and so are files left in the old default workspace
+// (data_dir/workspace) when tools.workspace is not set.
+func TestWorkspaceWarnings(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "data", "workspace")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, workspace, oldFile string
+		want                     []string
+	}{
+		{"default, old one empty", "", "", nil},
+		{"default, files left in the old one", "", "notes.txt", []string{"the default workspace moved from " + old}},
+		{"set explicitly to the old one", "data/workspace", "notes.txt", []string{"lies inside data_dir"}},
+		{"holding data_dir", ".", "", []string{"data_dir " + filepath.Join(dir, "data") + " lies inside tools.workspace"}},
+		{"elsewhere", "/srv/ws", "notes.txt", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = os.Remove(filepath.Join(old, "notes.txt"))
+			if tc.oldFile != "" {
+				if err := os.WriteFile(filepath.Join(old, tc.oldFile), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := Default()
+			c.Dir, c.DataDir, c.Tools.Workspace = dir, "data", tc.workspace
+			got := c.WorkspaceWarnings()
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %q does not say %q", got[i], w)
+				}
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,17 +175,56 @@ func (c *Config) DataPath() string {
 	return filepath.Join(c.Dir, c.DataDir)
 }
 
-// WorkspacePath is the folder the tools are confined to: tools.workspace
-// resolved like data_dir, or data_dir/workspace when it is empty.
+// DefaultWorkspace is the workspace when tools.workspace is left out:
+// "workspace" next to runtime.yaml (the working directory with built-in
+// defaults). Earlier versions used data_dir/workspace, which put the access
+// token and mirror.db right at the shell's "..".
+const DefaultWorkspace = "workspace"
+
+// WorkspacePath is the folder the tools are confined to: tools.workspace,
+// or DefaultWorkspace when it is empty, resolved like data_dir.
 func (c *Config) WorkspacePath() string {
 	w := c.Tools.Workspace
-	switch {
-	case w == "":
-		return filepath.Join(c.DataPath(), "workspace")
-	case filepath.IsAbs(w) || c.Dir == "" || c.Dir == ".":
+	if w == "" {
+		w = DefaultWorkspace
+	}
+	if filepath.IsAbs(w) || c.Dir == "" || c.Dir == "." {
 		return w
 	}
 	return filepath.Join(c.Dir, w)
+}
+
+// WorkspaceWarnings says what is unsafe or surprising about where the tools
+// work, for the log at start: a workspace that holds data_dir or lies inside
+// it (the file tools or the shell then reach the token and the database by
+// a relative path), and files left in data_dir/workspace, the default
+// workspace of earlier versions, when tools.workspace is not set.
+func (c *Config) WorkspaceWarnings() []string {
+	ws, err1 := filepath.Abs(c.WorkspacePath())
+	data, err2 := filepath.Abs(c.DataPath())
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	var out []string
+	switch {
+	case within(data, ws):
+		out = append(out, fmt.Sprintf("tools.workspace %s lies inside data_dir %s: an approved shell finds the access token and mirror.db at ..; move the workspace out of data_dir", ws, data))
+	case within(ws, data):
+		out = append(out, fmt.Sprintf("data_dir %s lies inside tools.workspace %s: the file tools can read the access token and mirror.db; move data_dir out of the workspace", data, ws))
+	}
+	old := filepath.Join(data, "workspace")
+	if c.Tools.Workspace == "" && old != ws {
+		if entries, err := os.ReadDir(old); err == nil && len(entries) > 0 {
+			out = append(out, fmt.Sprintf("the default workspace moved from %s to %s, outside data_dir; the files in the old one are not used: move them (mv %s/* %s/), or set tools.workspace", old, ws, old, ws))
+		}
+	}
+	return out
+}
+
+// within reports whether path is dir or lies inside it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Secret returns the value of the environment variable envName, trimmed of

@@ -94,14 +94,22 @@ type proc struct {
 
 func startServe(t *testing.T, data string, env ...string) *proc {
 	t.Helper()
-	return startProc(t, []string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, env...)
+	// Beside the data dir, with no runtime.yaml: built-in defaults, and the
+	// default workspace (next to the config) stays the same across restarts.
+	return startProcIn(t, filepath.Dir(data), []string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, env...)
 }
 
 // startProc runs the mirror process with args and waits for its listening line.
 func startProc(t *testing.T, args []string, env ...string) *proc {
 	t.Helper()
+	return startProcIn(t, t.TempDir(), args, env...) // no runtime.yaml there: built-in defaults
+}
+
+// startProcIn is startProc in the working directory dir.
+func startProcIn(t *testing.T, dir string, args []string, env ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Dir = t.TempDir() // no runtime.yaml there: built-in defaults
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), append([]string{"MIRROR_AS_MAIN=1", "MIRROR_TOKEN=test-token-0123456789abcdef"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

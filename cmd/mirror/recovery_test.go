@@ -78,7 +78,7 @@ func TestRecoveryAfterKillMinusNine(t *testing.T) {
 	a.next("approval.resolved", nil)
 
 	// The shell is running once its marker exists.
-	marker := filepath.Join(data, "workspace", "marker")
+	marker := filepath.Join(filepath.Dir(data), "workspace", "marker")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(marker); err == nil {

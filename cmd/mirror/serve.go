@@ -129,6 +129,11 @@ func token(args []string, stdout io.Writer, getenv func(string) string) error {
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	// First of all: the commands an approved shell runs share the
+	// gateway's user, and must not read its environment or memory.
+	if err := nonDumpable(); err != nil {
+		return fmt.Errorf("protect the gateway's memory (prctl PR_SET_DUMPABLE): %w", err)
+	}
 	var c common
 	var addr string
 	f := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -148,6 +153,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		cfg.Listen = addr
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	for _, w := range cfg.WorkspaceWarnings() {
+		log.Warn(w)
+	}
 	// Catch the signals first: a SIGTERM that arrives while starting must
 	// still shut down cleanly, not kill the process mid-write.
 	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

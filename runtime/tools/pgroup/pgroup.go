@@ -8,7 +8,8 @@
 // package's init before anything else runs), which heads a new process group
 // and supervises it:
 //
-//   - The leader is started with Pdeathsig SIGTERM (Linux). The signal is sent
+//   - The leader is started with Pdeathsig SIGTERM (Linux), and treats
+//     SIGHUP (sent to a group orphaned while one of it was stopped) alike. The signal is sent
 //     when the thread that forked the leader exits, so that goroutine keeps
 //     its OS thread locked until the leader has exited: the thread, and with
 //     it the parent-death signal, lives exactly as long as the command.
@@ -306,8 +307,11 @@ func lead(mode, command string) int {
 	}
 	// The gateway's death arrives as SIGTERM (Pdeathsig) or as EOF on the
 	// control socket; either kills the whole group, the leader included.
+	// So does SIGHUP: the kernel sends it (with SIGCONT) to a group orphaned
+	// by the gateway's death while one of its processes was stopped, and a
+	// leader dying of it would leave the rest running.
 	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		if _, ok := <-term; ok {
 			_ = syscall.Kill(0, syscall.SIGKILL)
@@ -337,6 +341,7 @@ func lead(mode, command string) int {
 	ws, _ := sh.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		signal.Stop(term)
+		signal.Reset(syscall.SIGTERM, syscall.SIGHUP)
 		dieBy(ws.Signal())
 		return 128 + int(ws.Signal())
 	}

@@ -64,6 +64,7 @@ func TestTheShellsEndIsMirrored(t *testing.T) {
 		{"exit 3", "echo out; echo err >&2; exit 3", 3, 0, "out\nerr\n"},
 		{"killed", "kill -KILL $$", -1, syscall.SIGKILL, ""},
 		{"terminated", "kill -TERM $$", -1, syscall.SIGTERM, ""},
+		{"hangup", "kill -HUP $$", -1, syscall.SIGHUP, ""},
 		// Go's runtime would print a goroutine dump on SIGQUIT: none may
 		// reach the output.
 		{"quit", "kill -QUIT $$", -1, syscall.SIGQUIT, ""},
