@@ -151,7 +151,14 @@ func checkCompression(args []string, stdout io.Writer) error {
 }
 
 // toolsFor is the workspace tools serve offers with cfg, so that replay
-// sizes the same tool definitions (no ledger: replay changes nothing).
+// sizes the same tool definitions (no ledger: replay changes nothing). It
+// runs no tool: when the workspace does not exist it is not created (it
+// lies outside the data dir, wherever replay runs), and the system's temp
+// folder stands in.
 func toolsFor(cfg *config.Config) (*tools.Registry, error) {
-	return tools.New(tools.OptionsFrom(cfg, nil))
+	opt := tools.OptionsFrom(cfg, nil)
+	if fi, err := os.Stat(opt.Workspace); err != nil || !fi.IsDir() {
+		opt.Workspace = os.TempDir()
+	}
+	return tools.New(opt)
 }

@@ -236,7 +236,7 @@ func (f *follower) apply(d chats.Delivery) error {
 			}
 		}
 		for _, r := range sn.Recoveries {
-			if err := f.ask(r.ID, recoveryText(r.Call.Name, r.Call.Arguments), "r:", "s:", "Repeat", "Skip"); err != nil {
+			if err := f.ask(r.ID, recoveryText(&r), "r:", "s:", "Repeat", "Skip"); err != nil {
 				return err
 			}
 		}
@@ -325,7 +325,7 @@ func (f *follower) apply(d chats.Delivery) error {
 		}
 	case chats.EvRecoveryRequested:
 		if r := ev.Recovery; r != nil {
-			return f.ask(r.ID, recoveryText(r.Call.Name, r.Call.Arguments), "r:", "s:", "Repeat", "Skip")
+			return f.ask(r.ID, recoveryText(r), "r:", "s:", "Repeat", "Skip")
 		}
 	case chats.EvApprovalResolved:
 		if ap := ev.Approval; ap != nil {
@@ -340,7 +340,7 @@ func (f *follower) apply(d chats.Delivery) error {
 		}
 	case chats.EvRecoveryResolved:
 		if r := ev.Recovery; r != nil {
-			return f.resolve(r.ID, recoveryText(r.Call.Name, r.Call.Arguments)+"\nAnswered: "+r.Action+".")
+			return f.resolve(r.ID, recoveryText(r)+"\nAnswered: "+r.Action+".")
 		}
 	}
 	return nil
@@ -361,8 +361,14 @@ func approvalText(name, args string) string {
 	return fmt.Sprintf("The assistant wants to run %s %s\nAllow it?", name, truncate(args, 600))
 }
 
-func recoveryText(name, args string) string {
-	return fmt.Sprintf("The gateway stopped while %s %s was running. Repeat it, or skip it?", name, truncate(args, 600))
+// recoveryText asks about an interrupted call, saying what became of its
+// process when the gateway came back.
+func recoveryText(r *chats.Recovery) string {
+	text := fmt.Sprintf("The gateway stopped while %s %s was running.", r.Call.Name, truncate(r.Call.Arguments, 600))
+	if note := r.ProcessNote(); note != "" {
+		text += " " + note
+	}
+	return text + " Repeat it, or skip it?"
 }
 
 func truncate(s string, n int) string {

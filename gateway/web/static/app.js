@@ -2174,6 +2174,9 @@ function recoveryItem(v, id, r) {
       const tool = call.name || call.tool || r.tool || 'a tool call';
       const parts = [h('p', { class: 'card-title' }, 'A tool call was interrupted'),
         h('p', null, h('code', null, String(tool)), ' was running when the connection or the process went away. Repeat it, or skip it and carry on?')];
+      // What the gateway found of the call's process when it came back.
+      if (r.process === 'stopped') parts.push(h('p', { class: 'card-text' }, 'Its process was still running when the gateway came back; it was stopped, so a repeat does not run beside it.'));
+      else if (r.process === 'ended') parts.push(h('p', { class: 'card-text' }, 'Its process was no longer running when the gateway came back.'));
       if (r._held) parts.push(h('p', { class: 'notice wait' }, 'Your answer is held until this conversation is back.'));
       parts.push(h('div', { class: 'card-actions' },
         h('button', { class: 'skip btn btn-ghost btn-sm', type: 'button', disabled: Boolean(r._answering) }, 'Skip'),
