@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 )
 
 // Secrets the gateway's environment holds in these tests.
@@ -264,4 +266,26 @@ func serveUnprivileged(t *testing.T, env ...string) *proc {
 		t.Fatalf("no listening line; stderr %s", p.errs)
 	}
 	return p
+}
+
+// BenchmarkShellLeader is what running each shell command under its
+// supervising leader costs with this binary (every package of mirror
+// initialised in the leader too), against /bin/sh started directly.
+func BenchmarkShellLeader(b *testing.B) {
+	b.Run("leader", func(b *testing.B) {
+		for b.Loop() {
+			if err := pgroup.Command("true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sh", func(b *testing.B) {
+		for b.Loop() {
+			c := exec.Command("/bin/sh", "-c", "true")
+			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := c.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -83,10 +83,10 @@ func TestNew(t *testing.T) {
 
 func TestOptionsFrom(t *testing.T) {
 	c := config.Default()
-	c.DataDir = t.TempDir()
+	c.Dir = t.TempDir()
 	c.Tools.Policies.Shell = config.PolicyDeny
 	opt := OptionsFrom(c, nil)
-	if opt.Workspace != filepath.Join(c.DataDir, "workspace") || opt.ShellTimeout != 2*time.Minute || opt.OutputLimit != 16000 {
+	if opt.Workspace != filepath.Join(c.Dir, "workspace") || opt.ShellTimeout != 2*time.Minute || opt.OutputLimit != 16000 {
 		t.Errorf("OptionsFrom = %+v", opt)
 	}
 	r, err := New(opt)
