@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 )
 
@@ -151,6 +153,11 @@ func TestToolProcessesDieWithTheGateway(t *testing.T) {
 			if live, _ := groupMembers(pgid); live != 0 {
 				t.Fatalf("%d processes of the old call run beside the recovery", live)
 			}
+			// The browser's recovery card says it too.
+			cardSays(t, p.addr, map[string]string{
+				"stopped": "was still running when the gateway came back; it was stopped",
+				"ended":   "was no longer running when the gateway came back",
+			}[want])
 			b.send(map[string]any{"type": "recovery.answer", "recovery": rec["id"], "action": "skip"})
 			b.next("turn.finished", nil)
 			p.stop(t)
@@ -281,11 +288,51 @@ func BenchmarkShellLeader(b *testing.B) {
 	})
 	b.Run("sh", func(b *testing.B) {
 		for b.Loop() {
-			c := exec.Command("/bin/sh", "-c", "true")
+			c := exec.Command("/bin/sh", "-c", "true") // as shell ran commands before
 			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			if err := c.Run(); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// cardSays opens the gateway's page in headless Chromium, logs in, opens the
+// one chat and waits until its recovery card shows text.
+func cardSays(t *testing.T, addr, text string) {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed; .ci/run installs it (apt-get install -y chromium)")
+		}
+		t.Log("chromium not installed: the recovery card is not checked in a browser")
+		return
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 800))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	defer cancelCtx()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	poll := func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			t.Fatalf("browser: waiting for %s: %v", what, err)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), "test-token-0123456789abcdef"),
+		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#chat-list"))); err != nil {
+		t.Fatal(err)
+	}
+	poll("the chat", `(() => { const e = document.querySelector('.chat-item'); if (!e) return false; e.click(); return true })()`)
+	poll("the recovery card", fmt.Sprintf(`[...document.querySelectorAll('.card.recovery')].some(e => e.textContent.includes(%q))`, text))
 }
