@@ -336,3 +336,63 @@ func cardSays(t *testing.T, addr, text string) {
 	poll("the chat", `(() => { const e = document.querySelector('.chat-item'); if (!e) return false; e.click(); return true })()`)
 	poll("the recovery card", fmt.Sprintf(`[...document.querySelectorAll('.card.recovery')].some(e => e.textContent.includes(%q))`, text))
 }
+
+// TestAPendingApprovalIsAskedAgainAfterKillMinusNine: the gateway is killed
+// while a shell call waits for Allow/Deny. After the restart the call is not
+// a recovery of a call "running when the gateway died": the same approval is
+// asked again, answerable, and the call runs once, when allowed.
+func TestAPendingApprovalIsAskedAgainAfterKillMinusNine(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, data)
+	a := dialWS(t, p.addr)
+	a.send(map[string]any{"type": "hello", "client": "a"})
+	a.next("welcome", nil)
+	a.send(map[string]any{"type": "chat.create", "title": "pending"})
+	chat := a.next("chat.created", nil)["chat"].(map[string]any)["id"].(string)
+	a.send(map[string]any{"type": "chat.open", "chat": chat})
+	a.next("chat.snapshot", nil)
+	a.send(map[string]any{"type": "message.send", "chat": chat, "text": `/tool shell {"command":"echo ran >> ran"}`, "client_id": "k1"})
+	ap := a.next("approval.requested", nil)["approval"].(map[string]any)
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+
+	p = startServe(t, data)
+	b := dialWS(t, p.addr)
+	b.send(map[string]any{"type": "chat.open", "chat": chat, "since": 0})
+	var recoveries, asked int
+	var resolvedWithoutAnswer bool
+	seen := func(m map[string]any) {
+		switch m["type"] {
+		case "recovery.requested":
+			recoveries++
+		case "approval.requested":
+			if m["approval"].(map[string]any)["id"] == ap["id"] {
+				asked++
+			}
+		case "approval.resolved":
+			if m["approval"].(map[string]any)["allow"] != true {
+				resolvedWithoutAnswer = true
+			}
+		}
+	}
+	// The first approval.requested is the stored one (replayed from 0);
+	// the second is the question asked again.
+	b.next("chat.resumed", seen)
+	for asked < 2 {
+		b.next("approval.requested", seen)
+	}
+	b.send(map[string]any{"type": "approval.answer", "approval": ap["id"], "allow": true})
+	res := b.next("tool.result", seen)["result"].(map[string]any)
+	if res["call_id"] != ap["call"].(map[string]any)["id"] || res["is_error"] == true {
+		t.Fatalf("result %v", res)
+	}
+	b.next("turn.finished", seen)
+	if recoveries != 0 || resolvedWithoutAnswer {
+		t.Fatalf("%d recoveries, resolved without an answer: %v", recoveries, resolvedWithoutAnswer)
+	}
+	out, err := os.ReadFile(filepath.Join(filepath.Dir(data), "workspace", "ran"))
+	if err != nil || string(out) != "ran\n" {
+		t.Fatalf("the call ran %q (%v)", out, err)
+	}
+	p.stop(t)
+}
