@@ -228,8 +228,9 @@ func (c *Cmd) Kill() {
 	killGroup(c.Process.Pid)
 }
 
-// Wait waits for the command to exit and for its output to be copied, as
-// exec.Cmd.Wait does; the status is the shell's, as the leader mirrors it.
+// Wait waits, after a successful Start, for the command to exit and for its
+// output to be copied, as exec.Cmd.Wait does; the status is the shell's, as
+// the leader mirrors it.
 func (c *Cmd) Wait() error {
 	<-c.exited
 	c.mu.Lock()
