@@ -626,10 +626,15 @@ func (b *Book) ObserveLimits(key Key, l *provider.RateLimits) {
 		for _, r := range s.entries {
 			local += r.tokens
 		}
-		if outside := int(w.Limit-w.Remaining) - local; outside > 0 {
-			s.outside, s.outsideUntil = outside, now.Add(reset)
-		} else {
-			s.outside, s.outsideUntil = 0, time.Time{}
+		// Answers to requests in flight together arrive in any order: one
+		// the provider answered earlier reports less use than one it
+		// answered later. So within the provider's window the outside
+		// count only rises; it goes when that window has passed (prune).
+		if outside := int(w.Limit-w.Remaining) - local; outside > s.outside {
+			s.outside = outside
+			if until := now.Add(reset); until.After(s.outsideUntil) {
+				s.outsideUntil = until
+			}
 		}
 	}
 	s.wake()

@@ -313,6 +313,37 @@ func TestObserveLimits(t *testing.T) {
 	})
 }
 
+// TestObserveLimitsOutOfOrder: answers to requests in flight together
+// arrive in any order, so headers that report less use than the book has
+// already seen, within the provider's window, lower nothing; the count
+// goes when the window has passed.
+func TestObserveLimitsOutOfOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		book := New(Options{})
+		k := Key{Provider: "openai", Model: "gpt", Fingerprint: "bbbbbbbbbbbb"}
+		seen := func(remaining int64, reset time.Duration) {
+			book.ObserveLimits(k, &provider.RateLimits{Tokens: &provider.RateWindow{Limit: 100_000, Remaining: remaining, Reset: reset}})
+		}
+		seen(10_000, 30*time.Second) // the later answer: 90 000 used
+		seen(60_000, 40*time.Second) // an earlier one, arriving after it
+		if st := status(t, book, k); st.Outside != 90_000 {
+			t.Fatalf("outside %d after a stale answer, want 90000 kept", st.Outside)
+		}
+		seen(5_000, 30*time.Second) // more use is learnt at once
+		if st := status(t, book, k); st.Outside != 95_000 {
+			t.Fatalf("outside %d, want 95000", st.Outside)
+		}
+		time.Sleep(31 * time.Second) // synctest's fake clock: past the window
+		if st := status(t, book, k); st.Outside != 0 {
+			t.Fatalf("outside %d after the window, want 0", st.Outside)
+		}
+		seen(70_000, 30*time.Second) // a new window starts from what it says
+		if st := status(t, book, k); st.Outside != 30_000 {
+			t.Fatalf("outside %d in a new window, want 30000", st.Outside)
+		}
+	})
+}
+
 func TestRetry(t *testing.T) {
 	live := context.Background()
 	stopped, cancel := context.WithCancel(context.Background())
