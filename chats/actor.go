@@ -671,14 +671,22 @@ func (a *actor) pick(m *Message, turn string) {
 	a.msgs = append(a.msgs, c)
 }
 
-// maybeStart picks up every pending message, in order, into a new turn.
+// maybeStart picks up every pending message, in order, into a new turn (a
+// turn resuming an interrupted one picks up nothing).
 func (a *actor) maybeStart() {
 	if a.turn != nil || a.quitting || a.broken != nil || len(a.recoveries) > 0 || (len(a.pending) == 0 && !a.meta.Resume) {
 		return // an interrupted call waits for its answer before anything else runs
 	}
-	id := "t" + strconv.FormatUint(a.seq+uint64(len(a.pending))+1, 10)
-	last, picked := a.seq, len(a.pending)
-	for _, p := range a.pending {
+	// A resumed turn answers what the interrupted one had picked up, alone:
+	// messages queued behind it wait for their own turn, as they would have
+	// without the crash, so each message gets its own answer once.
+	take := a.pending
+	if a.meta.Resume {
+		take = nil
+	}
+	id := "t" + strconv.FormatUint(a.seq+uint64(len(take))+1, 10)
+	last, picked := a.seq, len(take)
+	for _, p := range take {
 		m := *p
 		m.State, m.Turn = MsgPicked, id
 		a.pick(&m, id)
@@ -686,7 +694,7 @@ func (a *actor) maybeStart() {
 			a.b.delPend = append(a.b.delPend, m.ID)
 		}
 	}
-	a.pending = a.pending[:0]
+	a.pending = a.pending[len(take):]
 	ev := a.append(&Event{Type: EvTurnStarted, Turn: id}, Origin{})
 	a.meta.Resume = false
 	a.b.dirty = true
