@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -24,22 +25,39 @@ type callOpts struct {
 	chat  int64 // the Telegram chat it goes to; 0 for none
 	paced bool  // counts against the chat's one-a-second pacing
 	once  bool  // best effort: no retry (typing actions)
+	prio  int   // its place in the global queue (prioFirst, prioFinal, prioEdit)
 }
 
-// call makes one Bot API request: paced per chat and globally, guarded by
-// the Telegram breaker, retrying 429 after retry_after and transient
-// failures with backoff until ctx ends. Errors that retrying cannot fix
-// (400, 401, 403) return at once. A request, once on the wire, is not
-// cancelled by ctx: its answer is needed to record what was sent.
+// errUncertain says a sendMessage went on the wire twice and both answers
+// were lost: Telegram may show it twice already, so it is not sent a third
+// time. The Bot API has no idempotency key; this bounds the duplicates.
+var errUncertain = errors.New("the answers to two sends of this message were lost; it most likely arrived, so it is not sent again")
+
+// maxUncertainSends is how many times one sendMessage may go on the wire
+// without an answer: the second try may make one visible duplicate, never
+// more.
+const maxUncertainSends = 2
+
+// call makes one Bot API request: paced per chat and globally (by
+// priority, within Telegram's per-bot budget in every sliding second),
+// guarded by the Telegram breaker, retrying 429 after retry_after and
+// transient failures with backoff until ctx ends. Errors that retrying
+// cannot fix (400, 401, 403) return at once. A request, once on the wire,
+// is not cancelled by ctx: its answer is needed to record what was sent. A
+// sendMessage whose answer is lost after it was written may have arrived:
+// it is sent again once, and after a second such loss call gives up with
+// errUncertain rather than risk a second duplicate.
 func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbotapi.APIResponse, error) {
 	backoff := 250 * time.Millisecond
+	_, isSend := c.(tgbotapi.MessageConfig)
+	uncertain := 0
 	for attempt := 0; ; attempt++ {
 		if o.paced {
 			if err := b.pacer(o.chat).wait(ctx); err != nil {
 				return nil, err
 			}
 		}
-		if err := b.global.wait(ctx); err != nil {
+		if err := b.global.wait(ctx, o.prio); err != nil {
 			return nil, err
 		}
 		done := func(error, string) {}
@@ -61,8 +79,9 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 			}
 			done = d
 		}
+		var wrote atomic.Bool
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		resp, err := b.with(rctx).Request(c)
+		resp, err := b.withTrace(rctx, &wrote).Request(c)
 		cancel()
 		if o.paced {
 			// Telegram counts when a send reaches it, which may be as late
@@ -99,6 +118,13 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 		default:
 			done(err, monitor.ClassNetwork)
 			wait = backoff
+			if isSend && wrote.Load() {
+				// Written, unanswered: Telegram may have it.
+				if uncertain++; uncertain >= maxUncertainSends {
+					b.log.Warn("telegram: sendMessage answer lost twice; not sent again", "chat", o.chat, "err", err)
+					return nil, fmt.Errorf("telegram %s: %w (last: %w)", method(c), errUncertain, err)
+				}
+			}
 		}
 		if o.once {
 			return nil, fmt.Errorf("telegram %s: %w", method(c), err)
@@ -138,7 +164,7 @@ func isAPIError(err error, text string) bool {
 
 // sendText sends a message rendered as HTML, and as plain text when
 // Telegram refuses the entities. It returns the new message's id.
-func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) (int, error) {
+func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int, prio int) (int, error) {
 	m := tgbotapi.NewMessage(chat, html)
 	m.ParseMode = tgbotapi.ModeHTML
 	m.DisableWebPagePreview = true
@@ -147,10 +173,10 @@ func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *
 	if kb != nil {
 		m.ReplyMarkup = *kb
 	}
-	resp, err := b.call(ctx, callOpts{chat: chat, paced: true}, m)
+	resp, err := b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, m)
 	if err != nil && isAPIError(err, errParse) {
 		m.Text, m.ParseMode = plain, ""
-		resp, err = b.call(ctx, callOpts{chat: chat, paced: true}, m)
+		resp, err = b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, m)
 	}
 	if err != nil {
 		return 0, err
@@ -164,15 +190,15 @@ func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *
 
 // editText replaces a message's text (and its buttons: nil removes them).
 // "message is not modified" is success: the message already shows it.
-func (b *Bot) editText(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup) error {
+func (b *Bot) editText(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, prio int) error {
 	e := tgbotapi.NewEditMessageText(chat, id, html)
 	e.ParseMode = tgbotapi.ModeHTML
 	e.DisableWebPagePreview = true
 	e.ReplyMarkup = kb
-	_, err := b.call(ctx, callOpts{chat: chat, paced: true}, e)
+	_, err := b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, e)
 	if err != nil && isAPIError(err, errParse) {
 		e.Text, e.ParseMode = plain, ""
-		_, err = b.call(ctx, callOpts{chat: chat, paced: true}, e)
+		_, err = b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, e)
 	}
 	if err != nil && isAPIError(err, errNotModified) {
 		return nil
@@ -186,7 +212,7 @@ func (b *Bot) notify(chat int64, text string, kb *tgbotapi.InlineKeyboardMarkup,
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if _, err := b.sendText(b.ctx, chat, escape(text), text, kb, replyTo); err != nil && b.ctx.Err() == nil {
+		if _, err := b.sendText(b.ctx, chat, escape(text), text, kb, replyTo, prioFirst); err != nil && b.ctx.Err() == nil {
 			b.log.Warn("telegram reply failed", "chat", chat, "err", err)
 		}
 	}()
@@ -199,12 +225,12 @@ func (b *Bot) answerCallback(id, text string) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if _, err := b.call(b.ctx, callOpts{}, tgbotapi.NewCallback(id, text)); err != nil && b.ctx.Err() == nil {
+		if _, err := b.call(b.ctx, callOpts{prio: prioFirst}, tgbotapi.NewCallback(id, text)); err != nil && b.ctx.Err() == nil {
 			b.log.Warn("telegram answerCallbackQuery failed", "err", err)
 		}
 	}()
 }
 
 func (b *Bot) typing(ctx context.Context, chat int64) {
-	_, _ = b.call(ctx, callOpts{chat: chat, once: true}, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping))
+	_, _ = b.call(ctx, callOpts{chat: chat, once: true, prio: prioEdit}, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping))
 }

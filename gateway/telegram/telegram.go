@@ -33,8 +33,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -100,7 +102,7 @@ type Bot struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	global   *pacer
+	global   *limiter
 	pacersMu sync.Mutex
 	pacers   map[int64]*pacer
 
@@ -112,6 +114,8 @@ type Bot struct {
 	// afterLand, when set (tests), runs after a follower recorded a final
 	// text and its message mapping.
 	afterLand func()
+	// afterSave, when set (tests), runs after a follower committed its state.
+	afterSave func()
 
 	mu        sync.Mutex
 	followers map[followKey]*follower
@@ -161,7 +165,7 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 	bctx, cancel := context.WithCancel(context.Background())
 	b := &Bot{opt: opt, cfg: opt.Config.Telegram, log: opt.Log, svc: opt.Chats, store: opt.Store,
 		secret: opt.WebhookSecret, ctx: bctx, cancel: cancel,
-		global: newPacer(time.Second / time.Duration(opt.GlobalRate)), pacers: map[int64]*pacer{},
+		global: newLimiter(realClock{}, opt.GlobalRate, time.Second), pacers: map[int64]*pacer{},
 		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command}
 	b.sends = sendLimit(opt.Config)
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
@@ -228,18 +232,32 @@ func (b *Bot) Close() {
 type ctxClient struct {
 	ctx context.Context
 	c   *http.Client
+	// wrote, when set, records that the whole request went on the wire:
+	// a failure after that leaves unknown whether Telegram acted on it.
+	wrote *atomic.Bool
 }
 
 func (c ctxClient) Do(req *http.Request) (*http.Response, error) {
-	resp, err := c.c.Do(req.WithContext(c.ctx))
+	ctx := c.ctx
+	if c.wrote != nil {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				c.wrote.Store(true)
+			}
+		}})
+	}
+	resp, err := c.c.Do(req.WithContext(ctx))
 	return resp, redactErr(err)
 }
 
 // with returns a shallow copy of the API bound to ctx, so each call carries
 // its own deadline and cancellation.
-func (b *Bot) with(ctx context.Context) *tgbotapi.BotAPI {
+func (b *Bot) with(ctx context.Context) *tgbotapi.BotAPI { return b.withTrace(ctx, nil) }
+
+// withTrace is with, recording in wrote whether a request was written.
+func (b *Bot) withTrace(ctx context.Context, wrote *atomic.Bool) *tgbotapi.BotAPI {
 	api := *b.api
-	api.Client = ctxClient{ctx: ctx, c: b.opt.HTTPClient}
+	api.Client = ctxClient{ctx: ctx, c: b.opt.HTTPClient, wrote: wrote}
 	return &api
 }
 
@@ -345,6 +363,151 @@ func (p *pacer) delay(until time.Time) {
 		p.next = until
 	}
 	p.mu.Unlock()
+}
+
+// Priorities of the bot's sends, most urgent first: a reply's first text
+// (and short answers: acknowledgements, command answers, button answers),
+// then final texts, then what only shows progress (streaming edits, the
+// typing action). Under load progress waits, so that every chat sees its
+// first text as early as the budget allows.
+const (
+	prioFirst = iota
+	prioFinal
+	prioEdit
+	numPrios
+)
+
+// clock is the limiter's time: the real one, or a test's.
+type clock interface {
+	Now() time.Time
+	// AfterFunc calls f after d; stop cancels it.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// limiter holds the bot's sends to at most rate in every sliding window
+// (Telegram's ~30 messages a second is per bot): a send is granted only
+// when fewer than rate grants fell in the window before it, so no burst
+// ever exceeds the budget, unlike a token bucket. Waiting sends are
+// granted by priority, first come first served within one.
+type limiter struct {
+	clk    clock
+	rate   int
+	window time.Duration
+
+	mu      sync.Mutex
+	grants  []time.Time // the last rate grant times, a ring
+	head    int         // index of the oldest grant once the ring is full
+	waiting [numPrios][]*grant
+	timer   func() bool // stops the armed wake-up; nil when none
+	wakeAt  time.Time
+}
+
+// grant is one waiting send; ready is closed when it may go.
+type grant struct {
+	ready   chan struct{}
+	granted bool
+}
+
+func newLimiter(clk clock, rate int, window time.Duration) *limiter {
+	return &limiter{clk: clk, rate: max(rate, 1), window: window}
+}
+
+// reserve queues a send of priority prio and grants what can go now.
+func (l *limiter) reserve(prio int) *grant {
+	g := &grant{ready: make(chan struct{})}
+	l.mu.Lock()
+	l.waiting[min(max(prio, 0), numPrios-1)] = append(l.waiting[min(max(prio, 0), numPrios-1)], g)
+	l.dispatchLocked()
+	l.mu.Unlock()
+	return g
+}
+
+// wait blocks until the send of priority prio may go, or ctx ends.
+func (l *limiter) wait(ctx context.Context, prio int) error {
+	g := l.reserve(prio)
+	select {
+	case <-g.ready:
+		return nil
+	case <-ctx.Done():
+		l.cancel(g)
+		return ctx.Err()
+	}
+}
+
+// cancel takes a waiting send out of the queue. A send already granted
+// keeps its place in the window: counting a send that never went only
+// errs on the safe side.
+func (l *limiter) cancel(g *grant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g.granted {
+		return
+	}
+	for p := range l.waiting {
+		for i, w := range l.waiting[p] {
+			if w == g {
+				l.waiting[p] = append(l.waiting[p][:i], l.waiting[p][i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// dispatchLocked grants waiting sends, most urgent first, while the window
+// has room, and arms a wake-up for when the oldest grant leaves it.
+func (l *limiter) dispatchLocked() {
+	for {
+		var next *grant
+		prio := 0
+		for p := range l.waiting {
+			if len(l.waiting[p]) > 0 {
+				next, prio = l.waiting[p][0], p
+				break
+			}
+		}
+		if next == nil {
+			return
+		}
+		now := l.clk.Now()
+		if len(l.grants) == l.rate {
+			// Full: the next grant may come once the oldest one is a
+			// whole window old.
+			if at := l.grants[l.head].Add(l.window); now.Before(at) {
+				l.armLocked(at, now)
+				return
+			}
+			l.grants[l.head] = now
+			l.head = (l.head + 1) % l.rate
+		} else {
+			l.grants = append(l.grants, now)
+		}
+		l.waiting[prio] = l.waiting[prio][1:]
+		next.granted = true
+		close(next.ready)
+	}
+}
+
+func (l *limiter) armLocked(at, now time.Time) {
+	if l.timer != nil && l.wakeAt.Equal(at) {
+		return
+	}
+	if l.timer != nil {
+		l.timer()
+	}
+	l.wakeAt = at
+	l.timer = l.clk.AfterFunc(at.Sub(now), func() {
+		l.mu.Lock()
+		l.timer = nil
+		l.dispatchLocked()
+		l.mu.Unlock()
+	})
 }
 
 func (b *Bot) pacer(chat int64) *pacer {
