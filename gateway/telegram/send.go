@@ -57,13 +57,15 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 				return nil, err
 			}
 		}
-		if err := b.global.wait(ctx, o.prio); err != nil {
+		slot, err := b.global.wait(ctx, o.prio)
+		if err != nil {
 			return nil, err
 		}
 		done := func(error, string) {}
 		if b.opt.Monitor != nil {
 			d, err := b.opt.Monitor.Telegram().Allow()
 			if err != nil {
+				b.global.finish(slot) // nothing was sent
 				if o.once {
 					return nil, err
 				}
@@ -83,6 +85,7 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		resp, err := b.withTrace(rctx, &wrote).Request(c)
 		cancel()
+		b.global.finish(slot)
 		if o.paced {
 			// Telegram counts when a send reaches it, which may be as late
 			// as its answer: the next send waits a full interval from here.

@@ -392,27 +392,32 @@ func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 }
 
 // limiter holds the bot's sends to at most rate in every sliding window
-// (Telegram's ~30 messages a second is per bot): a send is granted only
-// when fewer than rate grants fell in the window before it, so no burst
-// ever exceeds the budget, unlike a token bucket. Waiting sends are
-// granted by priority, first come first served within one.
+// (Telegram's ~30 messages a second is per bot), as Telegram sees them: a
+// send counts from when it is granted until a window after its answer
+// came (Telegram received it somewhere in between), and a send is granted
+// only while fewer than rate sends count. So no second, however it is
+// placed and however the network delays requests, holds more than rate
+// of them; a token bucket's burst, or spacing that network jitter
+// squeezes together, could. Waiting sends are granted by priority, first
+// come first served within one.
 type limiter struct {
 	clk    clock
 	rate   int
 	window time.Duration
 
 	mu      sync.Mutex
-	grants  []time.Time // the last rate grant times, a ring
-	head    int         // index of the oldest grant once the ring is full
+	active  []*grant // granted sends that still count
 	waiting [numPrios][]*grant
 	timer   func() bool // stops the armed wake-up; nil when none
 	wakeAt  time.Time
 }
 
-// grant is one waiting send; ready is closed when it may go.
+// grant is one send; ready is closed when it may go.
 type grant struct {
-	ready   chan struct{}
-	granted bool
+	ready    chan struct{}
+	granted  bool
+	finished bool
+	end      time.Time // when its answer came (finished)
 }
 
 func newLimiter(clk clock, rate int, window time.Duration) *limiter {
@@ -422,34 +427,49 @@ func newLimiter(clk clock, rate int, window time.Duration) *limiter {
 // reserve queues a send of priority prio and grants what can go now.
 func (l *limiter) reserve(prio int) *grant {
 	g := &grant{ready: make(chan struct{})}
+	p := min(max(prio, 0), numPrios-1)
 	l.mu.Lock()
-	l.waiting[min(max(prio, 0), numPrios-1)] = append(l.waiting[min(max(prio, 0), numPrios-1)], g)
+	l.waiting[p] = append(l.waiting[p], g)
 	l.dispatchLocked()
 	l.mu.Unlock()
 	return g
 }
 
-// wait blocks until the send of priority prio may go, or ctx ends.
-func (l *limiter) wait(ctx context.Context, prio int) error {
+// wait blocks until a send of priority prio may go, or ctx ends. The send
+// must be finished once its answer came (or it was not made).
+func (l *limiter) wait(ctx context.Context, prio int) (*grant, error) {
 	g := l.reserve(prio)
 	select {
 	case <-g.ready:
-		return nil
+		return g, nil
 	case <-ctx.Done():
-		l.cancel(g)
-		return ctx.Err()
+		l.mu.Lock()
+		if g.granted {
+			l.mu.Unlock()
+			l.finish(g)
+		} else {
+			l.removeLocked(g)
+			l.mu.Unlock()
+		}
+		return nil, ctx.Err()
 	}
 }
 
-// cancel takes a waiting send out of the queue. A send already granted
-// keeps its place in the window: counting a send that never went only
-// errs on the safe side.
-func (l *limiter) cancel(g *grant) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if g.granted {
+// finish records that a send's answer came now: it counts one more window.
+func (l *limiter) finish(g *grant) {
+	if g == nil {
 		return
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !g.granted || g.finished {
+		return
+	}
+	g.finished, g.end = true, l.clk.Now()
+	l.dispatchLocked()
+}
+
+func (l *limiter) removeLocked(g *grant) {
 	for p := range l.waiting {
 		for i, w := range l.waiting[p] {
 			if w == g {
@@ -460,37 +480,38 @@ func (l *limiter) cancel(g *grant) {
 	}
 }
 
-// dispatchLocked grants waiting sends, most urgent first, while the window
-// has room, and arms a wake-up for when the oldest grant leaves it.
+// dispatchLocked grants waiting sends, most urgent first, while fewer than
+// rate sends count, and arms a wake-up for when the next one stops
+// counting (a send still waiting for its answer wakes it by finishing).
 func (l *limiter) dispatchLocked() {
-	for {
-		var next *grant
-		prio := 0
-		for p := range l.waiting {
-			if len(l.waiting[p]) > 0 {
-				next, prio = l.waiting[p][0], p
-				break
-			}
+	now := l.clk.Now()
+	keep := l.active[:0]
+	var next time.Time // the earliest moment a finished send stops counting
+	for _, g := range l.active {
+		if g.finished && !now.Before(g.end.Add(l.window)) {
+			continue
 		}
-		if next == nil {
-			return
+		keep = append(keep, g)
+		if g.finished && (next.IsZero() || g.end.Add(l.window).Before(next)) {
+			next = g.end.Add(l.window)
 		}
-		now := l.clk.Now()
-		if len(l.grants) == l.rate {
-			// Full: the next grant may come once the oldest one is a
-			// whole window old.
-			if at := l.grants[l.head].Add(l.window); now.Before(at) {
-				l.armLocked(at, now)
+	}
+	clear(l.active[len(keep):])
+	l.active = keep
+	for p := range l.waiting {
+		for len(l.waiting[p]) > 0 {
+			if len(l.active) >= l.rate {
+				if !next.IsZero() {
+					l.armLocked(next, now)
+				}
 				return
 			}
-			l.grants[l.head] = now
-			l.head = (l.head + 1) % l.rate
-		} else {
-			l.grants = append(l.grants, now)
+			g := l.waiting[p][0]
+			l.waiting[p] = l.waiting[p][1:]
+			g.granted = true
+			l.active = append(l.active, g)
+			close(g.ready)
 		}
-		l.waiting[prio] = l.waiting[prio][1:]
-		next.granted = true
-		close(next.ready)
 	}
 }
 
