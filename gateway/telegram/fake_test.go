@@ -207,6 +207,8 @@ type fakeMsg struct {
 	Raw     string
 	Markup  string
 	ReplyTo int
+	// At is when the message last changed (sent or edited).
+	At time.Time
 }
 
 func newFake(t testing.TB, interval time.Duration, global int) *fakeAPI {
@@ -510,7 +512,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			if !f.limitLocked(w, chat) {
 				return
 			}
-			msg.Text, msg.Raw, msg.Markup = vis, text, markup
+			msg.Text, msg.Raw, msg.Markup, msg.At = vis, text, markup, time.Now()
 			f.edits[chat]++
 			f.notifyLocked()
 			f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, id, chat, vis))
@@ -521,7 +523,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.nextID++
 		reply, _ := strconv.Atoi(r.Form.Get("reply_to_message_id"))
-		msg := &fakeMsg{ID: f.nextID, Text: vis, Raw: text, Markup: markup, ReplyTo: reply}
+		msg := &fakeMsg{ID: f.nextID, Text: vis, Raw: text, Markup: markup, ReplyTo: reply, At: time.Now()}
 		f.msgs[chat] = append(f.msgs[chat], msg)
 		f.notifyLocked()
 		f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, msg.ID, chat, vis))

@@ -33,6 +33,9 @@ type callOpts struct {
 // time. The Bot API has no idempotency key; this bounds the duplicates.
 var errUncertain = errors.New("the answers to two sends of this message were lost; it most likely arrived, so it is not sent again")
 
+// errBusy says a best-effort send was skipped: the budget had no room.
+var errBusy = errors.New("telegram: no room in the send budget now; skipped")
+
 // maxUncertainSends is how many times one sendMessage may go on the wire
 // without an answer: the second try may make one visible duplicate, never
 // more.
@@ -51,14 +54,21 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 	backoff := 250 * time.Millisecond
 	_, isSend := c.(tgbotapi.MessageConfig)
 	uncertain := 0
+	var err error
 	for attempt := 0; ; attempt++ {
 		if o.paced {
 			if err := b.pacer(o.chat).wait(ctx); err != nil {
 				return nil, err
 			}
 		}
-		slot, err := b.global.wait(ctx, o.prio)
-		if err != nil {
+		var slot *grant
+		if o.once {
+			// Best effort: never queued, so it holds up no other send
+			// (nor its own sender's next, more urgent one).
+			if slot = b.global.try(); slot == nil {
+				return nil, errBusy
+			}
+		} else if slot, err = b.global.wait(ctx, o.prio); err != nil {
 			return nil, err
 		}
 		done := func(error, string) {}
@@ -83,7 +93,8 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 		}
 		var wrote atomic.Bool
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		resp, err := b.withTrace(rctx, &wrote).Request(c)
+		var resp *tgbotapi.APIResponse
+		resp, err = b.withTrace(rctx, &wrote).Request(c)
 		cancel()
 		b.global.finish(slot)
 		if o.paced {

@@ -455,6 +455,26 @@ func (l *limiter) wait(ctx context.Context, prio int) (*grant, error) {
 	}
 }
 
+// try grants a send at once when the budget has room and nothing waits,
+// or returns nil: for what is worth sending only if it costs no one a wait.
+func (l *limiter) try() *grant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.waiting {
+		if len(l.waiting[p]) > 0 {
+			return nil
+		}
+	}
+	g := &grant{ready: make(chan struct{})}
+	l.waiting[numPrios-1] = append(l.waiting[numPrios-1], g)
+	l.dispatchLocked()
+	if !g.granted {
+		l.removeLocked(g)
+		return nil
+	}
+	return g
+}
+
 // finish records that a send's answer came now: it counts one more window.
 func (l *limiter) finish(g *grant) {
 	if g == nil {
