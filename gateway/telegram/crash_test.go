@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -220,4 +221,53 @@ func TestLostSendAnswerMakesAtMostOneDuplicate(t *testing.T) {
 			logs.noToken(t)
 		})
 	}
+}
+
+// shrinkModel streams a two-message answer and then hangs, the first time;
+// afterwards it answers "short answer" at once.
+type shrinkModel struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (m *shrinkModel) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	m.mu.Lock()
+	m.calls++
+	first := m.calls == 1
+	m.mu.Unlock()
+	if !first {
+		if err := emit(provider.Delta{Text: "short answer"}); err != nil {
+			return provider.Result{}, err
+		}
+		return provider.Result{Text: "short answer", FinishReason: "stop"}, nil
+	}
+	long := strings.Repeat("word ", 600) + "\n\n" + strings.Repeat("more ", 600) // ~6000 characters: two messages
+	if err := emit(provider.Delta{Text: long}); err != nil {
+		return provider.Result{}, err
+	}
+	<-ctx.Done()
+	return provider.Result{Text: long}, ctx.Err()
+}
+
+// TestCrashResumedShorterReplyDropsExtraParts: a reply cut off by a crash
+// after it had grown into two messages is answered again shorter: the
+// answer goes in the first message and the second, now stale, is deleted.
+func TestCrashResumedShorterReplyDropsExtraParts(t *testing.T) {
+	fake := newFake(t, fakeInterval, fakeGlobal)
+	st := newStackWith(t, stackOpts{model: &shrinkModel{}, fake: fake, prep: func(b *Bot) { b.afterSave = fake.poke }})
+	fake.pushText(111, 111, "go")
+	fake.waitFor("two parts", func() bool { return len(fake.msgs[111]) == 2 })
+	chat := st.bot.currentChat(111)
+	fake.waitFor("both recorded", func() bool {
+		fs, _ := st.bot.loadFollow(111, chat)
+		return len(fs.MsgIDs) == 2
+	})
+	fake.mu.Lock()
+	firstID := fake.msgs[111][0].ID
+	fake.mu.Unlock()
+	st.crash(t, botToken, restartToken)
+	fake.waitFor("the short answer alone", func() bool {
+		m := fake.msgs[111]
+		return len(m) == 1 && m[0].ID == firstID && m[0].Text == "short answer"
+	})
 }

@@ -527,6 +527,19 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		f.msgs[chat] = append(f.msgs[chat], msg)
 		f.notifyLocked()
 		f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, msg.ID, chat, vis))
+	case "deleteMessage":
+		id, _ := strconv.Atoi(r.Form.Get("message_id"))
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, x := range f.msgs[chat] {
+			if x.ID == id {
+				f.msgs[chat] = append(f.msgs[chat][:i], f.msgs[chat][i+1:]...)
+				f.notifyLocked()
+				f.reply(w, "true")
+				return
+			}
+		}
+		f.fail(w, 400, "Bad Request: message to delete not found", "")
 	case "answerCallbackQuery":
 		f.mu.Lock()
 		f.answers = append(f.answers, r.Form.Get("text"))

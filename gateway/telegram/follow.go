@@ -357,7 +357,7 @@ func (f *follower) apply(d chats.Delivery) error {
 				fmt.Sscan(id, &reply)
 			}
 			const t = "Queued: I will answer it after the current reply. Edit your message to change it."
-			id, err := b.sendText(b.ctx, f.key.tg, t, t, &kb, reply, prioFirst)
+			id, err := b.sendText(b.ctx, f.key.tg, t, t, &kb, reply)
 			if err != nil {
 				return err
 			}
@@ -378,7 +378,7 @@ func (f *follower) apply(d chats.Delivery) error {
 						t = "Redirected: the assistant reads it at its next step."
 					}
 				}
-				if err := b.editText(b.ctx, f.key.tg, id, t, t, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
+				if err := b.editText(b.ctx, f.key.tg, id, t, t, nil); err != nil && !isAPIError(err, errEditNotFound) {
 					return err
 				}
 				return f.save()
@@ -445,7 +445,7 @@ func (f *follower) ask(id, text, yes, no, yesLabel, noLabel string) error {
 	kb := tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
 		tgbotapi.NewInlineKeyboardButtonData(yesLabel, yes+id),
 		tgbotapi.NewInlineKeyboardButtonData(noLabel, no+id)))
-	msg, err := f.b.sendText(f.b.ctx, f.key.tg, escape(text), text, &kb, 0, prioFinal)
+	msg, err := f.b.sendTextAt(f.b.ctx, f.key.tg, escape(text), text, &kb, 0, prioFinal)
 	if err != nil {
 		return err
 	}
@@ -463,7 +463,7 @@ func (f *follower) resolve(id, text string) error {
 		return f.save()
 	}
 	delete(f.st.Asks, id)
-	if err := f.b.editText(f.b.ctx, f.key.tg, msg, escape(text), text, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
+	if err := f.b.editText(f.b.ctx, f.key.tg, msg, escape(text), text, nil); err != nil && !isAPIError(err, errEditNotFound) {
 		return err
 	}
 	return f.save()
@@ -494,7 +494,7 @@ func (f *follower) show(text string, final bool) error {
 			if f.st.MsgIDs[i] == 0 {
 				continue // sent, its id lost with Telegram's answer: cannot be edited
 			}
-			err := b.editText(b.ctx, f.key.tg, f.st.MsgIDs[i], html, p, nil, prio)
+			err := b.editTextAt(b.ctx, f.key.tg, f.st.MsgIDs[i], html, p, nil, prio)
 			if err == nil {
 				f.setShown(i, html)
 				continue
@@ -509,7 +509,7 @@ func (f *follower) show(text string, final bool) error {
 		if i == 0 {
 			sp = prioFirst
 		}
-		id, err := b.sendText(b.ctx, f.key.tg, html, p, nil, 0, sp)
+		id, err := b.sendTextAt(b.ctx, f.key.tg, html, p, nil, 0, sp)
 		if errors.Is(err, errUncertain) {
 			id, err = 0, nil // most likely shown; never sent a third time
 		}
@@ -518,6 +518,31 @@ func (f *follower) show(text string, final bool) error {
 		}
 		f.st.MsgIDs = append(f.st.MsgIDs, id)
 		f.setShown(i, html)
+		if err := f.save(); err != nil {
+			return err
+		}
+	}
+	if final && len(f.st.MsgIDs) > len(parts) {
+		// A resumed turn's answer is shorter than the interrupted one's
+		// streamed text: its parts past the end go.
+		for _, id := range f.st.MsgIDs[len(parts):] {
+			if id == 0 {
+				continue
+			}
+			if _, err := b.call(b.ctx, callOpts{chat: f.key.tg, paced: true, prio: prioFinal}, tgbotapi.NewDeleteMessage(f.key.tg, id)); err != nil && !isAPIError(err, errDeleteNotFound) {
+				var te *tgbotapi.Error
+				if !errors.As(err, &te) {
+					return err
+				}
+				// Too old to delete (48 h): say where the reply is.
+				const t = "(This part was replaced by the reply above.)"
+				if err := b.editTextAt(b.ctx, f.key.tg, id, t, t, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
+					return err
+				}
+			}
+		}
+		f.st.MsgIDs = f.st.MsgIDs[:len(parts)]
+		f.shown = f.shown[:min(len(f.shown), len(parts))]
 		if err := f.save(); err != nil {
 			return err
 		}

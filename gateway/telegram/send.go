@@ -15,9 +15,10 @@ import (
 
 // Bot API error texts we act on (wire-formats §1.3).
 const (
-	errNotModified  = "message is not modified"
-	errParse        = "can't parse entities"
-	errEditNotFound = "message to edit not found"
+	errNotModified    = "message is not modified"
+	errParse          = "can't parse entities"
+	errEditNotFound   = "message to edit not found"
+	errDeleteNotFound = "message to delete not found"
 )
 
 // callOpts say how one request is made.
@@ -177,8 +178,14 @@ func isAPIError(err error, text string) bool {
 }
 
 // sendText sends a message rendered as HTML, and as plain text when
-// Telegram refuses the entities. It returns the new message's id.
-func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int, prio int) (int, error) {
+// Telegram refuses the entities, at the priority of a first text (a short
+// answer). It returns the new message's id.
+func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) (int, error) {
+	return b.sendTextAt(ctx, chat, html, plain, kb, replyTo, prioFirst)
+}
+
+// sendTextAt is sendText at priority prio.
+func (b *Bot) sendTextAt(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int, prio int) (int, error) {
 	m := tgbotapi.NewMessage(chat, html)
 	m.ParseMode = tgbotapi.ModeHTML
 	m.DisableWebPagePreview = true
@@ -202,9 +209,15 @@ func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *
 	return msg.MessageID, nil
 }
 
-// editText replaces a message's text (and its buttons: nil removes them).
+// editText replaces a message's text (and its buttons: nil removes them),
+// at the priority of a final text.
 // "message is not modified" is success: the message already shows it.
-func (b *Bot) editText(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, prio int) error {
+func (b *Bot) editText(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup) error {
+	return b.editTextAt(ctx, chat, id, html, plain, kb, prioFinal)
+}
+
+// editTextAt is editText at priority prio.
+func (b *Bot) editTextAt(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, prio int) error {
 	e := tgbotapi.NewEditMessageText(chat, id, html)
 	e.ParseMode = tgbotapi.ModeHTML
 	e.DisableWebPagePreview = true
@@ -226,7 +239,7 @@ func (b *Bot) notify(chat int64, text string, kb *tgbotapi.InlineKeyboardMarkup,
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if _, err := b.sendText(b.ctx, chat, escape(text), text, kb, replyTo, prioFirst); err != nil && b.ctx.Err() == nil {
+		if _, err := b.sendText(b.ctx, chat, escape(text), text, kb, replyTo); err != nil && b.ctx.Err() == nil {
 			b.log.Warn("telegram reply failed", "chat", chat, "err", err)
 		}
 	}()
