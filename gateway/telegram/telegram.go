@@ -8,9 +8,16 @@
 // restart neither loses nor repeats one. Each Telegram chat has a current
 // Mirror chat; a follower per (Telegram chat, Mirror chat) subscribes to the
 // chat's events and streams replies as one Telegram message edited as text
-// arrives, paced per chat and globally below Telegram's flood limits. What a
+// arrives, paced per chat and globally below Telegram's flood limits (the
+// global budget holds in every sliding second, and each chat's first text
+// goes before final texts, which go before streaming edits). What a
 // follower has sent is persisted, so the final text of a reply lands exactly
-// once across retries, 429s and restarts.
+// once across retries, 429s and restarts; its link to the chat is persisted
+// before the chat accepts a message, and a turn resuming one cut off by a
+// crash continues in the messages it had started. The Bot API has no
+// idempotency key: a sendMessage whose answer is lost is sent once more at
+// most (one duplicate), and a crash between a send and its record repeats
+// that send once.
 //
 // In a group the bot answers only messages addressed to it (a mention of
 // @botusername, /command@botusername, or a reply to one of its messages)
