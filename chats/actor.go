@@ -686,16 +686,19 @@ func (a *actor) pick(m *Message, turn string) {
 	a.msgs = append(a.msgs, c)
 }
 
-// maybeStart picks up every pending message, in order, into a new turn.
+// maybeStart picks up every pending message, in order, into a new turn (a
+// turn resuming an interrupted one picks up nothing).
 func (a *actor) maybeStart() {
 	if a.turn != nil || a.quitting || a.broken != nil || len(a.recoveries) > 0 || (len(a.pending) == 0 && !a.meta.Resume) {
 		return // an interrupted call waits for its answer before anything else runs
 	}
+	// A resumed turn answers what the interrupted one had picked up, alone:
+	// messages queued behind it wait for their own turn, as they would have
+	// without the crash, so each message gets its own answer once. (A call
+	// waiting for its approval, asked again, is such a turn too: it must
+	// stay the conversation's last row.)
 	take := a.pending
-	if len(a.reask) > 0 {
-		// The call waiting for its approval must stay the conversation's
-		// last row, so the turn asks it again: messages wait for the next
-		// turn.
+	if a.meta.Resume || len(a.reask) > 0 {
 		take = nil
 	}
 	id := "t" + strconv.FormatUint(a.seq+uint64(len(take))+1, 10)

@@ -268,20 +268,38 @@ func TestRestartLosesNoAcknowledgedMessage(t *testing.T) {
 	if _, err := e.svc.Resume(bg); err != nil {
 		t.Fatal(err)
 	}
-	// One turn answers the interrupted message and the queued one together.
+	// The interrupted turn is answered again, alone; the queued message
+	// then gets a turn and an answer of its own, as without the crash.
+	if got := recvStarted(t, g); got != "first" {
+		t.Fatalf("after restart the resumed turn read %q last, want the interrupted message", got)
+	}
+	g.release <- struct{}{}
 	if got := recvStarted(t, g); got != "second" {
-		t.Fatalf("after restart the model read %q last", got)
+		t.Fatalf("the next turn read %q last", got)
 	}
 	g.release <- struct{}{}
 	waitIdle(t, e, c.ID)
 	stored := e.durable(c.ID)
-	for typ, want := range map[string]int{EvMessageAccepted: 2, EvMessagePicked: 2, EvTurnFailed: 1, EvTurnFinished: 1} {
+	for typ, want := range map[string]int{EvMessageAccepted: 2, EvMessagePicked: 2, EvTurnFailed: 1, EvTurnFinished: 2} {
 		if n := count(stored, typ); n != want {
 			t.Fatalf("%d %s, want %d: %s", n, typ, want, typesOf(stored))
 		}
 	}
-	if ev := stored[len(stored)-1]; !strings.Contains(*ev.Reply, "second") {
-		t.Fatalf("reply %q", *ev.Reply)
+	var replies []string
+	picked := map[string]string{} // message text -> turn that picked it
+	for _, ev := range stored {
+		switch ev.Type {
+		case EvTurnFinished:
+			replies = append(replies, *ev.Reply)
+		case EvMessagePicked:
+			picked[ev.Message.Text] = ev.Turn
+		}
+	}
+	if len(replies) != 2 || !strings.Contains(replies[0], "answer to first") || !strings.Contains(replies[1], "answer to second") {
+		t.Fatalf("replies %q, want one to each message in order", replies)
+	}
+	if picked["first"] == picked["second"] {
+		t.Fatalf("both messages picked by turn %s", picked["first"])
 	}
 }
 

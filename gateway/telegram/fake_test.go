@@ -45,7 +45,79 @@ type fakeAPI struct {
 	// sendMessage and editMessageText, with that Bot API error.
 	pollFail *fakeErr
 	sendFail *fakeErr
+	// all is when every send (sendMessage, editMessageText) was accepted,
+	// in all chats, for the sliding-window check.
+	all []time.Time
+	// dead are tokens of "killed" bots: their requests are dropped (the
+	// connection closed) and reach nothing, as if the process had died.
+	dead map[string]bool
+	// hold, when it says so for a request, keeps it waiting until the
+	// test calls releaseHeld or its bot is killed; held counts them.
+	hold     func(token, method string, chat int64) bool
+	held     int
+	released chan struct{}
+	// lose, when it says so, has a request done but its answer lost: the
+	// connection closes instead (Telegram got it, the network broke).
+	lose func(method string, chat int64) bool
 }
+
+// kill makes the bot of token dead to the fake, from now on.
+func (f *fakeAPI) kill(token string) {
+	f.mu.Lock()
+	if f.dead == nil {
+		f.dead = map[string]bool{}
+	}
+	f.dead[token] = true
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+// releaseHeld lets every held request go on.
+func (f *fakeAPI) releaseHeld() {
+	f.mu.Lock()
+	close(f.released)
+	f.released = make(chan struct{})
+	f.hold = nil
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+// maxInWindow is the most sends accepted in any sliding window of d.
+func (f *fakeAPI) maxInWindow(d time.Duration) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maxInWindow(f.all, d)
+}
+
+// maxInWindow is the most of the sorted times ts in any window (t-d, t].
+func maxInWindow(ts []time.Time, d time.Duration) int {
+	best, lo := 0, 0
+	for hi := range ts {
+		for ts[hi].Sub(ts[lo]) >= d {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+// drop closes the request's connection without an answer.
+func drop(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// lostWriter swallows an answer that is to be lost.
+type lostWriter struct{ h http.Header }
+
+func (l *lostWriter) Header() http.Header         { return l.h }
+func (l *lostWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (l *lostWriter) WriteHeader(int)             {}
 
 // fakeErr is a Bot API error answer.
 type fakeErr struct {
@@ -135,10 +207,12 @@ type fakeMsg struct {
 	Raw     string
 	Markup  string
 	ReplyTo int
+	// At is when the message last changed (sent or edited).
+	At time.Time
 }
 
 func newFake(t testing.TB, interval time.Duration, global int) *fakeAPI {
-	f := &fakeAPI{t: t, interval: interval, global: global, changed: make(chan struct{}), nextID: 1000,
+	f := &fakeAPI{t: t, interval: interval, global: global, changed: make(chan struct{}), nextID: 1000, released: make(chan struct{}),
 		msgs: map[int64][]*fakeMsg{}, lastSend: map[int64]time.Time{}, calls: map[string]int{},
 		edits: map[int64]int{}, sendsAt: map[int64][]time.Time{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
@@ -288,6 +362,7 @@ func (f *fakeAPI) limitLocked(w http.ResponseWriter, chat int64) bool {
 		return false
 	}
 	f.recent = append(f.recent, now)
+	f.all = append(f.all, now)
 	f.lastSend[chat] = now
 	f.sendsAt[chat] = append(f.sendsAt[chat], now)
 	return true
@@ -299,10 +374,46 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := path.Base(r.URL.Path)
+	token := strings.TrimPrefix(path.Dir(r.URL.Path), "/bot")
+	chat, _ := strconv.ParseInt(r.Form.Get("chat_id"), 10, 64)
+	f.mu.Lock()
+	dead, hold, lose := f.dead[token], f.hold, f.lose
+	f.mu.Unlock()
+	if dead {
+		drop(w)
+		return
+	}
+	if hold != nil && hold(token, m, chat) {
+		f.mu.Lock()
+		f.held++
+		f.notifyLocked()
+		f.mu.Unlock()
+		for {
+			f.mu.Lock()
+			rel, ch, dead := f.released, f.changed, f.dead[token]
+			f.mu.Unlock()
+			if dead {
+				drop(w)
+				return
+			}
+			select {
+			case <-rel:
+			case <-ch:
+				continue
+			case <-r.Context().Done():
+				return
+			}
+			break
+		}
+	}
+	if lose != nil && lose(m, chat) {
+		orig := w
+		w = &lostWriter{h: http.Header{}}
+		defer drop(orig)
+	}
 	f.mu.Lock()
 	f.calls[m]++
 	f.mu.Unlock()
-	chat, _ := strconv.ParseInt(r.Form.Get("chat_id"), 10, 64)
 	switch m {
 	case "getMe":
 		f.reply(w, `{"id":42,"is_bot":true,"first_name":"Fake","username":"fake_bot"}`)
@@ -401,7 +512,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			if !f.limitLocked(w, chat) {
 				return
 			}
-			msg.Text, msg.Raw, msg.Markup = vis, text, markup
+			msg.Text, msg.Raw, msg.Markup, msg.At = vis, text, markup, time.Now()
 			f.edits[chat]++
 			f.notifyLocked()
 			f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, id, chat, vis))
@@ -412,10 +523,23 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.nextID++
 		reply, _ := strconv.Atoi(r.Form.Get("reply_to_message_id"))
-		msg := &fakeMsg{ID: f.nextID, Text: vis, Raw: text, Markup: markup, ReplyTo: reply}
+		msg := &fakeMsg{ID: f.nextID, Text: vis, Raw: text, Markup: markup, ReplyTo: reply, At: time.Now()}
 		f.msgs[chat] = append(f.msgs[chat], msg)
 		f.notifyLocked()
 		f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, msg.ID, chat, vis))
+	case "deleteMessage":
+		id, _ := strconv.Atoi(r.Form.Get("message_id"))
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, x := range f.msgs[chat] {
+			if x.ID == id {
+				f.msgs[chat] = append(f.msgs[chat][:i], f.msgs[chat][i+1:]...)
+				f.notifyLocked()
+				f.reply(w, "true")
+				return
+			}
+		}
+		f.fail(w, 400, "Bad Request: message to delete not found", "")
 	case "answerCallbackQuery":
 		f.mu.Lock()
 		f.answers = append(f.answers, r.Form.Get("text"))

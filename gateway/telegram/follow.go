@@ -62,7 +62,10 @@ func (f *follower) take() []chats.Delivery {
 
 // follow makes sure Telegram chat tg follows Mirror chat chat, subscribing
 // before it returns, so nothing sent to the chat afterwards is missed. st is
-// the persisted state to resume from (nil: start from a snapshot).
+// the persisted state to resume from (nil: start from a snapshot). A new
+// follower's state is committed before follow returns, so a message the
+// chat accepts afterwards is followed after a crash too: the restart
+// resumes from the seq the follow began at and delivers its answer.
 func (b *Bot) follow(tg int64, chat string, st *followState) error {
 	key := followKey{tg, chat}
 	b.mu.Lock()
@@ -76,6 +79,13 @@ func (b *Bot) follow(tg int64, chat string, st *followState) error {
 		return chats.ErrClosed
 	}
 	f := &follower{b: b, key: key, signal: make(chan struct{}, 1)}
+	fresh := st == nil
+	if fresh {
+		// A follower retired in memory may have left its record behind.
+		if old, ok := b.loadFollow(tg, chat); ok {
+			st, fresh = &old, false
+		}
+	}
 	if st != nil {
 		f.st = *st
 	}
@@ -85,7 +95,10 @@ func (b *Bot) follow(tg int64, chat string, st *followState) error {
 	b.wg.Add(1)
 	b.mu.Unlock()
 	var since *uint64
-	if f.seen > 0 {
+	if !fresh {
+		// Resume after the last event handled, even 0: a stored follower
+		// must see every event after it, not a snapshot that may have
+		// passed over a whole turn.
 		s := f.seen
 		since = &s
 	}
@@ -99,8 +112,40 @@ func (b *Bot) follow(tg int64, chat string, st *followState) error {
 		}
 		return fmt.Errorf("telegram: follow chat %s: %w", chat, err)
 	}
+	if fresh {
+		// The snapshot Open delivered is the first delivery: its seq is
+		// where a restart resumes.
+		f.mu.Lock()
+		if len(f.queue) > 0 && f.queue[0].Snapshot != nil {
+			f.seen = max(f.seen, f.queue[0].Snapshot.Seq)
+		}
+		f.mu.Unlock()
+		if err := f.save(); err != nil {
+			b.mu.Lock()
+			delete(b.followers, key)
+			b.mu.Unlock()
+			b.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = b.svc.Unsubscribe(ctx, chat, f)
+			return fmt.Errorf("telegram: follow chat %s: %w", chat, err)
+		}
+	}
 	go f.run()
 	return nil
+}
+
+// loadFollow reads the stored state of the pair (tg, chat).
+func (b *Bot) loadFollow(tg int64, chat string) (followState, bool) {
+	var st followState
+	found := false
+	_ = b.read(func(bk *bolt.Bucket) error {
+		if v := bk.Get(tgKey("f", tg, chat)); v != nil {
+			found = json.Unmarshal(v, &st) == nil
+		}
+		return nil
+	})
+	return st, found
 }
 
 // unfollowOthers retires every follower of tg but the one of keep: each
@@ -197,6 +242,9 @@ func (f *follower) save() error { return f.saveWith(nil) }
 func (f *follower) saveWith(more func(bk *bolt.Bucket) error) error {
 	f.st.LastSeq = f.seen
 	v, _ := json.Marshal(f.st)
+	if f.b.afterSave != nil {
+		defer f.b.afterSave()
+	}
 	return f.b.write(func(bk *bolt.Bucket) error {
 		if more != nil {
 			if err := more(bk); err != nil {
@@ -208,11 +256,24 @@ func (f *follower) saveWith(more func(bk *bolt.Bucket) error) error {
 }
 
 func (f *follower) newTurn(turn string) {
-	if f.st.Turn != turn {
-		f.st.Turn, f.st.MsgIDs, f.st.Landed, f.shown = turn, nil, false, nil
-	}
+	f.adopt(turn)
 	f.running, f.reply, f.dirty = true, "", false
 	f.typeAt = time.Time{}
+}
+
+// adopt makes turn the one the follower shows. A turn that resumes an
+// interrupted one (the next turn of the chat: chats gives it nothing else
+// to answer) continues in the messages the interrupted one had started,
+// so no cut-off reply is left behind; any other turn starts afresh.
+func (f *follower) adopt(turn string) {
+	if f.st.Turn == turn {
+		return
+	}
+	if f.st.Interrupted && !f.st.Landed && len(f.st.MsgIDs) > 0 {
+		f.st.Turn, f.st.Interrupted = turn, false
+		return
+	}
+	f.st.Turn, f.st.MsgIDs, f.st.Landed, f.st.Interrupted, f.shown = turn, nil, false, false, nil
 }
 
 func (f *follower) apply(d chats.Delivery) error {
@@ -272,8 +333,12 @@ func (f *follower) apply(d chats.Delivery) error {
 		return f.land(ev.Turn, text, msgID(ev.Message))
 	case chats.EvTurnFailed:
 		if ev.Class == "interrupted" {
-			// The turn goes on when the chat is back; keep its messages.
+			// The turn goes on when the chat is back, in the messages it
+			// had started.
 			f.running = false
+			if ev.Turn == f.st.Turn && !f.st.Landed && len(f.st.MsgIDs) > 0 {
+				f.st.Interrupted = true
+			}
 			return f.save()
 		}
 		text := f.reply
@@ -386,7 +451,7 @@ func (f *follower) ask(id, text, yes, no, yesLabel, noLabel string) error {
 	kb := tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
 		tgbotapi.NewInlineKeyboardButtonData(yesLabel, yes+id),
 		tgbotapi.NewInlineKeyboardButtonData(noLabel, no+id)))
-	msg, err := f.b.sendText(f.b.ctx, f.key.tg, escape(text), text, &kb, 0)
+	msg, err := f.b.sendTextAt(f.b.ctx, f.key.tg, escape(text), text, &kb, 0, prioFinal)
 	if err != nil {
 		return err
 	}
@@ -413,11 +478,17 @@ func (f *follower) resolve(id, text string) error {
 // show makes the turn's messages show text: parts already showing it are
 // left alone, known messages are edited, and only a part with no message
 // yet is sent; each new message id is persisted at once, so no later retry
-// or restart sends that part again.
-func (f *follower) show(text string) error {
+// or restart sends that part again. final says text is the turn's last:
+// its sends and edits go before streaming edits, and a reply's first
+// message before both.
+func (f *follower) show(text string, final bool) error {
 	b := f.b
 	if strings.TrimSpace(text) == "" {
 		text = "(no text)"
+	}
+	prio := prioEdit
+	if final {
+		prio = prioFinal
 	}
 	parts := split(text, MaxMessage)
 	for i, p := range parts {
@@ -426,7 +497,10 @@ func (f *follower) show(text string) error {
 			continue
 		}
 		if i < len(f.st.MsgIDs) {
-			err := b.editText(b.ctx, f.key.tg, f.st.MsgIDs[i], html, p, nil)
+			if f.st.MsgIDs[i] == 0 {
+				continue // sent, its id lost with Telegram's answer: cannot be edited
+			}
+			err := b.editTextAt(b.ctx, f.key.tg, f.st.MsgIDs[i], html, p, nil, prio)
 			if err == nil {
 				f.setShown(i, html)
 				continue
@@ -437,12 +511,44 @@ func (f *follower) show(text string) error {
 			// Someone deleted that message: send the part again.
 			f.st.MsgIDs = f.st.MsgIDs[:i]
 		}
-		id, err := b.sendText(b.ctx, f.key.tg, html, p, nil, 0)
+		sp := prio
+		if i == 0 {
+			sp = prioFirst
+		}
+		id, err := b.sendTextAt(b.ctx, f.key.tg, html, p, nil, 0, sp)
+		if errors.Is(err, errUncertain) {
+			id, err = 0, nil // most likely shown; never sent a third time
+		}
 		if err != nil {
 			return err
 		}
 		f.st.MsgIDs = append(f.st.MsgIDs, id)
 		f.setShown(i, html)
+		if err := f.save(); err != nil {
+			return err
+		}
+	}
+	if final && len(f.st.MsgIDs) > len(parts) {
+		// A resumed turn's answer is shorter than the interrupted one's
+		// streamed text: its parts past the end go.
+		for _, id := range f.st.MsgIDs[len(parts):] {
+			if id == 0 {
+				continue
+			}
+			if _, err := b.call(b.ctx, callOpts{chat: f.key.tg, paced: true, prio: prioFinal}, tgbotapi.NewDeleteMessage(f.key.tg, id)); err != nil && !isAPIError(err, errDeleteNotFound) {
+				var te *tgbotapi.Error
+				if !errors.As(err, &te) {
+					return err
+				}
+				// Too old to delete (48 h): say where the reply is.
+				const t = "(This part was replaced by the reply above.)"
+				if err := b.editTextAt(b.ctx, f.key.tg, id, t, t, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
+					return err
+				}
+			}
+		}
+		f.st.MsgIDs = f.st.MsgIDs[:len(parts)]
+		f.shown = f.shown[:min(len(f.shown), len(parts))]
 		if err := f.save(); err != nil {
 			return err
 		}
@@ -461,7 +567,7 @@ func (f *follower) stream() error {
 	if strings.TrimSpace(f.reply) == "" {
 		return nil
 	}
-	return f.show(f.reply)
+	return f.show(f.reply, false)
 }
 
 func msgID(m *chats.Message) string {
@@ -477,12 +583,10 @@ func msgID(m *chats.Message) string {
 // the turn's Telegram messages is then mapped to msg, the Mirror message
 // it shows (for /pin as a reply), in the same write.
 func (f *follower) land(turn, text, msg string) error {
-	if f.st.Turn != turn {
-		f.st.Turn, f.st.MsgIDs, f.st.Landed, f.shown = turn, nil, false, nil
-	}
+	f.adopt(turn)
 	f.running, f.dirty = false, false
 	if !f.st.Landed {
-		if err := f.show(text); err != nil {
+		if err := f.show(text, true); err != nil {
 			if f.b.ctx.Err() != nil {
 				return err // shutting down: the replay after restart lands it
 			}
@@ -500,6 +604,9 @@ func (f *follower) land(turn, text, msg string) error {
 	ids := append([]int(nil), f.st.MsgIDs...)
 	return f.saveWith(func(bk *bolt.Bucket) error {
 		for _, id := range ids {
+			if id == 0 {
+				continue
+			}
 			if err := bk.Put(tgKey("m", f.key.tg, id), v); err != nil {
 				return err
 			}

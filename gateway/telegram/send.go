@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -14,9 +15,10 @@ import (
 
 // Bot API error texts we act on (wire-formats §1.3).
 const (
-	errNotModified  = "message is not modified"
-	errParse        = "can't parse entities"
-	errEditNotFound = "message to edit not found"
+	errNotModified    = "message is not modified"
+	errParse          = "can't parse entities"
+	errEditNotFound   = "message to edit not found"
+	errDeleteNotFound = "message to delete not found"
 )
 
 // callOpts say how one request is made.
@@ -24,28 +26,57 @@ type callOpts struct {
 	chat  int64 // the Telegram chat it goes to; 0 for none
 	paced bool  // counts against the chat's one-a-second pacing
 	once  bool  // best effort: no retry (typing actions)
+	prio  int   // its place in the global queue (prioFirst, prioFinal, prioEdit)
 }
 
-// call makes one Bot API request: paced per chat and globally, guarded by
-// the Telegram breaker, retrying 429 after retry_after and transient
-// failures with backoff until ctx ends. Errors that retrying cannot fix
-// (400, 401, 403) return at once. A request, once on the wire, is not
-// cancelled by ctx: its answer is needed to record what was sent.
+// errUncertain says a sendMessage went on the wire twice and both answers
+// were lost: Telegram may show it twice already, so it is not sent a third
+// time. The Bot API has no idempotency key; this bounds the duplicates.
+var errUncertain = errors.New("the answers to two sends of this message were lost; it most likely arrived, so it is not sent again")
+
+// errBusy says a best-effort send was skipped: the budget had no room.
+var errBusy = errors.New("telegram: no room in the send budget now; skipped")
+
+// maxUncertainSends is how many times one sendMessage may go on the wire
+// without an answer: the second try may make one visible duplicate, never
+// more.
+const maxUncertainSends = 2
+
+// call makes one Bot API request: paced per chat and globally (by
+// priority, within Telegram's per-bot budget in every sliding second),
+// guarded by the Telegram breaker, retrying 429 after retry_after and
+// transient failures with backoff until ctx ends. Errors that retrying
+// cannot fix (400, 401, 403) return at once. A request, once on the wire,
+// is not cancelled by ctx: its answer is needed to record what was sent. A
+// sendMessage whose answer is lost after it was written may have arrived:
+// it is sent again once, and after a second such loss call gives up with
+// errUncertain rather than risk a second duplicate.
 func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbotapi.APIResponse, error) {
 	backoff := 250 * time.Millisecond
+	_, isSend := c.(tgbotapi.MessageConfig)
+	uncertain := 0
+	var err error
 	for attempt := 0; ; attempt++ {
 		if o.paced {
 			if err := b.pacer(o.chat).wait(ctx); err != nil {
 				return nil, err
 			}
 		}
-		if err := b.global.wait(ctx); err != nil {
+		var slot *grant
+		if o.once {
+			// Best effort: never queued, so it holds up no other send
+			// (nor its own sender's next, more urgent one).
+			if slot = b.global.try(); slot == nil {
+				return nil, errBusy
+			}
+		} else if slot, err = b.global.wait(ctx, o.prio); err != nil {
 			return nil, err
 		}
 		done := func(error, string) {}
 		if b.opt.Monitor != nil {
 			d, err := b.opt.Monitor.Telegram().Allow()
 			if err != nil {
+				b.global.finish(slot) // nothing was sent
 				if o.once {
 					return nil, err
 				}
@@ -61,9 +92,12 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 			}
 			done = d
 		}
+		var wrote atomic.Bool
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		resp, err := b.with(rctx).Request(c)
+		var resp *tgbotapi.APIResponse
+		resp, err = b.withTrace(rctx, &wrote).Request(c)
 		cancel()
+		b.global.finish(slot)
 		if o.paced {
 			// Telegram counts when a send reaches it, which may be as late
 			// as its answer: the next send waits a full interval from here.
@@ -99,6 +133,13 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 		default:
 			done(err, monitor.ClassNetwork)
 			wait = backoff
+			if isSend && wrote.Load() {
+				// Written, unanswered: Telegram may have it.
+				if uncertain++; uncertain >= maxUncertainSends {
+					b.log.Warn("telegram: sendMessage answer lost twice; not sent again", "chat", o.chat, "err", err)
+					return nil, fmt.Errorf("telegram %s: %w (last: %w)", method(c), errUncertain, err)
+				}
+			}
 		}
 		if o.once {
 			return nil, fmt.Errorf("telegram %s: %w", method(c), err)
@@ -137,8 +178,14 @@ func isAPIError(err error, text string) bool {
 }
 
 // sendText sends a message rendered as HTML, and as plain text when
-// Telegram refuses the entities. It returns the new message's id.
+// Telegram refuses the entities, at the priority of a first text (a short
+// answer). It returns the new message's id.
 func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) (int, error) {
+	return b.sendTextAt(ctx, chat, html, plain, kb, replyTo, prioFirst)
+}
+
+// sendTextAt is sendText at priority prio.
+func (b *Bot) sendTextAt(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int, prio int) (int, error) {
 	m := tgbotapi.NewMessage(chat, html)
 	m.ParseMode = tgbotapi.ModeHTML
 	m.DisableWebPagePreview = true
@@ -147,10 +194,10 @@ func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *
 	if kb != nil {
 		m.ReplyMarkup = *kb
 	}
-	resp, err := b.call(ctx, callOpts{chat: chat, paced: true}, m)
+	resp, err := b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, m)
 	if err != nil && isAPIError(err, errParse) {
 		m.Text, m.ParseMode = plain, ""
-		resp, err = b.call(ctx, callOpts{chat: chat, paced: true}, m)
+		resp, err = b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, m)
 	}
 	if err != nil {
 		return 0, err
@@ -162,17 +209,23 @@ func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *
 	return msg.MessageID, nil
 }
 
-// editText replaces a message's text (and its buttons: nil removes them).
+// editText replaces a message's text (and its buttons: nil removes them),
+// at the priority of a final text.
 // "message is not modified" is success: the message already shows it.
 func (b *Bot) editText(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup) error {
+	return b.editTextAt(ctx, chat, id, html, plain, kb, prioFinal)
+}
+
+// editTextAt is editText at priority prio.
+func (b *Bot) editTextAt(ctx context.Context, chat int64, id int, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, prio int) error {
 	e := tgbotapi.NewEditMessageText(chat, id, html)
 	e.ParseMode = tgbotapi.ModeHTML
 	e.DisableWebPagePreview = true
 	e.ReplyMarkup = kb
-	_, err := b.call(ctx, callOpts{chat: chat, paced: true}, e)
+	_, err := b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, e)
 	if err != nil && isAPIError(err, errParse) {
 		e.Text, e.ParseMode = plain, ""
-		_, err = b.call(ctx, callOpts{chat: chat, paced: true}, e)
+		_, err = b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, e)
 	}
 	if err != nil && isAPIError(err, errNotModified) {
 		return nil
@@ -199,12 +252,12 @@ func (b *Bot) answerCallback(id, text string) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if _, err := b.call(b.ctx, callOpts{}, tgbotapi.NewCallback(id, text)); err != nil && b.ctx.Err() == nil {
+		if _, err := b.call(b.ctx, callOpts{prio: prioFirst}, tgbotapi.NewCallback(id, text)); err != nil && b.ctx.Err() == nil {
 			b.log.Warn("telegram answerCallbackQuery failed", "err", err)
 		}
 	}()
 }
 
 func (b *Bot) typing(ctx context.Context, chat int64) {
-	_, _ = b.call(ctx, callOpts{chat: chat, once: true}, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping))
+	_, _ = b.call(ctx, callOpts{chat: chat, once: true, prio: prioEdit}, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping))
 }

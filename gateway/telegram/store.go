@@ -85,6 +85,10 @@ type followState struct {
 	MsgIDs  []int  `json:"msg_ids,omitempty"`
 	// Landed says the final text of Turn is in MsgIDs.
 	Landed bool `json:"landed,omitempty"`
+	// Interrupted says Turn stopped with the gateway before it landed: the
+	// turn resuming it continues in MsgIDs. An id of 0 in MsgIDs is a part
+	// sent whose id was lost with Telegram's answer.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Asks maps an approval or recovery id to the message with its buttons;
 	// Acks a pending Mirror message id to its "queued" reply.
 	Asks map[string]int `json:"asks,omitempty"`

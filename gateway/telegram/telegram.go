@@ -8,9 +8,16 @@
 // restart neither loses nor repeats one. Each Telegram chat has a current
 // Mirror chat; a follower per (Telegram chat, Mirror chat) subscribes to the
 // chat's events and streams replies as one Telegram message edited as text
-// arrives, paced per chat and globally below Telegram's flood limits. What a
+// arrives, paced per chat and globally below Telegram's flood limits (the
+// global budget holds in every sliding second, and each chat's first text
+// goes before final texts, which go before streaming edits). What a
 // follower has sent is persisted, so the final text of a reply lands exactly
-// once across retries, 429s and restarts.
+// once across retries, 429s and restarts; its link to the chat is persisted
+// before the chat accepts a message, and a turn resuming one cut off by a
+// crash continues in the messages it had started. The Bot API has no
+// idempotency key: a sendMessage whose answer is lost is sent once more at
+// most (one duplicate), and a crash between a send and its record repeats
+// that send once.
 //
 // In a group the bot answers only messages addressed to it (a mention of
 // @botusername, /command@botusername, or a reply to one of its messages)
@@ -33,8 +40,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -100,7 +109,7 @@ type Bot struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	global   *pacer
+	global   *limiter
 	pacersMu sync.Mutex
 	pacers   map[int64]*pacer
 
@@ -112,6 +121,8 @@ type Bot struct {
 	// afterLand, when set (tests), runs after a follower recorded a final
 	// text and its message mapping.
 	afterLand func()
+	// afterSave, when set (tests), runs after a follower committed its state.
+	afterSave func()
 
 	mu        sync.Mutex
 	followers map[followKey]*follower
@@ -161,7 +172,7 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 	bctx, cancel := context.WithCancel(context.Background())
 	b := &Bot{opt: opt, cfg: opt.Config.Telegram, log: opt.Log, svc: opt.Chats, store: opt.Store,
 		secret: opt.WebhookSecret, ctx: bctx, cancel: cancel,
-		global: newPacer(time.Second / time.Duration(opt.GlobalRate)), pacers: map[int64]*pacer{},
+		global: newLimiter(realClock{}, opt.GlobalRate, time.Second), pacers: map[int64]*pacer{},
 		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command}
 	b.sends = sendLimit(opt.Config)
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
@@ -228,18 +239,32 @@ func (b *Bot) Close() {
 type ctxClient struct {
 	ctx context.Context
 	c   *http.Client
+	// wrote, when set, records that the whole request went on the wire:
+	// a failure after that leaves unknown whether Telegram acted on it.
+	wrote *atomic.Bool
 }
 
 func (c ctxClient) Do(req *http.Request) (*http.Response, error) {
-	resp, err := c.c.Do(req.WithContext(c.ctx))
+	ctx := c.ctx
+	if c.wrote != nil {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				c.wrote.Store(true)
+			}
+		}})
+	}
+	resp, err := c.c.Do(req.WithContext(ctx))
 	return resp, redactErr(err)
 }
 
 // with returns a shallow copy of the API bound to ctx, so each call carries
 // its own deadline and cancellation.
-func (b *Bot) with(ctx context.Context) *tgbotapi.BotAPI {
+func (b *Bot) with(ctx context.Context) *tgbotapi.BotAPI { return b.withTrace(ctx, nil) }
+
+// withTrace is with, recording in wrote whether a request was written.
+func (b *Bot) withTrace(ctx context.Context, wrote *atomic.Bool) *tgbotapi.BotAPI {
 	api := *b.api
-	api.Client = ctxClient{ctx: ctx, c: b.opt.HTTPClient}
+	api.Client = ctxClient{ctx: ctx, c: b.opt.HTTPClient, wrote: wrote}
 	return &api
 }
 
@@ -345,6 +370,192 @@ func (p *pacer) delay(until time.Time) {
 		p.next = until
 	}
 	p.mu.Unlock()
+}
+
+// Priorities of the bot's sends, most urgent first: a reply's first text
+// (and short answers: acknowledgements, command answers, button answers),
+// then final texts, then what only shows progress (streaming edits, the
+// typing action). Under load progress waits, so that every chat sees its
+// first text as early as the budget allows.
+const (
+	prioFirst = iota
+	prioFinal
+	prioEdit
+	numPrios
+)
+
+// clock is the limiter's time: the real one, or a test's.
+type clock interface {
+	Now() time.Time
+	// AfterFunc calls f after d; stop cancels it.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// limiter holds the bot's sends to at most rate in every sliding window
+// (Telegram's ~30 messages a second is per bot), as Telegram sees them: a
+// send counts from when it is granted until a window after its answer
+// came (Telegram received it somewhere in between), and a send is granted
+// only while fewer than rate sends count. So no second, however it is
+// placed and however the network delays requests, holds more than rate
+// of them; a token bucket's burst, or spacing that network jitter
+// squeezes together, could. Waiting sends are granted by priority, first
+// come first served within one.
+type limiter struct {
+	clk    clock
+	rate   int
+	window time.Duration
+
+	mu      sync.Mutex
+	active  []*grant // granted sends that still count
+	waiting [numPrios][]*grant
+	timer   func() bool // stops the armed wake-up; nil when none
+	wakeAt  time.Time
+}
+
+// grant is one send; ready is closed when it may go.
+type grant struct {
+	ready    chan struct{}
+	granted  bool
+	finished bool
+	end      time.Time // when its answer came (finished)
+}
+
+func newLimiter(clk clock, rate int, window time.Duration) *limiter {
+	return &limiter{clk: clk, rate: max(rate, 1), window: window}
+}
+
+// reserve queues a send of priority prio and grants what can go now.
+func (l *limiter) reserve(prio int) *grant {
+	g := &grant{ready: make(chan struct{})}
+	p := min(max(prio, 0), numPrios-1)
+	l.mu.Lock()
+	l.waiting[p] = append(l.waiting[p], g)
+	l.dispatchLocked()
+	l.mu.Unlock()
+	return g
+}
+
+// wait blocks until a send of priority prio may go, or ctx ends. The send
+// must be finished once its answer came (or it was not made).
+func (l *limiter) wait(ctx context.Context, prio int) (*grant, error) {
+	g := l.reserve(prio)
+	select {
+	case <-g.ready:
+		return g, nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		if g.granted {
+			l.mu.Unlock()
+			l.finish(g)
+		} else {
+			l.removeLocked(g)
+			l.mu.Unlock()
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// try grants a send at once when the budget has room and nothing waits,
+// or returns nil: for what is worth sending only if it costs no one a wait.
+func (l *limiter) try() *grant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.waiting {
+		if len(l.waiting[p]) > 0 {
+			return nil
+		}
+	}
+	g := &grant{ready: make(chan struct{})}
+	l.waiting[numPrios-1] = append(l.waiting[numPrios-1], g)
+	l.dispatchLocked()
+	if !g.granted {
+		l.removeLocked(g)
+		return nil
+	}
+	return g
+}
+
+// finish records that a send's answer came now: it counts one more window.
+func (l *limiter) finish(g *grant) {
+	if g == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !g.granted || g.finished {
+		return
+	}
+	g.finished, g.end = true, l.clk.Now()
+	l.dispatchLocked()
+}
+
+func (l *limiter) removeLocked(g *grant) {
+	for p := range l.waiting {
+		for i, w := range l.waiting[p] {
+			if w == g {
+				l.waiting[p] = append(l.waiting[p][:i], l.waiting[p][i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// dispatchLocked grants waiting sends, most urgent first, while fewer than
+// rate sends count, and arms a wake-up for when the next one stops
+// counting (a send still waiting for its answer wakes it by finishing).
+func (l *limiter) dispatchLocked() {
+	now := l.clk.Now()
+	keep := l.active[:0]
+	var next time.Time // the earliest moment a finished send stops counting
+	for _, g := range l.active {
+		if g.finished && !now.Before(g.end.Add(l.window)) {
+			continue
+		}
+		keep = append(keep, g)
+		if g.finished && (next.IsZero() || g.end.Add(l.window).Before(next)) {
+			next = g.end.Add(l.window)
+		}
+	}
+	clear(l.active[len(keep):])
+	l.active = keep
+	for p := range l.waiting {
+		for len(l.waiting[p]) > 0 {
+			if len(l.active) >= l.rate {
+				if !next.IsZero() {
+					l.armLocked(next, now)
+				}
+				return
+			}
+			g := l.waiting[p][0]
+			l.waiting[p] = l.waiting[p][1:]
+			g.granted = true
+			l.active = append(l.active, g)
+			close(g.ready)
+		}
+	}
+}
+
+func (l *limiter) armLocked(at, now time.Time) {
+	if l.timer != nil && l.wakeAt.Equal(at) {
+		return
+	}
+	if l.timer != nil {
+		l.timer()
+	}
+	l.wakeAt = at
+	l.timer = l.clk.AfterFunc(at.Sub(now), func() {
+		l.mu.Lock()
+		l.timer = nil
+		l.dispatchLocked()
+		l.mu.Unlock()
+	})
 }
 
 func (b *Bot) pacer(chat int64) *pacer {
