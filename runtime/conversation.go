@@ -87,10 +87,7 @@ func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 	s := sizer{e: e, m: m, defs: e.defsCount(defs), count: tokens.For(m.Remote).Count}
 	s.fixed = s.count(SystemPrompt) + s.defs
 	s.budget, _ = budget.New(m.Window, e.contextLimit(m), 0) // validated at load or when chosen
-	maxAnswer := m.MaxOutput
-	if maxAnswer <= 0 {
-		maxAnswer = s.budget.Reserve
-	}
+	maxAnswer := e.outputCap(m)                              // what each request asks for
 	// The effective hard is never above the checkpoint mark: a boundary
 	// comes before the view would have to be re-planned.
 	soft, hard := e.ratios(m)

@@ -519,7 +519,7 @@ models:
 			}
 			streamed := false
 			r := req
-			r.Model, r.MaxTokens = m.Remote, m.MaxOutput
+			r.Model, r.MaxTokens = m.Remote, e.outputCap(m)
 			res, err := e.ask(ctx, m, r, func(d provider.Delta) error {
 				streamed = true
 				return onDelta(d.Text)

@@ -13,12 +13,12 @@ func TestToolChoiceForcesOneTool(t *testing.T) {
 	req := provider.Request{Model: "m", MaxTokens: 100,
 		Messages: []provider.Message{{Role: provider.RoleSystem, Content: "s"}, {Role: provider.RoleUser, Content: "u"}},
 		Tools:    []provider.Tool{{Name: "handoff_update", Parameters: []byte(`{"type":"object"}`)}}}
-	plain, err := encodeRequest(req)
+	plain, err := encodeRequest(req, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.ToolChoice = "handoff_update"
-	forced, err := encodeRequest(req)
+	forced, err := encodeRequest(req, false)
 	if err != nil {
 		t.Fatal(err)
 	}

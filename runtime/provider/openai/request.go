@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -67,8 +68,10 @@ type wireToolDef struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// encodeRequest builds the JSON body for req.
-func encodeRequest(req provider.Request) ([]byte, error) {
+// encodeRequest builds the JSON body for req. official says the endpoint is
+// OpenAI's own API (api.openai.com), which decides how the answer's cap is
+// named (capField).
+func encodeRequest(req provider.Request, official bool) ([]byte, error) {
 	w := wireRequest{
 		Model:         req.Model,
 		Messages:      make([]wireMessage, 0, len(req.Messages)),
@@ -100,10 +103,7 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 		w.ToolChoice = &wireToolChoice{Type: "function", Function: wireToolName{Name: req.ToolChoice}}
 	}
 	if req.MaxTokens > 0 {
-		// OpenAI's reasoning models refuse max_tokens ("Use
-		// 'max_completion_tokens' instead"); most compatible servers know
-		// only max_tokens.
-		if usesMaxCompletionTokens(req.Model) {
+		if capField(req.Model, official) == fieldMaxCompletionTokens {
 			w.MaxCompletionTokens = req.MaxTokens
 		} else {
 			w.MaxTokens = req.MaxTokens
@@ -112,15 +112,47 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 	return provider.MarshalWire(w)
 }
 
-// usesMaxCompletionTokens reports OpenAI models that accept only
-// max_completion_tokens: the o-series and gpt-5.
-func usesMaxCompletionTokens(model string) bool {
+// The two names of the answer's cap in a chat-completions request.
+const (
+	fieldMaxTokens           = "max_tokens"
+	fieldMaxCompletionTokens = "max_completion_tokens"
+)
+
+// capField names the answer's cap for model. OpenAI documents
+// max_completion_tokens for every chat-completions model and keeps
+// max_tokens only as deprecated, which its reasoning models (o-series,
+// gpt-5 and later) refuse outright ("Use 'max_completion_tokens'
+// instead"): on OpenAI's own API it is always max_completion_tokens.
+// Compatible servers are another matter: Ollama's documented request
+// fields list max_tokens only, llama.cpp's server and older vLLM read
+// max_tokens and ignore a field they do not know, so there the cap would
+// silently not apply. Elsewhere, then, max_tokens, except for a model
+// that is named as one of OpenAI's reasoning models: an endpoint serving
+// those (a proxy or router in front of OpenAI) passes the field to a model
+// that refuses max_tokens.
+func capField(model string, official bool) string {
+	if official || reasoningModel(model) {
+		return fieldMaxCompletionTokens
+	}
+	return fieldMaxTokens
+}
+
+// isOfficial reports a base URL on OpenAI's own API host.
+func isOfficial(base string) bool {
+	u, err := url.Parse(base)
+	return err == nil && strings.EqualFold(u.Hostname(), "api.openai.com")
+}
+
+// reasoningModel reports the names of OpenAI's models that accept only
+// max_completion_tokens: the o-series and gpt-5 with its point releases
+// (gpt-5.1, gpt-5.2-mini), with or without a router's "openai/" prefix.
+func reasoningModel(model string) bool {
 	m := strings.ToLower(model)
 	if i := strings.LastIndexByte(m, '/'); i >= 0 {
 		m = m[i+1:]
 	}
 	for _, p := range []string{"o1", "o3", "o4", "gpt-5"} {
-		if m == p || strings.HasPrefix(m, p+"-") {
+		if rest, ok := strings.CutPrefix(m, p); ok && (rest == "" || rest[0] == '-' || rest[0] == '.') {
 			return true
 		}
 	}
