@@ -3,11 +3,15 @@ package chats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mirror-gateway/mirror/config/datadir"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
 )
@@ -150,30 +154,103 @@ func PruneDays(args []string) (int, error) {
 	return 0, fmt.Errorf("%w: usage: /prune-sessions [days], days a positive whole number (default 30); nothing was deleted", ErrBadInput)
 }
 
-// PruneReport says what Prune did, in counts only.
+// PruneReport says what Prune did, in counts by bounded category: never a
+// path, a chat's content or an OS error chain (those go to the log).
 type PruneReport struct {
-	Days          int
-	Deleted       int
-	SkippedActive int // chats older than the cutoff that were running, waiting, loaded or the one asking
-	Failed        int
+	Days int
+	// Removed counts the chats removed whole: their metadata, record,
+	// pending queue, archive, tool outputs, held recovery answers,
+	// file-change ledger and data_dir/workstreams/<chat> folder.
+	Removed int
+	// SkippedActive counts old chats kept because they are active: the one
+	// asking, loaded, running or interrupted, or with pending messages.
+	SkippedActive int
+	// NotFound counts old chats that were gone by the time their turn came.
+	NotFound int
+	// PermissionDenied, Unsafe and Failed count chats not removed whole:
+	// some part could not be deleted because the OS refused (permission
+	// denied), because a link or foreign object stood in the way and was
+	// left alone (unsafe), or for any other reason (failed). What is left
+	// of a chat whose record went is removed by a later prune.
+	PermissionDenied, Unsafe, Failed int
+	// Leftovers counts folders under data_dir/workstreams of chats deleted
+	// before (by an earlier prune that could not finish, or before
+	// pruning removed them) that this prune removed.
+	Leftovers int
+	// LeftoversNot says why those folders could not be looked through or
+	// removed ("permission denied", "unsafe", "failed"); "" when they were.
+	LeftoversNot string
 }
 
 func (r PruneReport) String() string {
-	s := fmt.Sprintf("Pruned chats inactive for more than %d days: %d deleted", r.Days, r.Deleted)
-	if r.SkippedActive > 0 {
-		s += fmt.Sprintf(", %d skipped as active", r.SkippedActive)
+	s := fmt.Sprintf("Pruned chats inactive for more than %d days: %d removed", r.Days, r.Removed)
+	for _, c := range []struct {
+		n    int
+		what string
+	}{
+		{r.SkippedActive, "skipped as active"},
+		{r.NotFound, "not found"},
+		{r.PermissionDenied, "permission denied"},
+		{r.Unsafe, "left alone as unsafe (a link or foreign file in the way)"},
+		{r.Failed, "failed"},
+		{r.Leftovers, "leftover handoff folders of deleted chats removed"},
+	} {
+		if c.n > 0 {
+			s += fmt.Sprintf(", %d %s", c.n, c.what)
+		}
 	}
-	if r.Failed > 0 {
-		s += fmt.Sprintf(", %d failed", r.Failed)
+	if r.LeftoversNot != "" {
+		s += ", leftover handoff folders of deleted chats not removed (" + r.LeftoversNot + ")"
 	}
 	return s + "."
 }
 
+// category is the bounded name of a failure's kind.
+func category(err error) string {
+	switch {
+	case errors.Is(err, datadir.ErrUnsafe):
+		return "unsafe"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	case errors.Is(err, fs.ErrNotExist):
+		return "not found"
+	}
+	return "failed"
+}
+
+// count adds one chat's outcome to the report.
+func (r *PruneReport) count(err error) {
+	if err == nil {
+		r.Removed++
+		return
+	}
+	r.failed(err)
+}
+
+// failed counts err under its category.
+func (r *PruneReport) failed(err error) {
+	switch category(err) {
+	case "unsafe":
+		r.Unsafe++
+	case "permission denied":
+		r.PermissionDenied++
+	case "not found":
+		r.NotFound++
+	default:
+		r.Failed++
+	}
+}
+
 // Prune deletes the chats whose last activity is strictly older than days
-// ago, with everything stored for them (record, pending, archive, tool
-// outputs, file-change ledger). It never deletes active: the chat that asked,
-// a chat in memory, a chat with a running or interrupted turn, or one with
-// pending messages.
+// ago, with everything stored for them: metadata, record, pending queue,
+// archive, tool outputs and held recovery answers in one transaction, then
+// the file-change ledger and the handoff folder under
+// data_dir/workstreams. It never deletes active: the chat that asked, a
+// chat in memory, a chat with a running or interrupted turn, or one with
+// pending messages. Memory notes (data_dir/memory) stay: they are what the
+// assistant learned, read by every chat, not part of the one they came
+// from. Handoff folders of chats that no longer exist are removed too, so
+// what an earlier prune could not remove goes with the next one.
 func (s *Service) Prune(ctx context.Context, days int, active string) (PruneReport, error) {
 	r := PruneReport{Days: days}
 	if days <= 0 {
@@ -201,39 +278,103 @@ func (s *Service) Prune(ctx context.Context, days int, active string) (PruneRepo
 			r.SkippedActive++
 			continue
 		}
-		deleted, err := s.drop(ctx, c.ID, cutoff)
+		state, err := s.drop(ctx, c.ID, cutoff)
 		switch {
 		case err != nil:
-			r.Failed++
 			s.log.Warn("prune chat", "chat", c.ID, "err", err)
-		case deleted:
-			r.Deleted++
-			if s.opt.Ledger != nil {
-				if err := s.opt.Ledger.Drop(c.ID); err != nil {
-					s.log.Warn("prune chat ledger", "chat", c.ID, "err", err)
-				}
-			}
-		default:
+			r.count(err)
+		case state == dropGone:
+			r.NotFound++
+		case state == dropActive:
 			r.SkippedActive++
+		default:
+			r.count(s.dropFiles(c.ID))
 		}
 	}
+	if err := s.pruneLeftovers(&r); err != nil {
+		s.log.Warn("prune leftover handoff folders", "err", err)
+		r.LeftoversNot = category(err)
+	}
 	return r, nil
+}
+
+// What drop found.
+const (
+	dropRemoved = iota
+	dropActive  // came back to life: loaded, or active again on disk
+	dropGone    // no longer stored
+)
+
+// dropFiles deletes what a removed chat kept outside the chats buckets:
+// its file-change ledger and its handoff folder. Both are tried; the first
+// error says how the chat is counted.
+func (s *Service) dropFiles(id string) error {
+	var first error
+	if s.opt.Ledger != nil {
+		if err := s.opt.Ledger.Drop(id); err != nil {
+			s.log.Warn("prune chat ledger", "chat", id, "err", err)
+			first = err
+		}
+	}
+	if s.opt.DataDir != "" {
+		if err := boundary.RemoveWorkstream(s.opt.DataDir, id); err != nil {
+			s.log.Warn("prune chat handoff folder", "chat", id, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// pruneLeftovers removes the handoff folders of chats that are no longer
+// stored and not in memory.
+func (s *Service) pruneLeftovers(r *PruneReport) error {
+	if s.opt.DataDir == "" {
+		return nil
+	}
+	ids, err := boundary.Workstreams(s.opt.DataDir)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	for _, id := range ids {
+		sh := s.shardOf(id)
+		sh.mu.Lock()
+		var stored bool
+		err := s.store.db.View(func(tx *bolt.Tx) error {
+			stored = tx.Bucket(bucketChats).Get([]byte(id)) != nil
+			return nil
+		})
+		if err == nil && !stored && sh.m[id] == nil {
+			if err = boundary.RemoveWorkstream(s.opt.DataDir, id); err == nil {
+				r.Leftovers++
+			}
+		}
+		sh.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // drop deletes one chat unless it came back to life: it holds the chat's
 // shard lock, so the chat cannot be loaded while its rows go, and checks
 // the stored metadata again inside the transaction.
-func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (bool, error) {
+func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (int, error) {
 	sh := s.shardOf(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.m[id] != nil {
-		return false, nil
+		return dropActive, nil
 	}
-	deleted := false
+	state := dropActive
 	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
-		deleted = false
+		state = dropActive
 		c, ok, err := loadChat(tx, id)
+		if err == nil && !ok {
+			state = dropGone
+		}
 		if err != nil || !ok || !c.UpdatedAt.Before(cutoff) || c.Turn != "" || c.Resume || c.Pending > 0 {
 			return err
 		}
@@ -254,8 +395,8 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (bool, 
 				return err
 			}
 		}
-		deleted = true
+		state = dropRemoved
 		return nil
 	})
-	return deleted, err
+	return state, err
 }

@@ -106,7 +106,7 @@ func TestPruneSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Deleted != 1 || r.SkippedActive != 2 || r.Failed != 0 {
+	if r.Removed != 1 || r.SkippedActive != 2 || r.Failed != 0 {
 		t.Fatalf("report %+v", r)
 	}
 	list, _ := e.svc.List(bg)

@@ -70,6 +70,8 @@ type env struct {
 	tools     bool
 	workspace string
 	ledger    *tools.Ledger
+	// dataDir, when set, is where chats keep their handoff folders.
+	dataDir string
 }
 
 func newEnv(t *testing.T, g *gate) *env {
@@ -99,7 +101,7 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	opt := Options{Store: store, Turner: eng, Idle: time.Minute}
+	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir}
 	if e.tools {
 		if e.ledger, err = tools.NewLedger(db); err != nil {
 			e.t.Fatal(err)

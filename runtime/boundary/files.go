@@ -189,3 +189,50 @@ func Slug(title string) string {
 	}
 	return s
 }
+
+// RemoveWorkstream deletes data_dir/workstreams/<chat> with everything in
+// it, for a chat that is deleted. The data dir and the workstreams dir are
+// checked first with the data dir's rules (a link or a foreign directory
+// there is refused with datadir.ErrUnsafe, never followed); below them
+// nothing is followed either, since a link inside is removed as a link.
+// A chat that never had a folder gives nil.
+func RemoveWorkstream(dataDir, chat string) error {
+	if err := CheckChat(chat); err != nil {
+		return err
+	}
+	ws := filepath.Join(dataDir, WorkstreamsDir)
+	for _, d := range []string{dataDir, ws} {
+		if err := datadir.CheckDir(d); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // no workstreams at all
+			}
+			return err
+		}
+	}
+	return os.RemoveAll(filepath.Join(ws, chat))
+}
+
+// Workstreams lists the chat ids that have a folder under
+// data_dir/workstreams; names that could not be a chat are left out.
+func Workstreams(dataDir string) ([]string, error) {
+	ws := filepath.Join(dataDir, WorkstreamsDir)
+	for _, d := range []string{dataDir, ws} {
+		if err := datadir.CheckDir(d); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, nil
+			}
+			return nil, err
+		}
+	}
+	entries, err := os.ReadDir(ws)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if CheckChat(e.Name()) == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
