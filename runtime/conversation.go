@@ -88,10 +88,17 @@ func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 	s.fixed = s.count(SystemPrompt) + s.defs
 	s.budget, _ = budget.New(m.Window, e.contextLimit(m), 0) // validated at load or when chosen
 	maxAnswer := e.outputCap(m)                              // what each request asks for
-	// The effective hard is never above the checkpoint mark: a boundary
-	// comes before the view would have to be re-planned.
+	// The effective hard is never above the checkpoint mark, both counted
+	// in tokens of the conversation: when hard's share of a large window
+	// is past the mark, the boundary does not wait for a conversation the
+	// view would have to re-plan anyway. The fixed part is not taken off
+	// the mark: the checkpoint is what acts on a request whose fixed part
+	// is large (a long tool roster), since a boundary cannot shrink it;
+	// taking it off put hard exactly where the whole request reaches the
+	// mark, so the boundary, read as the turn starts with the new message
+	// counted, always came first and cleared a short conversation.
 	soft, hard := e.ratios(m)
-	s.limits = boundary.NewLimits(m.Window, soft, hard, maxAnswer, s.budget.Mark-s.fixed)
+	s.limits = boundary.NewLimits(m.Window, soft, hard, maxAnswer, s.budget.Mark)
 	return s
 }
 

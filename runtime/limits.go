@@ -40,7 +40,7 @@ type ModelInfo struct {
 	// its whole window, so there is nothing to set.
 	Choices []budget.Choice `json:"choices"`
 	// The conversation's limits in force, as shares of the window and in
-	// tokens (hard is capped at the checkpoint mark less the fixed part),
+	// tokens (hard is capped at the checkpoint mark),
 	// and the shares runtime.yaml gives.
 	SoftRatio  float64    `json:"soft_ratio"`
 	HardRatio  float64    `json:"hard_ratio"`

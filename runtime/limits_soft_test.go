@@ -25,7 +25,7 @@ func TestACappedHardKeepsSoftBelowItEverywhere(t *testing.T) {
 	}
 	info := e.Models()[0]
 	sz := e.sizer(e.models["m"], e.offered(true))
-	mark := sz.budget.Mark - sz.fixed
+	mark := sz.budget.Mark
 	if mark <= 0 || mark >= 7200 {
 		t.Fatalf("the test needs the mark (%d) to cap hard 7200", mark)
 	}

@@ -42,8 +42,10 @@ type Limits struct {
 
 // NewLimits derives the limits from the window and the ratios of
 // compaction.soft_ratio and compaction.hard_ratio. The effective hard is
-// never above checkpointMark (the request budget's checkpoint mark; 0 means
-// none), so a boundary comes before the view would have to be re-planned.
+// never above checkpointMark (the request budget's checkpoint mark, read as
+// a count of the conversation; 0 means none), so on a window whose hard
+// share is past the mark the boundary does not wait for a conversation the
+// view would re-plan anyway.
 // When the mark caps hard, soft moves down in the same proportion
 // (capped hard × softRatio/hardRatio), so the warning to finish the step
 // still comes first, as far ahead of hard as the ratios put it.
