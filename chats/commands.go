@@ -243,9 +243,8 @@ func (r *PruneReport) failed(err error) {
 
 // Prune deletes the chats whose last activity is strictly older than days
 // ago, with everything stored for them: metadata, record, pending queue,
-// archive, tool outputs and held recovery answers in one transaction, then
-// the file-change ledger and the handoff folder under
-// data_dir/workstreams. It never deletes active: the chat that asked, a
+// archive, tool outputs, held recovery answers and file-change ledger in
+// one transaction, then the handoff folder under data_dir/workstreams. It never deletes active: the chat that asked, a
 // chat in memory, a chat with a running or interrupted turn, or one with
 // pending messages. Memory notes (data_dir/memory) stay: they are what the
 // assistant learned, read by every chat, not part of the one they came
@@ -305,26 +304,18 @@ const (
 	dropGone    // no longer stored
 )
 
-// dropFiles deletes what a removed chat kept outside the chats buckets:
-// its file-change ledger and its handoff folder. Both are tried; the first
-// error says how the chat is counted.
+// dropFiles deletes what a removed chat kept outside the database: its
+// handoff folder. A folder that cannot go now is removed by a later prune
+// (pruneLeftovers), since its chat no longer exists.
 func (s *Service) dropFiles(id string) error {
-	var first error
-	if s.opt.Ledger != nil {
-		if err := s.opt.Ledger.Drop(id); err != nil {
-			s.log.Warn("prune chat ledger", "chat", id, "err", err)
-			first = err
-		}
+	if s.opt.DataDir == "" {
+		return nil
 	}
-	if s.opt.DataDir != "" {
-		if err := boundary.RemoveWorkstream(s.opt.DataDir, id); err != nil {
-			s.log.Warn("prune chat handoff folder", "chat", id, "err", err)
-			if first == nil {
-				first = err
-			}
-		}
+	err := boundary.RemoveWorkstream(s.opt.DataDir, id)
+	if err != nil {
+		s.log.Warn("prune chat handoff folder", "chat", id, "err", err)
 	}
-	return first
+	return err
 }
 
 // pruneLeftovers removes the handoff folders of chats that are no longer
@@ -392,6 +383,13 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (int, e
 		}
 		for _, h := range heldAnswers(tx, id) {
 			if err := tx.Bucket(bucketHeld).Delete([]byte(h[0])); err != nil {
+				return err
+			}
+		}
+		if s.opt.Ledger != nil {
+			// In the same commit: a crash cannot leave a ledger behind
+			// that no chat owns.
+			if err := s.opt.Ledger.DropTx(tx, id); err != nil {
 				return err
 			}
 		}

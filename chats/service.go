@@ -63,7 +63,9 @@ type Options struct {
 	// together with its first text. Zero uses 20ms.
 	PickupDelay time.Duration
 	// Ledger serves /changes and /rewind of the files in Workspace; nil
-	// when no file tools run.
+	// when no file tools run. It keeps its buckets in the Store's
+	// database: a pruned chat's ledger goes in the commit that removes
+	// the chat.
 	Ledger    *tools.Ledger
 	Workspace string
 	// DataDir is where each chat's handoff record is kept current

@@ -296,25 +296,34 @@ func (l *Ledger) Rewind(chat string, turn uint64, workspace string) (RewindRepor
 func (l *Ledger) Drop(chat string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.db.Update(func(tx *bolt.Tx) error {
-		top := tx.Bucket(bucketChanges)
-		chats := top.Bucket(bucketChats)
-		b := chats.Bucket([]byte(chat))
-		if b == nil {
-			return nil
-		}
-		blobs, refs := top.Bucket(bucketBlobs), top.Bucket(bucketRefs)
-		var keys [][]byte
-		if err := b.ForEach(func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil }); err != nil {
+	return l.db.Update(func(tx *bolt.Tx) error { return l.DropTx(tx, chat) })
+}
+
+// DropTx is Drop inside tx, a write transaction on the ledger's database,
+// so that the chat's other rows go in the same commit. The caller makes
+// sure no call of chat runs or is rewound meanwhile (a chat not loaded has
+// none); bbolt's one writer orders it with every other ledger change.
+func (l *Ledger) DropTx(tx *bolt.Tx, chat string) error {
+	top := tx.Bucket(bucketChanges)
+	if top == nil {
+		return nil
+	}
+	chats := top.Bucket(bucketChats)
+	b := chats.Bucket([]byte(chat))
+	if b == nil {
+		return nil
+	}
+	blobs, refs := top.Bucket(bucketBlobs), top.Bucket(bucketRefs)
+	var keys [][]byte
+	if err := b.ForEach(func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil }); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := l.forget(b, k, blobs, refs); err != nil {
 			return err
 		}
-		for _, k := range keys {
-			if err := l.forget(b, k, blobs, refs); err != nil {
-				return err
-			}
-		}
-		return chats.DeleteBucket([]byte(chat))
-	})
+	}
+	return chats.DeleteBucket([]byte(chat))
 }
 
 // forget deletes one entry and releases its blob.
