@@ -64,6 +64,13 @@ func (c *Counter) encode(text string, emit func([]int)) {
 		switch {
 		case prev >= 0 && hardBoundary(prev, r):
 			mark = i
+			if mark-from >= chunkBytes {
+				// Smaller calls keep tiktoken-go's per-call buffers (the
+				// text as runes, the ids) small: less to allocate and
+				// collect, the same ids.
+				emit(c.enc.EncodeOrdinary(text[from:mark]))
+				from = mark
+			}
 		case i+size-mark > maxPiece:
 			// A stretch longer than maxPiece without a proven boundary:
 			// find where it ends and count it piece by piece.
