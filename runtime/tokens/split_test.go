@@ -321,7 +321,7 @@ func FuzzCount(f *testing.F) {
 }
 
 // benchText is 256 KiB (the message size limit) of the named input.
-func benchText(b *testing.B, name string) string {
+func benchText(b testing.TB, name string) string {
 	const size = 256 << 10
 	switch name {
 	case "prose":
