@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -72,10 +73,14 @@ func Redact(s, key string) string {
 	return s
 }
 
-// Snippet is a short, valid UTF-8, one-line excerpt of raw for messages.
-func Snippet(raw []byte) string {
+// Snippet is a short, valid UTF-8, one-line excerpt of raw for messages,
+// with key and key-shaped text redacted. The whole of raw is redacted
+// before it is cut: cut first, a key straddling the cut would lose its
+// tail, no longer match, and its head would reach the message.
+func Snippet(raw []byte, key string) string {
 	const max = 300
-	s := strings.Join(strings.Fields(string(bytes.TrimSpace(raw))), " ")
+	s := Redact(strings.ToValidUTF8(string(raw), "\uFFFD"), key)
+	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > max {
 		cut := max
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
@@ -83,7 +88,34 @@ func Snippet(raw []byte) string {
 		}
 		s = s[:cut] + "…"
 	}
-	return strings.ToValidUTF8(s, "�")
+	return s
+}
+
+// ReadCapped reads r up to n bytes. When r held more, the cut may have
+// fallen inside key, and what precedes the cut is a key prefix that
+// redaction cannot recognise, so a tail of the result that could begin key
+// is dropped too.
+func ReadCapped(r io.Reader, n int64, key string) ([]byte, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, n+1))
+	if int64(len(raw)) <= n {
+		return raw, err
+	}
+	raw = raw[:n]
+	return raw[:len(raw)-keyHeadAtEnd(raw, key)], err
+}
+
+// keyHeadAtEnd is the length of the longest tail of raw that is a proper
+// prefix of key (0 for a key too short to redact).
+func keyHeadAtEnd(raw []byte, key string) int {
+	if len(key) < minKeyRedact {
+		return 0
+	}
+	for k := min(len(key)-1, len(raw)); k > 0; k-- {
+		if bytes.HasSuffix(raw, []byte(key[:k])) {
+			return k
+		}
+	}
+	return 0
 }
 
 // NetworkError maps a failure to reach a provider or to read its stream

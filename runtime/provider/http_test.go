@@ -46,11 +46,44 @@ func TestNetworkError(t *testing.T) {
 
 func TestSnippet(t *testing.T) {
 	long := strings.Repeat("é", 400)
-	s := Snippet([]byte(long))
+	s := Snippet([]byte(long), "")
 	if !strings.HasSuffix(s, "…") || len(s) > 310 || strings.ContainsRune(s, '\uFFFD') {
 		t.Fatalf("snippet %q", s)
 	}
-	if Snippet([]byte("  a\n\tb  ")) != "a b" {
+	if Snippet([]byte("  a\n\tb  "), "") != "a b" {
 		t.Fatal("whitespace not folded")
+	}
+}
+
+// TestSnippetRedactsBeforeCutting: a key straddling the snippet's cut is
+// redacted whole, so none of its head survives.
+func TestSnippetRedactsBeforeCutting(t *testing.T) {
+	key := "Zq9Xw8Vu7Ts6Rp5On4Ml3Kj2Ih1Gf0EdCbAzYxWv"
+	for i := 250; i <= 310; i++ {
+		raw := strings.Repeat("e", i) + key + strings.Repeat(" tail", 20)
+		if s := Snippet([]byte(raw), key); strings.Contains(s, key[:4]) {
+			t.Fatalf("key at %d: snippet %q", i, s)
+		}
+	}
+}
+
+func TestReadCapped(t *testing.T) {
+	key := "Zq9Xw8Vu7Ts6Rp5On4Ml3Kj2Ih1Gf0EdCbAzYxWv"
+	for _, tt := range []struct {
+		body string
+		n    int64
+		want string
+	}{
+		{"short body", 100, "short body"},
+		{"exactly", 7, "exactly"},
+		{"cut here and more", 8, "cut here"},
+		{"body " + key, 5 + 10, "body "},                    // key cut after 10 bytes: the head goes too
+		{"body " + key, 5 + int64(len(key)), "body " + key}, // whole, for Redact to find
+		{"body Zq9 other", 8, "body "},                      // a tail that could begin the key
+	} {
+		got, err := ReadCapped(strings.NewReader(tt.body), tt.n, key)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("ReadCapped(%q, %d) = %q, %v; want %q", tt.body, tt.n, got, err, tt.want)
+		}
 	}
 }

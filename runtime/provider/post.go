@@ -79,7 +79,7 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A server that stalls here is cut by the idle watchdog; what
 		// arrived by then is enough to classify the failure.
-		raw, rerr := io.ReadAll(io.LimitReader(r.Body, MaxErrorBody))
+		raw, rerr := ReadCapped(r.Body, MaxErrorBody, p.Key)
 		r.Close()
 		if rerr != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", p.Name, ctx.Err())

@@ -17,14 +17,28 @@ type (
 	// its JSON, for the adapter's own error mapping.
 	StreamError struct{ Body []byte }
 	// DecodeError is a stream whose bytes are not the provider's chunks
-	// (typically one cut short).
-	DecodeError struct{ Msg string }
+	// (typically one cut short). Data is the offending event, quoted as a
+	// snippet; it is kept whole so that Finish redacts the key from all
+	// of it before cutting.
+	DecodeError struct {
+		Msg  string
+		Data []byte
+	}
 )
 
 func (e *EmitError) Error() string   { return e.Err.Error() }
 func (e *EmitError) Unwrap() error   { return e.Err }
 func (e *StreamError) Error() string { return "error event in stream" }
-func (e *DecodeError) Error() string { return e.Msg }
+func (e *DecodeError) Error() string { return e.text("") }
+
+// text is the error's message with key redacted.
+func (e *DecodeError) text(key string) string {
+	msg := Redact(e.Msg, key)
+	if e.Data != nil {
+		msg += ": " + Snippet(e.Data, key)
+	}
+	return msg
+}
 
 // ErrIdle is the cancellation cause an adapter's idle watchdog sets.
 var ErrIdle = errors.New("stream idle")
@@ -74,7 +88,7 @@ func (s StreamEnd) Finish(ctx, rctx context.Context, res Result, complete bool, 
 	case errors.Is(context.Cause(rctx), ErrIdle):
 		return Partial(res), broke(fmt.Sprintf("nothing received for %s", s.Idle))
 	case errors.As(err, &de):
-		return Partial(res), broke(Redact(de.Error(), s.Key))
+		return Partial(res), broke(de.text(s.Key))
 	default:
 		return Partial(res), NetworkError(s.Name, s.Key, err, "stream broke mid-reply: ")
 	}

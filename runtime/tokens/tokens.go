@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dlclark/regexp2"
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
@@ -54,6 +55,7 @@ type Counter struct {
 	name   string
 	once   sync.Once
 	enc    *tiktoken.Tiktoken
+	split  *regexp2.Regexp // the encoding's pre-tokenizer, for overlong stretches
 	err    error
 	recent countCache
 }
@@ -108,13 +110,19 @@ func (c *Counter) Encoding() string { return c.name }
 // reports whether it could be loaded. Startup may call it to pay the load cost
 // (~150 ms for o200k) before the first message arrives.
 func (c *Counter) Load() error {
-	c.once.Do(func() { c.enc, c.err = tiktoken.GetEncoding(c.name) })
+	c.once.Do(func() {
+		if c.enc, c.err = tiktoken.GetEncoding(c.name); c.err == nil {
+			c.split, c.err = compileSplit(c.name)
+		}
+	})
 	return c.err
 }
 
-// Count returns the number of tokens in text. Should the embedded tables ever
-// fail to load, it returns a deliberately high estimate (bytes/2.8, above
-// every measured text) rather than 0, so budgets stay on the safe side.
+// Count returns the number of tokens in text, in time linear in its length
+// (split.go bounds the pre-tokens that would make it quadratic). Should the
+// embedded tables ever fail to load, it returns a deliberately high
+// estimate (bytes/2.8, above every measured text) rather than 0, so budgets
+// stay on the safe side.
 func (c *Counter) Count(text string) int {
 	if text == "" {
 		return 0
@@ -123,13 +131,19 @@ func (c *Counter) Count(text string) int {
 		return (len(text)*10 + 27) / 28
 	}
 	if len(text) > cacheMaxText {
-		return len(c.enc.EncodeOrdinary(text))
+		return c.count(text)
 	}
 	if n, ok := c.recent.get(text); ok {
 		return n
 	}
-	n := len(c.enc.EncodeOrdinary(text))
+	n := c.count(text)
 	c.recent.put(text, n)
+	return n
+}
+
+func (c *Counter) count(text string) int {
+	n := 0
+	c.encode(text, func(ids []int) { n += len(ids) })
 	return n
 }
 
@@ -168,10 +182,14 @@ func (c *countCache) put(s string, n int) {
 }
 
 // Encode returns the token ids of text, treating special-token markers as
-// plain text. It returns nil when the encoding cannot be loaded.
+// plain text. It returns nil when the encoding cannot be loaded. The ids
+// are tiktoken's, except inside a pre-token longer than maxPiece bytes,
+// which is encoded in bounded pieces (see split.go), as Count counts it.
 func (c *Counter) Encode(text string) []int {
 	if c.Load() != nil {
 		return nil
 	}
-	return c.enc.EncodeOrdinary(text)
+	var out []int
+	c.encode(text, func(ids []int) { out = append(out, ids...) })
+	return out
 }

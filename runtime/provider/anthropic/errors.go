@@ -26,14 +26,14 @@ type errorInfo struct {
 	typ, message, detail string
 }
 
-func parseErrorBody(raw []byte) errorInfo {
+func parseErrorBody(raw []byte, key string) errorInfo {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return errorInfo{}
 	}
 	var we wireError
 	if json.Unmarshal(raw, &we) != nil || we.Error == nil {
-		return errorInfo{message: provider.Snippet(raw)}
+		return errorInfo{message: provider.Snippet(raw, key)}
 	}
 	info := errorInfo{typ: we.Error.Type, message: strings.TrimSpace(we.Error.Message)}
 	if we.Error.Details != nil {
@@ -45,7 +45,7 @@ func parseErrorBody(raw []byte) errorInfo {
 // bodyError maps an HTTP status (0 for an error event inside a stream), its
 // headers and error body into a provider error.
 func (c *Client) bodyError(status int, h http.Header, raw []byte, now time.Time) *provider.Error {
-	info := parseErrorBody(raw)
+	info := parseErrorBody(raw, c.key)
 	msg := info.message
 	if msg == "" && status != 0 {
 		msg = http.StatusText(status)

@@ -140,7 +140,7 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 	}
 	var ev wireEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
-		return &provider.DecodeError{Msg: "undecodable event: " + err.Error() + ": " + provider.Snippet(data)}
+		return &provider.DecodeError{Msg: "undecodable event: " + err.Error(), Data: bytes.Clone(data)}
 	}
 	typ := ev.Type
 	if typ == "" {

@@ -52,7 +52,7 @@ type errorInfo struct {
 // parseErrorBody reads Google's error body. The non-SSE stream endpoint
 // wraps it in an array, so accept [{"error":…}] too; anything else keeps a
 // snippet as the message.
-func parseErrorBody(raw []byte) errorInfo {
+func parseErrorBody(raw []byte, key string) errorInfo {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return errorInfo{}
@@ -64,10 +64,10 @@ func parseErrorBody(raw []byte) errorInfo {
 			we = arr[0]
 		}
 	} else if err := json.Unmarshal(raw, &we); err != nil {
-		return errorInfo{message: provider.Snippet(raw)}
+		return errorInfo{message: provider.Snippet(raw, key)}
 	}
 	if we.Error == nil {
-		return errorInfo{message: provider.Snippet(raw)}
+		return errorInfo{message: provider.Snippet(raw, key)}
 	}
 	e := we.Error
 	info := errorInfo{code: e.Code, message: strings.TrimSpace(e.Message), status: strings.ToUpper(e.Status)}
@@ -186,7 +186,7 @@ func messageRetry(msg string) time.Duration {
 // body's own code stands in), its headers and error body into a provider
 // error.
 func (c *Client) bodyError(status int, h http.Header, raw []byte, now time.Time) *provider.Error {
-	info := parseErrorBody(raw)
+	info := parseErrorBody(raw, c.key)
 	msg := info.message
 	if msg == "" && status != 0 {
 		msg = http.StatusText(status)

@@ -21,7 +21,7 @@ type errorInfo struct {
 // parseErrorBody reads {"error":{message,type,param,code}} and the shapes
 // compatible servers use instead: {"error":"text"}, {"message":…},
 // {"detail":…} (FastAPI), or plain text.
-func parseErrorBody(raw []byte) errorInfo {
+func parseErrorBody(raw []byte, key string) errorInfo {
 	raw = bytes.TrimSpace(raw)
 	var env struct {
 		Error   json.RawMessage `json:"error"`
@@ -34,7 +34,7 @@ func parseErrorBody(raw []byte) errorInfo {
 		return errorInfo{}
 	}
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return errorInfo{message: snippet(raw)}
+		return errorInfo{message: snippet(raw, key)}
 	}
 	var obj struct {
 		Message json.RawMessage `json:"message"`
@@ -50,7 +50,7 @@ func parseErrorBody(raw []byte) errorInfo {
 	}
 	if info.message == "" && len(env.Detail) > 0 {
 		if info.message = scalar(env.Detail); info.message == "" {
-			info.message = snippet(env.Detail)
+			info.message = snippet(env.Detail, key)
 		}
 	}
 	return info
@@ -76,7 +76,7 @@ func scalar(raw json.RawMessage) string {
 // bodyError maps an HTTP status (0 for an error event inside a stream), its
 // headers and error body into a provider error.
 func (c *Client) bodyError(status int, h http.Header, raw []byte) *provider.Error {
-	info := parseErrorBody(raw)
+	info := parseErrorBody(raw, c.key)
 	msg := info.message
 	if msg == "" && status != 0 {
 		msg = http.StatusText(status)
@@ -196,5 +196,5 @@ func retryAfter(h http.Header, msg string, now time.Time) time.Duration {
 	return 0
 }
 
-// snippet is a short one-line excerpt of raw for messages.
-func snippet(raw []byte) string { return provider.Snippet(raw) }
+// snippet is a short one-line excerpt of raw for messages, key redacted.
+func snippet(raw []byte, key string) string { return provider.Snippet(raw, key) }

@@ -145,7 +145,7 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 
 // readWhole handles a non-streamed JSON completion (or error) body.
 func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(provider.Delta) error) (provider.Result, error) {
-	raw, err := io.ReadAll(io.LimitReader(r, maxLine))
+	raw, err := provider.ReadCapped(r, maxLine, c.key)
 	if err != nil {
 		if ctx.Err() != nil {
 			return provider.Result{}, fmt.Errorf("%s: %w", c.name, ctx.Err())
@@ -169,7 +169,7 @@ func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(pro
 	}
 	if err := json.Unmarshal(raw, &whole); err != nil {
 		return provider.Result{}, &provider.Error{Provider: c.name, Class: provider.ClassServer,
-			Message: "reply is not a chat completion: " + provider.Redact(snippet(raw), c.key)}
+			Message: "reply is not a chat completion: " + snippet(raw, c.key)}
 	}
 	if len(whole.Error) > 0 && string(whole.Error) != "null" {
 		return provider.Result{}, c.bodyError(0, nil, raw)

@@ -151,7 +151,7 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 			return nil
 		}
 		if err != nil {
-			return &provider.DecodeError{Msg: "undecodable chunk: " + err.Error() + ": " + snippet(data)}
+			return &provider.DecodeError{Msg: "undecodable chunk: " + err.Error(), Data: bytes.Clone(data)}
 		}
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
 			return &provider.StreamError{Body: bytes.Clone(data)}
