@@ -2,16 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,33 +26,7 @@ func startServeConfig(t *testing.T, yaml string) *proc {
 	}
 	cmd := exec.Command(os.Args[0], "serve", "--config", cfg, "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "MIRROR_AS_MAIN=1", "MIRROR_TOKEN=test-token-0123456789abcdef")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, errs: &bytes.Buffer{}}
-	cmd.Stderr = p.errs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- s
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case s := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "mirror: listening on http://")
-		if !ok {
-			t.Fatalf("first line %q", s)
-		}
-		p.addr = addr
-	case <-time.After(20 * time.Second):
-		t.Fatal("no listening line")
-	}
-	return p
+	return startCmd(t, cmd)
 }
 
 // TestServeHoldsTheEdges runs the real process with small edge limits from

@@ -111,6 +111,13 @@ func startProcIn(t *testing.T, dir string, args []string, env ...string) *proc {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), append([]string{"MIRROR_AS_MAIN=1", "MIRROR_TOKEN=test-token-0123456789abcdef"}, env...)...)
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd (a `mirror serve` with --addr 127.0.0.1:0), killed
+// when t ends, and waits for its listening line.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

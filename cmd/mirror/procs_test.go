@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,33 +244,7 @@ func serveUnprivileged(t *testing.T, env ...string) *proc {
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), append([]string{"MIRROR_AS_MAIN=1", "MIRROR_TOKEN=test-token-0123456789abcdef", "HOME=" + work}, env...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	p := &proc{cmd: cmd, errs: &bytes.Buffer{}}
-	cmd.Stderr = p.errs
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- s
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case s := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "mirror: listening on http://")
-		if !ok {
-			t.Fatalf("first line %q; stderr %s", s, p.errs)
-		}
-		p.addr = addr
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no listening line; stderr %s", p.errs)
-	}
-	return p
+	return startCmd(t, cmd)
 }
 
 // BenchmarkShellLeader is what running each shell command under its
