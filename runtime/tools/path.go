@@ -32,10 +32,14 @@ const maxPath = 4096
 // resolved, so "inside" is a plain prefix test on real paths.
 type workspace struct {
 	real string
+	// private are real paths inside real that no path may resolve into
+	// (Options.Private); folders outside the workspace need no entry.
+	private []string
 }
 
-// openWorkspace makes dir ready (created 0700 when missing) and resolves it.
-func openWorkspace(dir string) (workspace, error) {
+// openWorkspace makes dir ready (created 0700 when missing) and resolves it,
+// and the private folders that lie inside it.
+func openWorkspace(dir string, private ...string) (workspace, error) {
 	if dir == "" {
 		return workspace{}, errors.New("tools: no workspace given")
 	}
@@ -60,7 +64,20 @@ func openWorkspace(dir string) (workspace, error) {
 	if !fi.IsDir() {
 		return workspace{}, fmt.Errorf("tools: workspace %s is not a directory", dir)
 	}
-	return workspace{real: real}, nil
+	w := workspace{real: real}
+	for _, p := range private {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = r // a private folder not made yet is kept by its absolute path
+		}
+		if w.contains(abs) {
+			w.private = append(w.private, abs)
+		}
+	}
+	return w, nil
 }
 
 // resolve turns a path the model gave into the slash-separated path of the
@@ -79,7 +96,7 @@ func (w workspace) resolve(p string) (string, error) {
 	}
 	clean := filepath.Clean(p)
 	if clean == "." {
-		return ".", nil
+		return ".", w.notPrivate(p, w.real)
 	}
 	parts := strings.Split(clean, string(filepath.Separator))
 	cur := w.real
@@ -118,7 +135,20 @@ func (w workspace) resolve(p string) (string, error) {
 	if !w.contains(cur) { // cannot happen after the checks above; kept as the invariant
 		return "", outside("path %s leads out of the workspace", quote(p))
 	}
+	if err := w.notPrivate(p, cur); err != nil {
+		return "", err
+	}
 	return w.rel(cur), nil
+}
+
+// notPrivate refuses p when its real path cur lies in a private folder.
+func (w workspace) notPrivate(p, cur string) error {
+	for _, priv := range w.private {
+		if cur == priv || strings.HasPrefix(cur, priv+string(filepath.Separator)) {
+			return outside("path %s is in Mirror's data directory, which the tools never touch", quote(p))
+		}
+	}
+	return nil
 }
 
 // lexical refuses what no walk is needed to refuse.

@@ -73,6 +73,11 @@ type Options struct {
 	// OutputLimit is how many characters of a result the model reads
 	// before it gets a preview instead (0: DefaultOutputLimit).
 	OutputLimit int
+	// Private are folders the file tools never read, list into or change,
+	// even when the workspace holds them: Mirror's data directory (token,
+	// database). A workspace configured around data_dir then still keeps
+	// the token out of the model's reach without an approval.
+	Private []string
 	// Ledger records file changes for /changes and /rewind; nil records
 	// nothing (and nothing can be rewound).
 	Ledger *Ledger
@@ -84,7 +89,7 @@ func OptionsFrom(c *config.Config, ledger *Ledger) Options {
 	for name, p := range c.Tools.Policies.Map() {
 		pol[name] = Policy(p)
 	}
-	return Options{Workspace: c.WorkspacePath(), Policies: pol, ShellTimeout: c.Tools.ShellTimeout,
+	return Options{Workspace: c.WorkspacePath(), Private: []string{c.DataPath()}, Policies: pol, ShellTimeout: c.Tools.ShellTimeout,
 		OutputLimit: c.Tools.OutputLimit, Ledger: ledger}
 }
 
@@ -142,7 +147,7 @@ type tool struct {
 // New builds the registry of the built-in tools for opt.Workspace, creating
 // the workspace when missing.
 func New(opt Options) (*Registry, error) {
-	ws, err := openWorkspace(opt.Workspace)
+	ws, err := openWorkspace(opt.Workspace, opt.Private...)
 	if err != nil {
 		return nil, err
 	}
