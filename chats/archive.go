@@ -23,12 +23,12 @@ var bucketArchive = []byte("archive")
 // archiveEntry is one archived conversation: its transcript, the search
 // index over it, and the record the boundary wrote.
 type archiveEntry struct {
-	Boundary uint64         `json:"boundary"` // seq of the boundary row
-	From     uint64         `json:"from"`     // first seq of the conversation
-	Through  uint64         `json:"through"`  // last seq it archived
-	Reason   string         `json:"reason"`
-	Time     time.Time      `json:"time"`
-	Record   string         `json:"record"` // the handoff record, rendered
+	Boundary uint64    `json:"boundary"` // seq of the boundary row
+	From     uint64    `json:"from"`     // first seq of the conversation
+	Through  uint64    `json:"through"`  // last seq it archived
+	Reason   string    `json:"reason"`
+	Time     time.Time `json:"time"`
+	Record   string    `json:"record"` // the handoff record, rendered
 	// Refs name the archived rows of the record whose texts recall_history
 	// searches; the index is built from them when it is asked. Entries
 	// written before Refs existed carry the texts (Docs) and their index.
