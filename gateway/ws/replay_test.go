@@ -55,9 +55,9 @@ func newServer(t *testing.T, buffer int) *server {
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: quick{}, Idle: time.Minute})
 	hub := New(Options{Chats: svc, Buffer: buffer,
-		Authorized:  func(*http.Request) bool { return true },
-		CheckToken:  func(string) bool { return true },
-		CheckOrigin: func(*http.Request) bool { return true }})
+		Authenticate: func(*http.Request) (string, bool) { return "owner", true },
+		CheckHello:   func(string) (string, bool) { return "owner", true },
+		CheckOrigin:  func(*http.Request) bool { return true }})
 	srv := httptest.NewServer(hub)
 	t.Cleanup(func() {
 		hub.Close()
