@@ -1,7 +1,9 @@
 package chats
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,10 +33,15 @@ type actor struct {
 	inbox chan func() // unbuffered: a send succeeds only while the actor runs
 	done  chan struct{}
 
-	meta    Chat   // as last committed
-	listed  Chat   // as list watchers last heard of it
-	seq     uint64 // last seq handed out (>= meta.Seq)
+	meta   Chat   // as last committed
+	listed Chat   // as list watchers last heard of it
+	seq    uint64 // last seq handed out (>= meta.Seq)
+	// msgs is the conversation since the latest boundary (what the next
+	// view is built from). What came before stays in the store only: a
+	// snapshot reads the transcript from there, page by page, so a chat's
+	// memory does not grow with its length.
 	msgs    []Message
+	pins    map[string]bool // message id → pinned, as message.pinned rows left it
 	pending []*Message
 	subs    map[Subscriber]struct{}
 
@@ -119,7 +126,7 @@ type waiting struct {
 
 func loadActor(s *Service, id string) (*actor, error) {
 	a := &actor{s: s, id: id, inbox: make(chan func()), done: make(chan struct{}), subs: map[Subscriber]struct{}{},
-		approvals: map[string]*waiting{}, recoveries: map[string]*Recovery{}, settled: map[string]string{}}
+		approvals: map[string]*waiting{}, recoveries: map[string]*Recovery{}, settled: map[string]string{}, pins: map[string]bool{}}
 	started := map[string]*Event{} // tool.call rows by call id, until their result
 	calls := map[string]*provider.ToolCall{}
 	openApprovals := map[string]*Approval{}
@@ -157,7 +164,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 				delete(a.settled, ev.Result.CallID)
 				a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq,
 					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone,
-					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content)})
+					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content), textAt: ev.Seq})
 			case EvApprovalRequested:
 				openApprovals[ev.Approval.ID] = ev.Approval
 			case EvApprovalResolved:
@@ -323,8 +330,11 @@ func (a *actor) flush() error {
 			if err != nil {
 				return err
 			}
+			// Rows are only ever appended, in seq order: full pages, not the
+			// half-empty ones a split leaves by default.
+			rb.FillPercent = 1.0
 			for _, ev := range b.events {
-				if err := rb.Put(seqKey(ev.Seq), ev.JSON()); err != nil {
+				if err := rb.Put(seqKey(ev.Seq), rowBytes(ev)); err != nil {
 					return err
 				}
 			}
@@ -462,35 +472,68 @@ func (a *actor) open(ctx context.Context, since *uint64, sub Subscriber, req str
 	if err := a.flush(); err != nil {
 		return err
 	}
+	var sn *Snapshot
+	var err error
 	if since != nil && *since <= a.meta.Seq {
-		var missed []*Event
-		err := a.s.store.db.View(func(tx *bolt.Tx) error {
-			return eventsSince(tx, a.id, *since, func(ev *Event) error { missed = append(missed, ev); return nil })
+		// One event at a time: nothing of the missed part is held here.
+		err = a.s.store.db.View(func(tx *bolt.Tx) error {
+			return eventsSince(tx, a.id, *since, func(ev *Event) error { sub.Deliver(Delivery{Event: ev}); return nil })
 		})
-		if err != nil {
-			return err
+		if err == nil {
+			sn, err = a.snapshot("chat.resumed", false, req)
 		}
-		for _, ev := range missed {
-			sub.Deliver(Delivery{Event: ev})
-		}
-		sub.Deliver(Delivery{Snapshot: a.snapshot("chat.resumed", false, req)})
 	} else {
-		sub.Deliver(Delivery{Snapshot: a.snapshot("chat.snapshot", true, req)})
+		sn, err = a.snapshot("chat.snapshot", true, req)
 	}
+	if err != nil {
+		return err
+	}
+	sub.Deliver(Delivery{Snapshot: sn})
 	a.subs[sub] = struct{}{}
 	return nil
 }
 
-func (a *actor) snapshot(typ string, withMessages bool, req string) *Snapshot {
+// catchUp ends a paced replay (see Service.CatchUp): when every event up to
+// after has been sent, it sends chat.resumed and subscribes sub, on this
+// goroutine, so the next event sub gets is after+1.
+func (a *actor) catchUp(after uint64, sub Subscriber, req string) (bool, error) {
+	if err := a.flush(); err != nil {
+		return false, err
+	}
+	if after < a.meta.Seq {
+		return false, nil
+	}
+	typ := "chat.resumed"
+	if after > a.meta.Seq {
+		typ = "chat.snapshot" // a seq this chat never had: start afresh
+	}
+	sn, err := a.snapshot(typ, typ == "chat.snapshot", req)
+	if err != nil {
+		return false, err
+	}
+	sub.Deliver(Delivery{Snapshot: sn})
+	a.subs[sub] = struct{}{}
+	return true, nil
+}
+
+// snapshot is the chat's state now. With messages, it carries the newest
+// page of the transcript, read from the store.
+func (a *actor) snapshot(typ string, withMessages bool, req string) (*Snapshot, error) {
 	sn := &Snapshot{Type: typ, Chat: a.info(), Pending: make([]Message, 0, len(a.pending)), Seq: a.meta.Seq, Req: req,
 		Approvals: []Approval{}, Recoveries: []Recovery{}, Context: a.context, CheckpointThrough: a.conv.evicted}
 	if withMessages {
-		sn.Messages = make([]Message, 0, len(a.msgs))
-		for _, m := range a.msgs {
-			if !isTranscript(m) && m.Role != RoleBoundary || (m.State == MsgStep && strings.TrimSpace(m.Text) == "") {
-				continue // tool traffic is shown live, not in the transcript
-			}
-			sn.Messages = append(sn.Messages, m)
+		err := a.s.store.db.View(func(tx *bolt.Tx) (err error) {
+			sn.Messages, sn.More, sn.Before, err = transcriptPage(tx, a.id, 0, a.pins)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if sn.Messages == nil {
+			sn.Messages = []Message{}
+		}
+		if !sn.More {
+			sn.Before = 0
 		}
 	}
 	for _, w := range a.approvals {
@@ -507,7 +550,26 @@ func (a *actor) snapshot(typ string, withMessages bool, req string) *Snapshot {
 	if t := a.turn; t != nil {
 		sn.Running = &Running{Turn: t.id, Text: t.text.String(), Seq: t.seq}
 	}
-	return sn
+	return sn, nil
+}
+
+// history is the page of the transcript before seq before.
+func (a *actor) history(before uint64, req string) (*History, error) {
+	if err := a.flush(); err != nil {
+		return nil, err
+	}
+	h := &History{Type: "chat.history", Chat: a.id, Req: req}
+	err := a.s.store.db.View(func(tx *bolt.Tx) (err error) {
+		h.Messages, h.More, h.Before, err = transcriptPage(tx, a.id, before, a.pins)
+		return err
+	})
+	if h.Messages == nil {
+		h.Messages = []Message{}
+	}
+	if !h.More {
+		h.Before = 0
+	}
+	return h, err
 }
 
 func (a *actor) findPending(id string) int {
@@ -533,13 +595,23 @@ func (a *actor) notPending(id string) error {
 	if a.findPicked(id) != nil {
 		return fmt.Errorf("message %s: %w", id, ErrInUse)
 	}
-	if m, err := a.storedMessage(id); err == nil && m != nil {
+	m, err := a.storedMessage(id)
+	switch {
+	case err != nil:
+		return err
+	case m != nil && m.State == MsgDeleted:
 		return fmt.Errorf("message %s was deleted: %w", id, ErrNotFound)
+	case m != nil:
+		return fmt.Errorf("message %s: %w", id, ErrInUse)
 	}
 	return fmt.Errorf("message %s: %w", id, ErrNotFound)
 }
 
-// storedMessage reads the message created by the event its id names.
+// storedMessage reads, from the store, the message id names as the record
+// last left it: for a person's message, its message.picked or
+// message.deleted row when there is one, else its message.accepted row; nil
+// when the record has no message of that id. It serves messages older than
+// the conversation in memory.
 func (a *actor) storedMessage(id string) (*Message, error) {
 	seq, err := strconv.ParseUint(strings.TrimPrefix(id, "m"), 10, 64)
 	if err != nil || !strings.HasPrefix(id, "m") {
@@ -551,16 +623,33 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 		if rb == nil {
 			return nil
 		}
-		v := rb.Get(seqKey(seq))
-		if v == nil {
+		c := rb.Cursor()
+		k, v := c.Seek(seqKey(seq))
+		if k == nil || binary.BigEndian.Uint64(k) != seq {
 			return nil
 		}
-		var ev Event
-		if err := json.Unmarshal(v, &ev); err != nil {
+		ev, err := decodeRow(rb, a.id, k, v)
+		if err != nil || ev.Message == nil || ev.Message.ID != id {
 			return err
 		}
-		if ev.Type == EvMessageAccepted && ev.Message != nil {
-			m = ev.Message
+		m = ev.Message
+		if ev.Type != EvMessageAccepted {
+			return nil
+		}
+		// What became of it is further on: find its pickup or deletion
+		// without decoding the rows in between.
+		key := []byte(`"id":"` + id + `"`)
+		for k, v = c.Next(); k != nil; k, v = c.Next() {
+			if typ := rowType(v); (typ == EvMessagePicked || typ == EvMessageDeleted) && bytes.Contains(v, key) {
+				ev, err := decodeRow(rb, a.id, k, v)
+				if err != nil {
+					return err
+				}
+				if ev.Message != nil && ev.Message.ID == id {
+					m = ev.Message
+					return nil
+				}
+			}
 		}
 		return nil
 	})
@@ -589,7 +678,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, o Origin,
 	}
 	seq := a.seq + 1
 	m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Role: provider.RoleUser, Text: text, Seq: seq,
-		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks}
+		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq}
 	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
 	m.Time = ev.Time
 	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
@@ -620,7 +709,9 @@ func (a *actor) resend(id string, o Origin) (Message, error) {
 		return Message{}, fmt.Errorf("message %s: %w", id, ErrNotFound)
 	} else {
 		m = *sm
-		m.State = MsgDeleted
+		if m.State == MsgPending {
+			m.State = MsgDeleted // accepted, neither pending nor picked
+		}
 	}
 	if o.Sub != nil {
 		ev := &Event{Type: EvMessageAccepted, Chat: a.id, Seq: m.Seq, Time: m.Time, Message: &m}
@@ -640,7 +731,7 @@ func (a *actor) edit(ctx context.Context, id, text string, o Origin, toks int) (
 	m := *a.pending[i]
 	m.Text, m.Tokens = text, toks
 	a.pending[i] = &m
-	a.append(&Event{Type: EvMessageUpdated, Message: &m}, o)
+	m.textAt = a.append(&Event{Type: EvMessageUpdated, Message: &m}, o).Seq
 	a.b.putPend = append(a.b.putPend, &m)
 	if err := a.flush(); err != nil {
 		return Message{}, err
@@ -683,6 +774,9 @@ func (a *actor) pick(m *Message, turn string) {
 	ev := a.append(&Event{Type: EvMessagePicked, Message: m, Turn: turn}, Origin{})
 	c := *m
 	c.rowSeq = ev.Seq
+	if c.textAt == 0 { // its text is stored here, in full (see rowBytes)
+		c.textAt = ev.Seq
+	}
 	a.msgs = append(a.msgs, c)
 }
 
@@ -874,7 +968,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	case err == nil || stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
-		m.ID, m.Seq = "m"+strconv.FormatUint(seq, 10), seq
+		m.ID, m.Seq, m.textAt = "m"+strconv.FormatUint(seq, 10), seq, seq
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
 		m.Time = fin.Time
@@ -904,7 +998,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: class, Error: err.Error()}
 		if reply != "" {
 			seq := a.seq + 1
-			ev.Message = &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: "failed", Turn: t.id}
+			ev.Message = &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: "failed", Turn: t.id, textAt: seq}
 		}
 		a.append(ev, o)
 		if ev.Message != nil {

@@ -23,14 +23,29 @@ var bucketArchive = []byte("archive")
 // archiveEntry is one archived conversation: its transcript, the search
 // index over it, and the record the boundary wrote.
 type archiveEntry struct {
-	Boundary uint64         `json:"boundary"` // seq of the boundary row
-	From     uint64         `json:"from"`     // first seq of the conversation
-	Through  uint64         `json:"through"`  // last seq it archived
-	Reason   string         `json:"reason"`
-	Time     time.Time      `json:"time"`
-	Record   string         `json:"record"` // the handoff record, rendered
-	Docs     []boundary.Doc `json:"docs"`   // the transcript, as recall_history searches it
-	Index    []byte         `json:"index,omitempty"`
+	Boundary uint64    `json:"boundary"` // seq of the boundary row
+	From     uint64    `json:"from"`     // first seq of the conversation
+	Through  uint64    `json:"through"`  // last seq it archived
+	Reason   string    `json:"reason"`
+	Time     time.Time `json:"time"`
+	Record   string    `json:"record"` // the handoff record, rendered
+	// Refs name the archived rows of the record whose texts recall_history
+	// searches; the index is built from them when it is asked. Entries
+	// written before Refs existed carry the texts (Docs) and their index.
+	Refs  []docRef       `json:"refs,omitempty"`
+	Docs  []boundary.Doc `json:"docs,omitempty"`
+	Index []byte         `json:"index,omitempty"`
+}
+
+// docRef is one archived row: the message's seq and role, and the row of
+// the record that holds its text. The record is append-only, so the text is
+// there for as long as the archive is: storing it here again (and once more
+// inside a stored index, which carries the texts) held every archived text
+// three times.
+type docRef struct {
+	Seq  uint64 `json:"seq"`
+	Role string `json:"role"`
+	At   uint64 `json:"at"`
 }
 
 // Boundary archives the conversation and clears it in one transaction.
@@ -62,24 +77,24 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 			archived = append(archived, m)
 		}
 	}
-	docs := make([]boundary.Doc, 0, len(archived))
+	refs := make([]docRef, 0, len(archived))
 	for _, m := range archived {
 		if m.Role == provider.RoleUser || m.Role == provider.RoleAssistant || m.Role == provider.RoleTool {
-			docs = append(docs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Text})
+			at := m.textAt
+			if at == 0 {
+				at = m.Seq // a tool result or an assistant step: its own row
+			}
+			refs = append(refs, docRef{Seq: m.Seq, Role: m.Role, At: at})
 		}
 	}
 	cont := b.Continued
 	bev := a.append(&Event{Type: EvBoundary, Turn: t.id, Reason: b.Reason, Continued: &cont, Record: b.Record,
 		Through: b.Through, Notes: b.Notes, Why: b.Why}, Origin{})
-	index, err := boundary.BuildIndex(bev.Seq, docs).MarshalBinary()
-	if err != nil {
-		return err
-	}
 	entry := archiveEntry{Boundary: bev.Seq, From: a.conv.from + 1, Through: b.Through, Reason: b.Reason, Time: bev.Time,
-		Record: b.Record, Docs: docs, Index: index}
+		Record: b.Record, Refs: refs}
 	seq := bev.Seq + 1
 	opening := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleUser, Text: b.Opening,
-		State: MsgContinuity, Turn: t.id, Tokens: a.count(b.Opening)}
+		State: MsgContinuity, Turn: t.id, Tokens: a.count(b.Opening), textAt: seq}
 	oev := a.append(&Event{Type: EvContinuity, Turn: t.id, Message: opening}, Origin{})
 	opening.Time = oev.Time
 	pickedAt := make([]uint64, len(carried))
@@ -134,11 +149,8 @@ func putArchive(tx *bolt.Tx, s *Store, chat string, e *archiveEntry) error {
 	if err != nil {
 		return err
 	}
-	v, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	return b.Put(seqKey(e.Boundary), v)
+	b.FillPercent = 1.0 // appended in seq order
+	return b.Put(seqKey(e.Boundary), marshal(e))
 }
 
 // Lookup answers recall_history and handoff_history from the chat's
@@ -169,6 +181,9 @@ func (h *host) Lookup(ctx context.Context, call provider.ToolCall) (runtime.Tool
 	case boundary.ToolRecallHistory:
 		r, err := boundary.ParseRecall(json.RawMessage(call.Arguments))
 		if err != nil {
+			return runtime.ToolResult{}, err
+		}
+		if err := h.a.s.archivedDocs(h.a.id, entries); err != nil {
 			return runtime.ToolResult{}, err
 		}
 		out = recall(entries, r)
@@ -206,9 +221,47 @@ func (s *Service) archives(chat string) ([]archiveEntry, error) {
 	return out, err
 }
 
+// archivedDocs reads, for the entries that name their rows (Refs), the
+// archived texts from the record into Docs.
+func (s *Service) archivedDocs(chat string, entries []archiveEntry) error {
+	return s.store.db.View(func(tx *bolt.Tx) error {
+		rb, _ := subBucket(tx, bucketRecords, chat, false)
+		for i := range entries {
+			e := &entries[i]
+			if len(e.Refs) == 0 || rb == nil {
+				continue
+			}
+			e.Docs = make([]boundary.Doc, 0, len(e.Refs))
+			for _, r := range e.Refs {
+				v := rb.Get(seqKey(r.At))
+				if v == nil {
+					continue
+				}
+				ev, err := decodeRow(rb, chat, seqKey(r.At), v)
+				if err != nil {
+					return err
+				}
+				var text string
+				switch {
+				case ev.Message != nil:
+					text = ev.Message.Text
+				case ev.Result != nil:
+					text = ev.Result.Content
+				}
+				e.Docs = append(e.Docs, boundary.Doc{Seq: r.Seq, Role: r.Role, Text: text})
+			}
+		}
+		return nil
+	})
+}
+
 func recall(entries []archiveEntry, r boundary.Recall) string {
 	indexes := make([]*boundary.Index, 0, len(entries))
 	for _, e := range entries {
+		if len(e.Refs) > 0 {
+			indexes = append(indexes, boundary.BuildIndex(e.Boundary, e.Docs))
+			continue
+		}
 		ix := &boundary.Index{}
 		if ix.UnmarshalBinary(e.Index) == nil {
 			indexes = append(indexes, ix)

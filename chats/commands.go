@@ -43,16 +43,25 @@ func (a *actor) pin(id string, pinned bool, o Origin) (Message, error) {
 			break
 		}
 	}
+	if p == nil && a.findPending(id) >= 0 {
+		return Message{}, fmt.Errorf("%w: message %s is still pending; pin it once the assistant has picked it up", ErrBadInput, id)
+	}
 	if p == nil {
-		if a.findPending(id) >= 0 {
-			return Message{}, fmt.Errorf("%w: message %s is still pending; pin it once the assistant has picked it up", ErrBadInput, id)
+		// Older than the conversation in memory: the record has it.
+		sm, err := a.storedMessage(id)
+		if err != nil {
+			return Message{}, err
 		}
-		return Message{}, fmt.Errorf("message %s: %w", id, ErrNotFound)
+		if sm == nil || sm.State == MsgPending || sm.State == MsgDeleted {
+			return Message{}, fmt.Errorf("message %s: %w", id, ErrNotFound)
+		}
+		p = sm
 	}
 	if !isTranscript(*p) {
 		return Message{}, fmt.Errorf("%w: message %s is not a user or assistant message", ErrBadInput, id)
 	}
 	p.Pinned = pinned
+	a.pins[id] = pinned
 	m := Message{ID: p.ID, Role: p.Role, Seq: p.Seq, Pinned: pinned}
 	a.append(&Event{Type: EvMessagePinned, Message: &m}, o)
 	return m, a.flush()

@@ -35,6 +35,7 @@ type conversation struct {
 func (a *actor) replay(ev *Event) {
 	switch ev.Type {
 	case EvMessagePinned:
+		a.pins[ev.Message.ID] = ev.Message.Pinned
 		for i := len(a.msgs) - 1; i >= 0; i-- {
 			if a.msgs[i].ID == ev.Message.ID {
 				a.msgs[i].Pinned = ev.Message.Pinned
@@ -65,14 +66,16 @@ func (a *actor) replay(ev *Event) {
 		_ = json.Unmarshal(ev.Sections, &sections)
 		a.addContextRow(ev, sections)
 	case EvBoundary:
-		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
-			Text: ev.Record, State: MsgDone})
+		// The conversation before it is archived: memory keeps only the
+		// fresh one (a snapshot reads the transcript from the store).
+		clear(a.msgs)
+		a.msgs = a.msgs[:0]
 		// The assistant's half carries into the fresh conversation as where
 		// the work stands; the runtime's half starts again, and the
 		// assistant is asked anew should it reach hard without a word.
 		keep := a.conv.handoff
 		keep.Seen, keep.JudgedSeq = boundary.Seen{}, 0
-		a.conv = conversation{start: len(a.msgs), from: ev.Seq, handoff: keep}
+		a.conv = conversation{start: 0, from: ev.Seq, handoff: keep}
 		a.compact = nil
 	}
 }

@@ -295,6 +295,46 @@ func (s *Service) Open(ctx context.Context, chat string, since *uint64, sub Subs
 	return s.do(ctx, chat, func(a *actor) error { return a.open(ctx, since, sub, req) })
 }
 
+// CatchUp is the end of a replay paced by its reader, who reads the missed
+// events page by page with Events (as fast as it can send them) and asks
+// CatchUp with the last seq it sent. When that is the chat's latest, CatchUp
+// sends chat.resumed and subscribes sub, both on the chat's goroutine, so
+// the first live event sub gets follows after: nothing is lost or repeated
+// at the switch. false means more events were committed meanwhile: read on.
+// An after beyond the chat's latest seq gets a chat.snapshot instead.
+func (s *Service) CatchUp(ctx context.Context, chat string, after uint64, sub Subscriber, req string) (bool, error) {
+	var done bool
+	err := s.do(ctx, chat, func(a *actor) (err error) { done, err = a.catchUp(after, sub, req); return })
+	return done, err
+}
+
+// Events reads a page of chat's stored events after seq after, oldest
+// first, as their wire bytes, until they add up to maxBytes (at least one
+// event). It reads only the store, never the chat's memory; an empty page
+// means no event after after is committed yet.
+func (s *Service) Events(ctx context.Context, chat string, after uint64, maxBytes int) ([]Frame, error) {
+	var out []Frame
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		if _, ok, err := loadChat(tx, chat); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("chat %s: %w", chat, ErrNotFound)
+		}
+		var err error
+		out, _, err = readFrames(tx, chat, after, maxBytes)
+		return err
+	})
+	return out, err
+}
+
+// History returns the page of chat's transcript before seq before (a
+// snapshot's or the previous page's Before), within PageBytes.
+func (s *Service) History(ctx context.Context, chat string, before uint64, req string) (*History, error) {
+	var h *History
+	err := s.do(ctx, chat, func(a *actor) (err error) { h, err = a.history(before, req); return })
+	return h, err
+}
+
 // Unsubscribe stops live events of chat to sub. Whatever was delivered
 // before it returns came first.
 func (s *Service) Unsubscribe(ctx context.Context, chat string, sub Subscriber) error {

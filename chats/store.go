@@ -1,11 +1,15 @@
 package chats
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -225,13 +229,218 @@ func eventsSince(tx *bolt.Tx, chat string, since uint64, fn func(*Event) error) 
 	}
 	c := b.Cursor()
 	for k, v := c.Seek(seqKey(since + 1)); k != nil; k, v = c.Next() {
-		ev := &Event{}
-		if err := json.Unmarshal(v, ev); err != nil {
-			return fmt.Errorf("chat %s: corrupt record row %d: %w", chat, binary.BigEndian.Uint64(k), err)
+		ev, err := decodeRow(b, chat, k, v)
+		if err != nil {
+			return err
 		}
 		if err := fn(ev); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// textRef marks a stored row that names the row holding its message's text
+// (Message.TextAt) instead of repeating it. Inside a JSON string a quote is
+// always escaped, so these bytes only ever occur as the key.
+var textRef = []byte(`"text_at":`)
+
+// decodeRow decodes one row of chat's record (b is its bucket) and fills
+// in a message text the row names instead of repeating (Message.TextAt).
+func decodeRow(b *bolt.Bucket, chat string, k, v []byte) (*Event, error) {
+	return decodeRowDepth(b, chat, k, v, 0)
+}
+
+func decodeRowDepth(b *bolt.Bucket, chat string, k, v []byte, depth int) (*Event, error) {
+	ev := &Event{}
+	if err := json.Unmarshal(v, ev); err != nil {
+		return nil, fmt.Errorf("chat %s: corrupt record row %d: %w", chat, binary.BigEndian.Uint64(k), err)
+	}
+	m := ev.Message
+	if m == nil {
+		return ev, nil
+	}
+	switch at := m.TextAt; {
+	case at == 0:
+		m.textAt = ev.Seq
+	case at == ev.Seq && ev.Reply != nil: // turn.finished: the message is the reply
+		m.Text, m.textAt = *ev.Reply, at
+	default:
+		sv := b.Get(seqKey(at))
+		if sv == nil || depth > 2 {
+			return nil, fmt.Errorf("chat %s: record row %d names row %d for its text, which is missing", chat, ev.Seq, at)
+		}
+		src, err := decodeRowDepth(b, chat, seqKey(at), sv, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case src.Message != nil:
+			m.Text = src.Message.Text
+		case src.Result != nil:
+			m.Text = src.Result.Content
+		}
+		m.textAt = at
+	}
+	m.TextAt = 0
+	return ev, nil
+}
+
+// rowBytes is how ev is stored: its wire bytes, except that a message text
+// already held by another row of the record is named (Message.TextAt), not
+// repeated. A picked message would otherwise be stored twice (accepted and
+// picked, three times when a boundary carries it), and a finished turn's
+// reply twice (reply and message).
+func rowBytes(ev *Event) []byte {
+	m := ev.Message
+	if m == nil || m.Text == "" {
+		return ev.JSON()
+	}
+	at := m.textAt
+	if ev.Reply != nil && *ev.Reply == m.Text {
+		at = ev.Seq
+	} else if at == ev.Seq {
+		at = 0
+	}
+	if at == 0 {
+		return ev.JSON()
+	}
+	ref := *m
+	ref.Text, ref.TextAt = "", at
+	return marshal(struct {
+		*eventJSON
+		Message *Message `json:"message"`
+	}{(*eventJSON)(ev), &ref})
+}
+
+// Frame is one stored event as a socket sends it: its seq and wire bytes.
+type Frame struct {
+	Seq uint64
+	Raw []byte
+}
+
+// readFrames reads chat's stored events after seq after, in order, until
+// their bytes reach maxBytes (at least one event is read). more says
+// whether events remain after the last one returned.
+func readFrames(tx *bolt.Tx, chat string, after uint64, maxBytes int) (out []Frame, more bool, err error) {
+	b, _ := subBucket(tx, bucketRecords, chat, false)
+	if b == nil {
+		return nil, false, nil
+	}
+	size := 0
+	c := b.Cursor()
+	for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
+		if len(out) > 0 && size+len(v) > maxBytes {
+			return out, true, nil
+		}
+		raw := bytes.Clone(v) // v lives in the mmap only while tx is open
+		if bytes.Contains(v, textRef) {
+			ev, err := decodeRow(b, chat, k, v)
+			if err != nil {
+				return nil, false, err
+			}
+			raw = ev.JSON()
+		}
+		size += len(raw)
+		out = append(out, Frame{Seq: binary.BigEndian.Uint64(k), Raw: raw})
+	}
+	return out, false, nil
+}
+
+// rowType is the type of a stored row, read from its first bytes without
+// decoding it (every row is an Event encoded with "type" first).
+func rowType(v []byte) string {
+	rest, ok := bytes.CutPrefix(v, []byte(`{"type":"`))
+	if !ok {
+		return ""
+	}
+	t, _, _ := bytes.Cut(rest, []byte(`"`))
+	return string(t)
+}
+
+// transcriptRow reports whether rows of this type show a message of the
+// transcript (what a snapshot lists).
+func transcriptRow(typ string) bool {
+	switch typ {
+	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed, EvBoundary:
+		return true
+	}
+	return false
+}
+
+// transcriptMessage is the message a transcript row shows, as a snapshot
+// lists it; ok is false for a row that shows none.
+func transcriptMessage(ev *Event) (Message, bool) {
+	switch ev.Type {
+	case EvBoundary:
+		return Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
+			Text: ev.Record, State: MsgDone}, true
+	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed:
+		if ev.Message == nil {
+			return Message{}, false
+		}
+		m := *ev.Message
+		if !isTranscript(m) || (m.State == MsgStep && strings.TrimSpace(m.Text) == "") {
+			return Message{}, false // tool traffic is shown live, not in the transcript
+		}
+		return m, true
+	}
+	return Message{}, false
+}
+
+// Page limits of what one snapshot or chat.history frame carries: the
+// newest messages whose text adds up to PageBytes (always at least one), at
+// most PageMessages of them. They bound what opening a chat costs, however
+// long the chat is.
+const (
+	PageBytes    = 512 << 10
+	PageMessages = 200
+)
+
+// transcriptPage reads the transcript messages of chat stored before seq
+// before (0: from the newest), newest first, within PageBytes and
+// PageMessages, and returns them oldest first. more says older ones exist;
+// next is the seq the next page ends before. pins are the pinned states
+// later rows gave messages.
+func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]bool) (out []Message, more bool, next uint64, err error) {
+	b, _ := subBucket(tx, bucketRecords, chat, false)
+	if b == nil {
+		return nil, false, 0, nil
+	}
+	c := b.Cursor()
+	var k, v []byte
+	if before == 0 {
+		k, v = c.Last()
+	} else if k, v = c.Seek(seqKey(before)); k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	size := 0
+	for ; k != nil; k, v = c.Prev() {
+		if !transcriptRow(rowType(v)) {
+			continue
+		}
+		ev, err := decodeRow(b, chat, k, v)
+		if err != nil {
+			return nil, false, 0, err
+		}
+		m, ok := transcriptMessage(ev)
+		if !ok {
+			continue
+		}
+		if len(out) >= PageMessages || (len(out) > 0 && size+len(m.Text) > PageBytes) {
+			more = true
+			break
+		}
+		if p, ok := pins[m.ID]; ok {
+			m.Pinned = p
+		}
+		size += len(m.Text)
+		out = append(out, m)
+		next = ev.Seq
+	}
+	// more is exact: the row the loop stopped at shows a message.
+	slices.Reverse(out)
+	return out, more, next, nil
 }

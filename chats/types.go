@@ -1,6 +1,7 @@
 package chats
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -165,6 +166,16 @@ type Message struct {
 	// and whether it failed.
 	Tool    string `json:"tool,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// TextAt is only ever stored, never sent: a stored row whose message
+	// text is already in another row of the record (a message.picked row
+	// repeats its message.accepted or message.updated text; a
+	// turn.finished row's message repeats its reply) leaves Text empty and
+	// names that row, so the record holds each text once. Reading the row
+	// fills Text back in (see decodeRow).
+	TextAt uint64 `json:"text_at,omitempty"`
+	// textAt is the row that holds this message's text in the record
+	// (0: none yet), so later rows can name it instead of repeating it.
+	textAt uint64
 }
 
 // Running is the turn in progress of a chat.
@@ -237,15 +248,29 @@ func (e *Event) JSON() []byte {
 		if e.Type == EvQuotaWait {
 			// "usage" is the window's token count here, not a turn's
 			// provider.Usage: the shallower field wins.
-			e.raw, _ = json.Marshal(struct {
+			e.raw = marshal(struct {
 				*eventJSON
 				Usage int `json:"usage"`
 			}{(*eventJSON)(e), e.QuotaUsage})
 			return
 		}
-		e.raw, _ = json.Marshal(e)
+		e.raw = marshal((*eventJSON)(e))
 	})
 	return e.raw
+}
+
+// marshal is json.Marshal without HTML escaping: frames and rows are JSON
+// read by JSON parsers, never pasted into HTML, and escaping every <, > and
+// & of a message as \u003c (6 bytes for 1) made code-heavy text much larger
+// on disk and on the wire.
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // WithReq returns the event's wire bytes with "req" added, for the one
@@ -284,6 +309,23 @@ type Snapshot struct {
 	// evicted from the assistant's view (the "Earlier turns checkpointed"
 	// divider goes after it); 0 when none.
 	CheckpointThrough uint64 `json:"checkpoint_through,omitempty"`
+	// More says older messages than Messages holds exist: a snapshot
+	// carries only the newest messages within a byte budget, and
+	// chat.history with Before pages through the older ones.
+	More   bool   `json:"more,omitempty"`
+	Before uint64 `json:"before,omitempty"`
+}
+
+// History is one page of a chat's older transcript (chat.history): the
+// messages just before seq Before of a previous page, oldest first, and
+// whether older ones remain (then Before is where the next page ends).
+type History struct {
+	Type     string    `json:"type"`
+	Chat     string    `json:"chat"`
+	Messages []Message `json:"messages"`
+	More     bool      `json:"more"`
+	Before   uint64    `json:"before,omitempty"`
+	Req      string    `json:"req,omitempty"`
 }
 
 // Delivery is one thing a subscriber receives: an event or a snapshot, or

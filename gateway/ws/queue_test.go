@@ -2,6 +2,7 @@ package ws
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -46,5 +47,23 @@ func TestQueueOverflowDisconnectsInsteadOfDropping(t *testing.T) {
 	c.Deliver(delta("t", 0, "x"))
 	if len(c.q) != 0 {
 		t.Fatal("queued after overflow")
+	}
+}
+
+// The send queue is bounded in bytes as well as in frames: a socket whose
+// queue would pass QueueBytes is closed with 1013 (it resumes with since),
+// and the queue never holds more than the bound.
+func TestQueueBytesBound(t *testing.T) {
+	c := &conn{hub: &Hub{opt: Options{Buffer: 1000, QueueBytes: 10 << 10}}, wake: make(chan struct{}, 1)}
+	text := strings.Repeat("x", 3<<10)
+	for i := range 4 {
+		c.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageAccepted, Chat: "c", Seq: uint64(i + 1),
+			Message: &chats.Message{ID: "m", Text: text}}})
+	}
+	if c.closeCode != CloseTooSlow || len(c.q) != 0 || c.queued != 0 {
+		t.Fatalf("close %d, queue %d frames, %d bytes", c.closeCode, len(c.q), c.queued)
+	}
+	if c.maxQueued > 10<<10 {
+		t.Fatalf("the queue held %d bytes; the bound is %d", c.maxQueued, 10<<10)
 	}
 }

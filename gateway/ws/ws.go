@@ -35,6 +35,12 @@ const (
 	writeWait  = 10 * time.Second
 	pingPeriod = 30 * time.Second
 	pongWait   = 75 * time.Second
+
+	// ReplayPage bounds the stored events one step of a replay reads
+	// (at least one event): a replay holds at most one page in memory.
+	ReplayPage = 256 << 10
+	// DefaultQueueBytes bounds the bytes waiting for one socket.
+	DefaultQueueBytes = 8 << 20
 )
 
 // Options configure the WebSocket endpoint.
@@ -59,7 +65,11 @@ type Options struct {
 	// MessagesPerMinute caps message.send per principal, answered with
 	// error rate_limited past it (0: no cap).
 	MessagesPerMinute int
-	Log               *slog.Logger
+	// QueueBytes is how many bytes of frames may wait for one socket
+	// (0: DefaultQueueBytes). Past either limit the socket is closed with
+	// 1013 and the client resumes with since.
+	QueueBytes int
+	Log        *slog.Logger
 }
 
 // Hub accepts sockets and closes them all at shutdown.
@@ -80,6 +90,9 @@ type Hub struct {
 func New(opt Options) *Hub {
 	if opt.Buffer <= 0 {
 		opt.Buffer = 1024
+	}
+	if opt.QueueBytes <= 0 {
+		opt.QueueBytes = DefaultQueueBytes
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
@@ -184,6 +197,13 @@ func (h *Hub) Broadcast(frame map[string]any) {
 	}
 }
 
+func (h *Hub) queueBytes() int {
+	if h.opt.QueueBytes <= 0 {
+		return DefaultQueueBytes
+	}
+	return h.opt.QueueBytes
+}
+
 // Count returns the number of open sockets.
 func (h *Hub) Count() int {
 	h.mu.Lock()
@@ -212,11 +232,33 @@ type conn struct {
 
 	mu        sync.Mutex
 	q         []item
-	closeCode int // set: the writer sends this close frame and ends
+	queued    int       // bytes in q
+	replays   []*replay // chats whose missed events the writer is sending, in turn
+	closeCode int       // set: the writer sends this close frame and ends
 	closeMsg  string
 	wake      chan struct{}
 	stop      chan struct{} // closed when the socket ends
 	stopOnce  sync.Once
+
+	// High-water marks, for tests: the most bytes q held, and the largest
+	// replay page read.
+	maxQueued, maxPage int
+}
+
+// replay is a chat.open with since in progress: the writer reads the
+// chat's stored events page by page after after, sends each page as the
+// socket takes it, and switches to live events when it has caught up
+// (chats.Service.CatchUp). Nothing of the chat is queued meanwhile.
+type replay struct {
+	chat  string
+	after uint64 // the last seq sent
+	req   string // of the chat.open; chat.resumed carries it
+	// reqs are answers to this socket's own requests on the chat that
+	// arrived while it replayed: the replay sends those events with req.
+	reqs map[uint64]string
+	// cancelled: chat.close, another chat.open or the socket's end took
+	// it away before it caught up.
+	cancelled bool
 }
 
 // item is one queued frame; a reply.delta stays an event so the next delta
@@ -226,16 +268,39 @@ type item struct {
 	delta *chats.Event
 }
 
+// size is what an item counts against QueueBytes.
+func (it item) size() int {
+	if it.delta != nil {
+		return len(it.delta.Text) + 128
+	}
+	return len(it.raw)
+}
+
 // Deliver implements chats.Subscriber. It never blocks.
 func (c *conn) Deliver(d chats.Delivery) {
+	if d.Event != nil && c.heldByReplay(d) {
+		return
+	}
+	if d.Snapshot != nil {
+		// chat.resumed ends the chat's replay: the chat delivers it on its
+		// own goroutine just before subscribing this socket, so every
+		// event after it is live.
+		c.mu.Lock()
+		for i, r := range c.replays {
+			if r.chat == d.Snapshot.Chat.ID {
+				c.replays = append(c.replays[:i], c.replays[i+1:]...)
+				break
+			}
+		}
+		c.mu.Unlock()
+	}
 	switch {
 	case d.Event != nil && d.Event.Type == chats.EvReplyDelta:
 		c.push(item{delta: d.Event})
 	case d.Event != nil:
 		c.push(item{raw: d.Event.WithReq(d.Req)})
 	case d.Snapshot != nil:
-		b, _ := json.Marshal(d.Snapshot)
-		c.push(item{raw: b})
+		c.push(item{raw: encode(d.Snapshot)})
 	case d.Closed != "":
 		c.send(map[string]any{"type": "chat.closed", "chat": d.Closed})
 	}
@@ -277,16 +342,20 @@ func (c *conn) push(it item) {
 			d := it.delta
 			c.q[len(c.q)-1].delta = &chats.Event{Type: d.Type, Chat: d.Chat, Seq: d.Seq, Time: d.Time, Turn: d.Turn,
 				Offset: last.Offset, Text: last.Text + d.Text}
+			c.queued += len(d.Text)
+			c.maxQueued = max(c.maxQueued, c.queued)
 			return
 		}
 	}
-	if len(c.q) >= c.hub.opt.Buffer {
+	if len(c.q) >= c.hub.opt.Buffer || (len(c.q) > 0 && c.queued+it.size() > c.hub.queueBytes()) {
 		// Too far behind: drop the socket rather than an event. The client
 		// resumes with since and loses nothing.
 		c.closeCode, c.closeMsg = CloseTooSlow, "client too slow; reconnect and resume with since"
-		c.q = nil
+		c.q, c.queued = nil, 0
 	} else {
 		c.q = append(c.q, it)
+		c.queued += it.size()
+		c.maxQueued = max(c.maxQueued, c.queued)
 	}
 	select {
 	case c.wake <- struct{}{}:
@@ -324,26 +393,183 @@ func (c *conn) writeLoop() {
 		case <-c.stop:
 			return
 		}
-		c.mu.Lock()
-		batch, c.q = c.q, batch[:0]
-		code, msg := c.closeCode, c.closeMsg
-		c.mu.Unlock()
-		for _, it := range batch {
-			b := it.raw
-			if it.delta != nil {
-				b = it.delta.JSON()
+		for {
+			c.mu.Lock()
+			batch, c.q = c.q, batch[:0]
+			c.queued = 0
+			code, msg := c.closeCode, c.closeMsg
+			replaying := len(c.replays) > 0
+			c.mu.Unlock()
+			for _, it := range batch {
+				b := it.raw
+				if it.delta != nil {
+					b = it.delta.JSON()
+				}
+				if !c.write(b) {
+					return
+				}
 			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+			clear(batch)
+			if code != 0 {
+				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, msg), time.Now().Add(writeWait))
 				return
 			}
-		}
-		clear(batch)
-		if code != 0 {
-			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, msg), time.Now().Add(writeWait))
-			return
+			if !replaying {
+				break
+			}
+			// One page of a replay, then the queue again: live frames of
+			// other chats are not held up behind a long replay, and each
+			// page is read only once the socket took the one before.
+			if !c.replayStep() {
+				return
+			}
+			select {
+			case <-ping.C:
+				if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+					return
+				}
+			case <-c.stop:
+				return
+			default:
+			}
 		}
 	}
+}
+
+// write sends one text frame; false when the socket failed.
+func (c *conn) write(b []byte) bool {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
+	return c.ws.WriteMessage(websocket.TextMessage, b) == nil
+}
+
+// replayStep sends the next page of the first replay (which then goes last,
+// so several chats replay in turn), or, when nothing is left to read,
+// switches that chat to live events. false when the socket failed.
+func (c *conn) replayStep() bool {
+	c.mu.Lock()
+	if len(c.replays) == 0 {
+		c.mu.Unlock()
+		return true
+	}
+	r := c.replays[0]
+	after := r.after
+	c.mu.Unlock()
+	svc := c.hub.opt.Chats
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	frames, err := svc.Events(ctx, r.chat, after, ReplayPage)
+	if err == nil && len(frames) == 0 {
+		// Read to the end: switch to live events, unless more were
+		// committed meanwhile (then read on).
+		var done bool
+		if done, err = svc.CatchUp(ctx, r.chat, after, c, r.req); err == nil && done {
+			c.mu.Lock()
+			cancelled := r.cancelled
+			c.mu.Unlock()
+			if cancelled {
+				// chat.close, another chat.open or the socket's end came
+				// meanwhile, and may have unsubscribed before this subscribed.
+				_ = svc.Unsubscribe(ctx, r.chat, c)
+			}
+			return true
+		}
+	}
+	if err != nil {
+		if c.dropReplay(r) {
+			c.failErr(r.req, r.chat, err)
+		}
+		return true
+	}
+	size := 0
+	c.mu.Lock()
+	if len(c.replays) > 0 && c.replays[0] == r {
+		c.replays = append(c.replays[1:], r)
+	}
+	reqs := make([]string, len(frames))
+	for i, f := range frames {
+		size += len(f.Raw)
+		reqs[i] = r.reqs[f.Seq]
+		delete(r.reqs, f.Seq)
+	}
+	if len(frames) > 0 {
+		r.after = frames[len(frames)-1].Seq
+	}
+	c.maxPage = max(c.maxPage, size)
+	c.mu.Unlock()
+	for i, f := range frames {
+		if !c.write(withReq(f.Raw, reqs[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// dropReplay removes r from the replays; false when it was gone already.
+func (c *conn) dropReplay(r *replay) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.replays {
+		if x == r {
+			c.replays = append(c.replays[:i], c.replays[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// stopReplay ends chat's replay, if one runs; true when it did.
+func (c *conn) stopReplay(chat string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.replays {
+		if x.chat == chat {
+			x.cancelled = true
+			c.replays = append(c.replays[:i], c.replays[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// heldByReplay keeps the events of a chat being replayed out of the queue:
+// they are committed, so the replay reads them in their place; the answer
+// to one of this socket's requests leaves its req for the replay to add.
+// Events the replay has sent already pass, as the echo of a request.
+func (c *conn) heldByReplay(d chats.Delivery) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.replays {
+		if r.chat != d.Event.Chat {
+			continue
+		}
+		if d.Event.Type == chats.EvReplyDelta || d.Event.Type == chats.EvQuotaWait {
+			return true // chat.resumed carries the running reply
+		}
+		if d.Event.Seq <= r.after {
+			return false
+		}
+		if d.Req != "" && len(r.reqs) < 1024 {
+			if r.reqs == nil {
+				r.reqs = map[uint64]string{}
+			}
+			r.reqs[d.Event.Seq] = d.Req
+		}
+		return true
+	}
+	return false
+}
+
+// withReq adds "req" to an event's wire bytes.
+func withReq(raw []byte, req string) []byte {
+	if req == "" {
+		return raw
+	}
+	q, _ := json.Marshal(req)
+	out := make([]byte, 0, len(raw)+len(q)+8)
+	out = append(out, raw[:len(raw)-1]...)
+	out = append(out, `,"req":`...)
+	out = append(out, q...)
+	return append(out, '}')
 }
 
 // end tears the socket down once; both loops call it.
@@ -395,6 +621,12 @@ func (c *conn) readLoop() {
 	defer func() {
 		c.settleAuth()
 		c.end()
+		c.mu.Lock()
+		for _, r := range c.replays {
+			r.cancelled = true // the writer unsubscribes what it subscribes meanwhile
+		}
+		c.replays = nil
+		c.mu.Unlock()
 		c.ops.Wait()
 		if c.unwatch != nil {
 			c.unwatch()
@@ -443,6 +675,7 @@ type frame struct {
 	Chain    string  `json:"chain"`
 	Chat     string  `json:"chat"`
 	Since    *uint64 `json:"since"`
+	Before   *uint64 `json:"before"`
 	Text     *string `json:"text"`
 	ClientID string  `json:"client_id"`
 	Mode     string  `json:"mode"`
@@ -524,12 +757,18 @@ func (c *conn) handle(data []byte) bool {
 		}
 	case "chat.open":
 		if need(f.Chat != "", "chat") {
-			if err = svc.Open(ctx, f.Chat, f.Since, c, f.Req); err == nil {
-				c.opened[f.Chat] = true
+			err = c.open(ctx, f.Chat, f.Since, f.Req)
+		}
+	case "chat.history":
+		if need(f.Chat != "" && f.Before != nil, "chat and before") {
+			var h *chats.History
+			if h, err = svc.History(ctx, f.Chat, *f.Before, f.Req); err == nil {
+				c.push(item{raw: encode(h)})
 			}
 		}
 	case "chat.close":
 		if need(f.Chat != "", "chat") {
+			c.stopReplay(f.Chat)
 			if err = svc.Unsubscribe(ctx, f.Chat, c); err == nil {
 				delete(c.opened, f.Chat)
 				c.send(map[string]any{"type": "chat.closed", "chat": f.Chat, "req": omit(f.Req)})
@@ -600,6 +839,42 @@ func (c *conn) handle(data []byte) bool {
 		c.failErr(f.Req, f.Chat, err)
 	}
 	return true
+}
+
+// open answers chat.open. Without since it sends a snapshot. With since,
+// a client that is up to date is switched to live events at once; one that
+// missed events gets them from the writer, page by page as the socket takes
+// them (replayStep), however many there are.
+func (c *conn) open(ctx context.Context, chat string, since *uint64, req string) error {
+	svc := c.hub.opt.Chats
+	if c.stopReplay(chat) || c.opened[chat] {
+		// Opened again: start over, so nothing is sent twice.
+		if err := svc.Unsubscribe(ctx, chat, c); err != nil {
+			return err
+		}
+	}
+	if since == nil {
+		if err := svc.Open(ctx, chat, nil, c, req); err != nil {
+			return err
+		}
+		c.opened[chat] = true
+		return nil
+	}
+	done, err := svc.CatchUp(ctx, chat, *since, c, req)
+	if err != nil {
+		return err
+	}
+	c.opened[chat] = true
+	if !done {
+		c.mu.Lock()
+		c.replays = append(c.replays, &replay{chat: chat, after: *since, req: req})
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }
 
 func (c *conn) failErr(req, chat string, err error) {

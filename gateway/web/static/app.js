@@ -187,6 +187,8 @@ function newView(id) {
     checkpointThrough: 0, // the "Earlier turns checkpointed" divider goes after this seq
     expanded: new Set(), // keys of expanded records and runtime notes
     metaAsked: false, // the boundaries' reasons and notes were asked for over HTTP
+    before: 0, // older messages exist before this seq: chat.history loads them
+    loadingOlder: false, // a chat.history is in flight
   };
 }
 
@@ -369,6 +371,8 @@ function handleFrame(f) {
       return onSnapshot(f);
     case 'chat.resumed':
       return onResumed(f);
+    case 'chat.history':
+      return onHistory(f);
     case 'chat.closed':
       takeReq(f);
       return;
@@ -469,6 +473,8 @@ function onSnapshot(f) {
   for (const m of Array.isArray(f.pending) ? f.pending : []) if (m && m.id) v.pending.set(m.id, m);
   v.context = f.context && typeof f.context === 'object' ? f.context : v.context;
   v.checkpointThrough = num(f.checkpoint_through, 0);
+  v.before = f.more ? num(f.before, 0) : 0;
+  v.loadingOlder = false;
   inferContinued(v);
   v.metaAsked = false;
   fetchBoundaryMeta(v);
@@ -478,6 +484,43 @@ function onSnapshot(f) {
   reconcileEditing(v);
   S.stick = true;
   render();
+}
+
+// onHistory puts an older page of the transcript (chat.history) above what
+// the view holds, and keeps the reader's place.
+function onHistory(f) {
+  takeReq(f);
+  const v = S.views.get(f.chat);
+  if (!v || !v.loaded) return;
+  v.loadingOlder = false;
+  const newer = v.history;
+  v.history = [];
+  for (const m of Array.isArray(f.messages) ? f.messages : []) {
+    if (!m || !m.id || m.state === 'deleted' || v.index.has(m.id)) continue;
+    if (m.role === 'boundary') {
+      if (!newer.some((e) => e.key === `b:${m.seq}`)) addBoundary(v, { seq: m.seq, record: m.text, time: m.time });
+    } else if (m.role === 'user' || m.role === 'assistant') addHistory(v, m);
+  }
+  v.history.push(...newer);
+  v.before = f.more ? num(f.before, 0) : 0;
+  inferContinued(v);
+  v.metaAsked = false;
+  fetchBoundaryMeta(v);
+  if (f.chat !== S.current) return;
+  const sc = dom.scroller;
+  const fromBottom = sc.scrollHeight - sc.scrollTop;
+  render();
+  sc.scrollTop = sc.scrollHeight - fromBottom;
+}
+
+// loadOlder asks for the page of messages before the oldest one shown.
+function loadOlder() {
+  const v = currentView();
+  if (!v || !v.loaded || !v.subscribed || !v.before || v.loadingOlder || !S.connected) return;
+  if (request({ type: 'chat.history', chat: v.id, before: v.before }, { kind: 'history', chat: v.id })) {
+    v.loadingOlder = true;
+    render();
+  }
 }
 
 function onResumed(f) {
@@ -959,6 +1002,7 @@ function describeCode(code) {
 function subscribe(id) {
   const v = viewFor(id);
   v.subscribed = true;
+  v.loadingOlder = false;
   if (v.loaded) {
     v.opening = false;
     request({ type: 'chat.open', chat: id, since: v.lastSeq }, { kind: 'open', chat: id });
@@ -1712,6 +1756,7 @@ function renderConversation() {
   } else {
     // The one checkpoint divider goes after the last message the
     // checkpoint in force evicted.
+    if (v.before) items.push(olderItem(v));
     let cp = null;
     if (v.checkpointThrough > 0) {
       for (const e of v.history) if (e.kind === 'msg' && num(e.m.seq, 0) > 0 && num(e.m.seq, 0) <= v.checkpointThrough) cp = e;
@@ -1746,6 +1791,23 @@ function renderConversation() {
   applyRekeys(dom.messages);
   reconcile(dom.messages, items, 'div');
   if (atBottom) sc.scrollTop = sc.scrollHeight;
+  // Nothing to scroll yet: the older page comes without asking.
+  if (v && v.before && !v.loadingOlder && sc.scrollHeight <= sc.clientHeight) queueMicrotask(loadOlder);
+}
+
+// olderItem heads a chat whose older messages are not loaded yet.
+function olderItem(v) {
+  return {
+    key: 'older',
+    sig: 'older:' + v.loadingOlder,
+    render(el) {
+      el.className = 'older';
+      const b = h('button', { type: 'button', class: 'btn btn-ghost btn-sm load-older' }, v.loadingOlder ? 'Loading earlier messages…' : 'Load earlier messages');
+      b.disabled = v.loadingOlder;
+      b.addEventListener('click', loadOlder);
+      el.replaceChildren(b);
+    },
+  };
 }
 
 function hasOutbox(chat) {
@@ -2446,6 +2508,7 @@ function bind() {
   dom.scroller.addEventListener('scroll', () => {
     const sc = dom.scroller;
     S.stick = sc.scrollTop + sc.clientHeight >= sc.scrollHeight - 48;
+    if (sc.scrollTop < 200) loadOlder();
   }, { passive: true });
 
   dom.toasts.addEventListener('click', (e) => {
