@@ -40,7 +40,7 @@ func backup(ctx context.Context, args []string, stdout io.Writer, getenv func(st
 	if err != nil {
 		return err
 	}
-	cfg, err := c.load()
+	cfg, err := c.loadClient()
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,6 +55,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{"pair list help", []string{"pair", "list", "-h"}, 0, "-data"},
 		{"check-compression help", []string{"check-compression", "--help"}, 0, "-context-window"},
 		{"replay without chat", []string{"replay"}, 2, "missing CHAT"},
+		{"pair approve without code", []string{"pair", "approve"}, 2, "missing CODE"},
+		{"check-compression without file", []string{"check-compression"}, 2, "missing FILE"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,5 +306,32 @@ func TestPairWithoutARunningGateway(t *testing.T) {
 		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
 			t.Errorf("%v: exit %d (want %d), %q %q", tc.args, code, tc.code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestSubcommandsFindTheGatewayOffItsConfiguredAddress: a gateway moved off
+// runtime.yaml's listen by --addr is still found by the subcommands that ask
+// it (through data_dir/listen), and the file goes when it stops.
+func TestSubcommandsFindTheGatewayOffItsConfiguredAddress(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, data)
+	b, err := os.ReadFile(filepath.Join(data, ListenFile))
+	if err != nil || strings.TrimSpace(string(b)) != p.addr {
+		t.Fatalf("listen file %q (%v), gateway at %s", b, err, p.addr)
+	}
+	var out, errb bytes.Buffer
+	env := func(k string) string {
+		if k == "MIRROR_TOKEN" {
+			return "test-token-0123456789abcdef"
+		}
+		return ""
+	}
+	if code := run(context.Background(), []string{"check", "--data", data}, &out, &errb, env); code != 0 ||
+		!strings.Contains(out.String(), "checked by the gateway running at "+p.addr) {
+		t.Fatalf("check: exit %d, %q / %q", code, out.String(), errb.String())
+	}
+	p.stop(t)
+	if _, err := os.Stat(filepath.Join(data, ListenFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the listen file outlived the gateway: %v", err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -32,22 +34,25 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 		return usageError{errors.New(pairUsage)}
 	}
 	sub, rest := args[0], args[1:]
-	var code string
+	var (
+		c    common
+		code string
+		err  error
+	)
+	f := flag.NewFlagSet("pair "+sub, flag.ContinueOnError)
+	c.register(f)
 	switch sub {
 	case "list":
+		err = parseFlags(f, rest)
 	case "approve":
-		if wantsHelp(rest) {
-			_, err := loadArgs("pair approve CODE", rest)
-			return err
-		}
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			return usageError{fmt.Errorf("pair approve: missing CODE\n\n%s", pairUsage)}
-		}
-		code, rest = rest[0], rest[1:]
+		code, err = parseWithArg(f, rest, "CODE", "the pairing code the person was given")
 	default:
 		return usageError{fmt.Errorf("pair: unknown subcommand %q\n\n%s", sub, pairUsage)}
 	}
-	cfg, err := loadArgs("pair "+sub, rest)
+	if err != nil {
+		return err
+	}
+	cfg, err := c.loadClient()
 	if err != nil {
 		return err
 	}
@@ -67,6 +72,30 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 }
 
 var errNoGateway = errors.New("no gateway answers")
+
+// ListenFile, in the data dir, holds the address a running gateway listens
+// on (written once it accepts connections, removed when it stops).
+const ListenFile = "listen"
+
+// writeListenFile writes addr to dir's ListenFile, whole or not at all.
+func writeListenFile(dir, addr string) error {
+	tmp := filepath.Join(dir, ListenFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, ListenFile))
+}
+
+// runningListen is the address the gateway using cfg's data dir wrote
+// there, or cfg's listen address when there is none.
+func runningListen(cfg *config.Config) string {
+	if b, err := os.ReadFile(filepath.Join(cfg.DataPath(), ListenFile)); err == nil {
+		if a := strings.TrimSpace(string(b)); a != "" {
+			return a
+		}
+	}
+	return cfg.Listen
+}
 
 // gatewayURL is where the gateway of cfg answers: its listen address, on
 // loopback when it listens on every address.

@@ -29,15 +29,14 @@ import (
 // the database itself; a running gateway holds the database, so it is
 // asked over HTTP instead (GET /api/chats/CHAT/replay, with the token).
 func replay(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
-	if wantsHelp(args) {
-		_, err := loadArgs("replay CHAT", args)
+	var c common
+	f := flag.NewFlagSet("replay", flag.ContinueOnError)
+	c.register(f)
+	chat, err := parseWithArg(f, args, "CHAT", "a chat id, such as c_0123abcd; GET /api/chats lists them")
+	if err != nil {
 		return err
 	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usageError{errors.New("replay: missing CHAT (a chat id, such as c_0123abcd; GET /api/chats lists them)")}
-	}
-	chat, rest := args[0], args[1:]
-	cfg, err := loadArgs("replay", rest)
+	cfg, err := c.loadClient()
 	if err != nil {
 		return err
 	}
@@ -124,16 +123,10 @@ func replayOverHTTP(ctx context.Context, cfg *config.Config, chat string, stdout
 // checkCompression runs `mirror check-compression FILE`: the token sources
 // of a raw request JSON and how far masking and folding alone get.
 func checkCompression(args []string, stdout io.Writer) error {
-	f := flag.NewFlagSet("check-compression FILE", flag.ContinueOnError)
+	f := flag.NewFlagSet("check-compression", flag.ContinueOnError)
 	window := f.Int("context-window", 128000, "the model's context window in tokens")
-	if wantsHelp(args) {
-		return parseFlags(f, args)
-	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usageError{errors.New("check-compression: missing FILE (a raw chat-completions request JSON)")}
-	}
-	file, rest := args[0], args[1:]
-	if err := parseFlags(f, rest); err != nil {
+	file, err := parseWithArg(f, args, "FILE", "a raw chat-completions request JSON")
+	if err != nil {
 		return err
 	}
 	if *window <= 0 {

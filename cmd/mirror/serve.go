@@ -78,7 +78,19 @@ func loadArgs(name string, args []string) (*config.Config, error) {
 	if err := parseFlags(f, args); err != nil {
 		return nil, err
 	}
-	return c.load()
+	return c.loadClient()
+}
+
+// loadClient is load for a subcommand that may ask a running gateway: its
+// listen address is where the gateway holding this data dir really listens
+// (--addr may have moved it off runtime.yaml's listen).
+func (c *common) loadClient() (*config.Config, error) {
+	cfg, err := c.load()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Listen = runningListen(cfg)
+	return cfg, nil
 }
 
 // tokenIn prepares cfg's data dir (the storage trust checks) and returns it
@@ -89,13 +101,6 @@ func tokenIn(cfg *config.Config, getenv func(string) string) (dir, tok string, e
 	}
 	tok, err = gateway.LoadToken(cfg, dir, getenv)
 	return dir, tok, err
-}
-
-// wantsHelp says whether a subcommand that takes a leading argument (CHAT,
-// FILE, CODE) was asked for its --help instead, so the help is printed with
-// exit 0 rather than refused as a missing argument.
-func wantsHelp(args []string) bool {
-	return len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help")
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
@@ -255,6 +260,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
+	// The subcommands that ask a running gateway (pair, replay, backup,
+	// check) find it here even when --addr moved it off runtime.yaml's
+	// listen; a file left by a killed process names a port nobody answers.
+	if err := writeListenFile(dir, ln.Addr().String()); err != nil {
+		log.Warn("write the listen address into the data dir", "err", err)
+	}
+	defer os.Remove(filepath.Join(dir, ListenFile))
 
 	if n, err := svc.Resume(sig); err != nil {
 		log.Error("resume chats", "err", err)
