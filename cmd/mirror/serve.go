@@ -259,14 +259,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	hs := srv.HTTPServer(slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
 	// The subcommands that ask a running gateway (pair, replay, backup,
 	// check) find it here even when --addr moved it off runtime.yaml's
 	// listen; a file left by a killed process names a port nobody answers.
+	// Written before the listening line, so whoever reads that line finds it.
 	if err := writeListenFile(dir, ln.Addr().String()); err != nil {
 		log.Warn("write the listen address into the data dir", "err", err)
 	}
 	defer os.Remove(filepath.Join(dir, ListenFile))
+	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
 
 	if n, err := svc.Resume(sig); err != nil {
 		log.Error("resume chats", "err", err)
