@@ -168,6 +168,12 @@ func TestBrowserQuotaWaitAndSettings(t *testing.T) {
 	shot(t, ctx, "settings-chains")
 	click(t, ctx, "#panel-close")
 
+	// The model's details show the same quota.
+	click(t, ctx, "#model-open")
+	q := `#panel[open] .model-details[data-model="default"] section.model-quota dd[data-field="quota-quota"]`
+	until(t, ctx, "the model's quota", `(document.querySelector('`+q+`')?.textContent || '').includes('40,000 input tokens per minute')`)
+	click(t, ctx, "#panel-close")
+
 	// The window has room a minute on: the same request goes, the status
 	// goes with it, and the reply lands.
 	clock.Advance(61 * time.Second)

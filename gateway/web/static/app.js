@@ -84,7 +84,9 @@
 //                                 window) and button.compaction-save, which PUTs
 //                                 /compaction (soft not below hard is refused before
 //                                 sending); .compaction-status says what was saved,
-//                                 .compaction-error (role=alert) what was refused
+//                                 .compaction-error (role=alert) what was refused;
+//                                 section.model-quota: dd[data-field=quota-quota|
+//                                 quota-usage|quota-wait] per key (see quota.js)
 //   .notice.quota-wait            a quota wait in the live reply (see quota.js)
 //   #settings-open                opens #panel on Settings: Chat and Chains (see
 //                                 settings.js)
@@ -104,7 +106,7 @@
 // with the same client_id, which the server dedupes.
 
 import { renderMarkdown } from './markdown.js';
-import { startTicker, waitFrom, waitNotice } from './quota.js';
+import { modelQuotaSection, startTicker, waitFrom, waitNotice } from './quota.js';
 import { settingsView } from './settings.js';
 
 const IN_USE_TEXT = 'Already in use — the assistant picked this message up.';
@@ -1199,7 +1201,7 @@ function toggleExpanded(v, key) {
 
 // ---------------------------------------------------------------- panel: memory and past handoffs
 
-const panel = { kind: null, note: null, chat: null, seq: 0, opener: null, models: null };
+const panel = { kind: null, note: null, chat: null, seq: 0, opener: null, models: null, quotas: null };
 
 function openPanel(kind, arg) {
   panel.kind = kind;
@@ -1320,8 +1322,9 @@ function chatModel() {
 
 async function showModel(name) {
   const seq = panelLoading('Model details');
-  const data = await getJSON('/api/models');
+  const [data, quotas] = await Promise.all([getJSON('/api/models'), getJSON('/api/quotas')]);
   if (seq !== panel.seq || !dom.panel.open) return;
+  panel.quotas = quotas?.quotas ?? null;
   const models = data?.models;
   if (!Array.isArray(models) || !models.length) return panelState('Model details', h('p', { class: 'panel-empty error' }, 'The models could not be read.'));
   panel.models = models;
@@ -1404,6 +1407,7 @@ function drawModel(m, note) {
       `The Auto limit of ${m.name} already is its whole window (a request ceiling of ${tokens(b.ceiling)}), so there is nothing to set.`));
   }
   wrap.append(compactionSection(m, note?.for === 'compaction' ? note : null));
+  wrap.append(modelQuotaSection(h, m, panel.quotas));
   panelState(title, wrap);
 }
 

@@ -100,3 +100,29 @@ export function quotaFacts(q, now = Date.now()) {
   out.push(['wait', 'Wait', waits.length ? waits.join('; ') : 'none now', last]);
   return out;
 }
+
+// modelQuotaSection is the Quota section of a model's details: each key's
+// last reported quota, local usage and wait, as Settings → Chains shows
+// them. rows are /api/quotas rows (null when they could not be read).
+export function modelQuotaSection(h, model, rows) {
+  const sec = h('section', { class: 'model-quota', 'aria-labelledby': 'model-quota-title' },
+    h('h3', { id: 'model-quota-title', class: 'compaction-title' }, 'Quota'));
+  if (!Array.isArray(rows)) {
+    sec.append(h('p', { class: 'fact-hint' }, 'The quotas could not be read.'));
+    return sec;
+  }
+  const mine = quotasOf(rows, model);
+  if (!mine.length) {
+    sec.append(h('p', { class: 'fact-hint quota-none' }, 'No quota reported yet: requests go at once until the provider reports one.'));
+    return sec;
+  }
+  for (const q of mine) {
+    const dl = h('dl', { class: 'model-facts quota-facts', 'data-key': q.fingerprint || '' });
+    for (const [field, label, value, hint] of quotaFacts(q)) {
+      dl.append(h('div', { class: 'model-fact' }, h('dt', null, label),
+        h('dd', { 'data-field': 'quota-' + field }, h('span', { class: 'fact-value' }, value), hint ? h('span', { class: 'fact-hint' }, hint) : null)));
+    }
+    sec.append(dl);
+  }
+  return sec;
+}
