@@ -128,3 +128,37 @@ func TestLoadSkipsBadRows(t *testing.T) {
 		t.Errorf("the good row was lost: %+v", st)
 	}
 }
+
+// BenchmarkObserveLimitsStore measures learning from every response's
+// rate-limit headers, in memory only and with the bbolt store: the same
+// quota repeated is not written again (saves/op), so keeping the last
+// observation across restarts costs the hot path nothing measurable.
+func BenchmarkObserveLimitsStore(b *testing.B) {
+	hdr := &provider.RateLimits{InputTokens: &provider.RateWindow{Limit: 2_000_000, Remaining: 1_500_000, Reset: time.Minute}}
+	key := Key{Provider: "openai", Model: "gpt-5", Fingerprint: "ab12"}
+	for _, tc := range []struct {
+		name  string
+		store bool
+	}{{"memory", false}, {"bbolt", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var store *countingStore
+			opt := Options{}
+			if tc.store {
+				db, err := bolt.Open(filepath.Join(b.TempDir(), "mirror.db"), 0o600, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				store = &countingStore{Store: NewBoltStore(db)}
+				opt.Store = store
+			}
+			book := New(opt)
+			for b.Loop() {
+				book.ObserveLimits(key, hdr)
+			}
+			if store != nil {
+				b.ReportMetric(float64(store.saves)/float64(b.N), "saves/op")
+			}
+		})
+	}
+}
