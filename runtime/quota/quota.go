@@ -627,11 +627,17 @@ func (b *Book) persist(key Key) {
 	if b.opt.Store == nil {
 		return
 	}
+	b.mu.Lock()
+	s := b.keys[key]
+	due := s != nil && s.unsaved
+	b.mu.Unlock()
+	if !due {
+		return // the common case: a repeat, no wait for another key's save
+	}
 	b.saving.Lock()
 	defer b.saving.Unlock()
 	b.mu.Lock()
-	s := b.keys[key]
-	if s == nil || s.last == nil || !s.unsaved {
+	if s.last == nil || !s.unsaved {
 		b.mu.Unlock()
 		return
 	}

@@ -3,7 +3,9 @@ package quota
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +162,45 @@ func BenchmarkObserveLimitsStore(b *testing.B) {
 				b.ReportMetric(float64(store.saves)/float64(b.N), "saves/op")
 			}
 		})
+	}
+}
+
+// failingStore refuses the first fail saves.
+type failingStore struct {
+	Store
+	fail int
+}
+
+func (f *failingStore) SaveObservation(k Key, o Observation) error {
+	if f.fail > 0 {
+		f.fail--
+		return errors.New("disk full")
+	}
+	return f.Store.SaveObservation(k, o)
+}
+
+// TestSaveFailureIsRetried: a save that fails keeps the quota in memory
+// (still enforced) and the next report of the same quota saves it.
+func TestSaveFailureIsRetried(t *testing.T) {
+	db := openDB(t, filepath.Join(t.TempDir(), "mirror.db"))
+	defer db.Close()
+	store := &failingStore{Store: NewBoltStore(db), fail: 1}
+	var logged strings.Builder
+	book := New(Options{Store: store, Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	key := Key{Provider: "p", Model: "m", Fingerprint: "ab12"}
+	hdr := &provider.RateLimits{Tokens: &provider.RateWindow{Limit: 5000, Remaining: -1}}
+	book.ObserveLimits(key, hdr)
+	if st := status(t, book, key); st.Quota == nil || !st.Quota.Active || st.Budget != 4500 {
+		t.Fatalf("after a failed save the quota is not in force: %+v", st)
+	}
+	if !strings.Contains(logged.String(), "disk full") {
+		t.Errorf("the failed save was not logged: %q", logged.String())
+	}
+	if saved, _ := NewBoltStore(db).LoadObservations(); len(saved) != 0 {
+		t.Fatalf("saved despite the failure: %v", saved)
+	}
+	book.ObserveLimits(key, hdr) // the same quota again: this time it is saved
+	if saved, err := NewBoltStore(db).LoadObservations(); err != nil || saved[key].Limit != 5000 {
+		t.Fatalf("not saved on the next report: %v %v", saved, err)
 	}
 }
