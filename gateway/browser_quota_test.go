@@ -201,4 +201,7 @@ func TestBrowserQuotaWaitAndSettings(t *testing.T) {
 		t.Errorf("the chain shows %q", got)
 	}
 	shot(t, ctx, "settings-chat")
+	// Its button leads to where soft and hard are moved.
+	click(t, ctx, sel+" button.open-model")
+	until(t, ctx, "the model details", `!!document.querySelector('#panel[open] .model-details[data-model="default"] form.compaction-form')`)
 }

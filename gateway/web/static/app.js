@@ -2518,7 +2518,11 @@ function bind() {
     const tab = e.target.closest('button.settings-tab');
     if (tab) showSettings(tab.dataset.tab);
     const model = e.target.closest('button.open-model');
-    if (model) openPanel('model', model.dataset.model);
+    if (model) {
+      // Same dialog, so the focus still goes back to what opened Settings.
+      panel.kind = 'model';
+      showModel(model.dataset.model);
+    }
   });
   dom.panel.addEventListener('close', () => {
     // The close event comes late: the panel may be open again meanwhile.
