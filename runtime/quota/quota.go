@@ -16,6 +16,10 @@
 // also accounts for traffic this process cannot see (other keys of the same
 // project, other processes).
 //
+// The last observation of each key outlives a restart when Options.Store
+// keeps it (BoltStore, in the gateway's bbolt file): Book.Load shows it
+// again, and enforces it until it expires.
+//
 // Waits are bounded (Options.MaxWait) and so are attempts
 // (Options.MaxAttempts, see Book.Retry); a context cancel (Stop) ends a wait
 // at once.
