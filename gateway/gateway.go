@@ -180,6 +180,7 @@ func New(opt Options) *Server {
 	s.monitorRoutes()
 	s.contextRoutes()
 	s.modelRoutes()
+	s.settingsRoutes()
 	for _, rt := range opt.Routes {
 		h := rt.Handler
 		if rt.Private {

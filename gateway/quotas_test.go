@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -54,5 +55,48 @@ func TestAPIQuotas(t *testing.T) {
 	row, _ := rows[0].(map[string]any)
 	if row["provider"] != "google" || row["model"] != "gemini-2.5-flash" || row["fingerprint"] != "0123456789ab" || row["usage"] != float64(120) {
 		t.Fatalf("row %v", row)
+	}
+}
+
+// TestAPIChains: every chain with its models in order and the roles that
+// name it, behind the token.
+func TestAPIChains(t *testing.T) {
+	st := newStack(t, nil)
+	cfg := config.Default()
+	cfg.Chains = map[string][]string{"default": {"default"}, "fast": {"flash", "default"}}
+	cfg.Roles.Reflect = "fast"
+	srv := New(Options{Config: cfg, Chats: st.svc, Token: testToken})
+	t.Cleanup(srv.Close)
+	h := httptest.NewServer(srv.Handler())
+	t.Cleanup(h.Close)
+	for _, tc := range []struct {
+		auth bool
+		code int
+	}{{false, http.StatusUnauthorized}, {true, http.StatusOK}} {
+		req, _ := http.NewRequest("GET", h.URL+"/api/chains", nil)
+		if tc.auth {
+			req.Header.Set("Authorization", "Bearer "+testToken)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Chains []chainInfo       `json:"chains"`
+			Roles  map[string]string `json:"roles"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Fatalf("auth %v: %d, want %d", tc.auth, resp.StatusCode, tc.code)
+		}
+		if !tc.auth {
+			continue
+		}
+		if err != nil || len(body.Chains) != 2 || body.Chains[1].Name != "fast" ||
+			strings.Join(body.Chains[1].Models, ",") != "flash,default" || strings.Join(body.Chains[1].Roles, ",") != "reflect" ||
+			strings.Join(body.Chains[0].Roles, ",") != "chat" || body.Roles["chat"] != "default" {
+			t.Fatalf("GET /api/chains: %v %+v", err, body)
+		}
 	}
 }

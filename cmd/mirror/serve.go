@@ -193,7 +193,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return usageError{err}
 	}
 	engine.SetMonitor(mon)
-	book := quota.New(quota.Options{})
+	book := quota.New(quota.Options{Store: quota.NewBoltStore(db), Log: log})
+	if err := book.Load(); err != nil {
+		// A row that cannot be read loses only its own quota: the
+		// provider teaches it again with its next 429 or headers.
+		log.Warn("quota: saved observations", "err", err)
+	}
 	engine.SetQuota(book)
 	ledger, err := tools.NewLedger(db)
 	if err != nil {

@@ -39,6 +39,9 @@ type follower struct {
 	dirty   bool
 	shown   []string // the HTML each message of the turn shows
 	typeAt  time.Time
+	// wait is the quota-wait line shown under the streamed reply (see
+	// waitLine); "" once the turn proceeds.
+	wait string
 }
 
 // Deliver implements chats.Subscriber; it never blocks.
@@ -257,7 +260,7 @@ func (f *follower) saveWith(more func(bk *bolt.Bucket) error) error {
 
 func (f *follower) newTurn(turn string) {
 	f.adopt(turn)
-	f.running, f.reply, f.dirty = true, "", false
+	f.running, f.reply, f.dirty, f.wait = true, "", false, ""
 	f.typeAt = time.Time{}
 }
 
@@ -310,6 +313,15 @@ func (f *follower) apply(d chats.Delivery) error {
 			off := min(max(*ev.Offset, 0), len(r))
 			f.reply = string(r[:off]) + ev.Text
 			f.dirty = true
+			f.wait = ""
+		}
+		return nil
+	}
+	if ev.Type == chats.EvQuotaWait {
+		// Not durable (it carries the last durable seq): shown, never
+		// counted as seen.
+		if f.running && ev.Turn == f.st.Turn {
+			f.wait, f.dirty = waitLine(ev), true
 		}
 		return nil
 	}
@@ -317,6 +329,10 @@ func (f *follower) apply(d chats.Delivery) error {
 		return nil // already applied (a resume overlapping what we had)
 	}
 	f.seen = ev.Seq
+	if f.wait != "" && ev.Turn == f.st.Turn {
+		f.wait = "" // the turn went on (a tool call, its end)
+		f.dirty = f.reply != ""
+	}
 	switch ev.Type {
 	case chats.EvTurnStarted:
 		f.newTurn(ev.Turn)
@@ -564,10 +580,14 @@ func (f *follower) setShown(i int, html string) {
 }
 
 func (f *follower) stream() error {
-	if strings.TrimSpace(f.reply) == "" {
+	text := f.reply
+	if f.wait != "" {
+		text = strings.TrimSpace(text + "\n\n" + f.wait)
+	}
+	if strings.TrimSpace(text) == "" {
 		return nil
 	}
-	return f.show(f.reply, false)
+	return f.show(text, false)
 }
 
 func msgID(m *chats.Message) string {

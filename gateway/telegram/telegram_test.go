@@ -18,6 +18,7 @@ import (
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
@@ -66,6 +67,8 @@ type stackOpts struct {
 	log        *slog.Logger
 	// prep runs on each new Bot before Start (a fake clock, a command seam).
 	prep func(*Bot)
+	// quota, when set, is the engine's quota Book.
+	quota *quota.Book
 }
 
 func newStack(t testing.TB, delay time.Duration, mutate func(*config.Config), interval time.Duration, global int, fake *fakeAPI) *stack {
@@ -128,6 +131,9 @@ func (st *stack) open(t testing.TB) {
 		t.Fatal(err)
 	}
 	eng.SetTools(reg)
+	if st.so.quota != nil {
+		eng.SetQuota(st.so.quota)
+	}
 	if st.so.thresholds != nil {
 		if st.mon, err = monitor.Open(db, st.cfg, monitor.Options{Thresholds: *st.so.thresholds}); err != nil {
 			t.Fatal(err)

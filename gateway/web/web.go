@@ -14,7 +14,8 @@
 //	               /static/style.css, /static/monitor.css, /static/monitor.js;
 //	               its DOM contract is described at the top of static/monitor.js)
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
-//	               /static/app.js, /static/markdown.js, /static/favicon.svg)
+//	               /static/app.js, /static/markdown.js, /static/quota.js,
+//	               /static/settings.js, /static/favicon.svg)
 //
 // The login page is self-contained (inline style, inline icon), so it renders
 // even when /static is behind auth.
@@ -63,6 +64,7 @@ func mustRead(name string) []byte {
 }
 
 // Static returns the embedded static files (index.html, app.js, markdown.js,
+// quota.js, settings.js,
 // monitor.html, monitor.js, monitor.css,
 // style.css, favicon.svg, login.html) at the root of the returned FS, ready for
 // http.FileServerFS under /static/.

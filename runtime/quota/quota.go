@@ -16,6 +16,10 @@
 // also accounts for traffic this process cannot see (other keys of the same
 // project, other processes).
 //
+// The last observation of each key outlives a restart when Options.Store
+// keeps it (BoltStore, in the gateway's bbolt file): Book.Load shows it
+// again, and enforces it until it expires.
+//
 // Waits are bounded (Options.MaxWait) and so are attempts
 // (Options.MaxAttempts, see Book.Retry); a context cancel (Stop) ends a wait
 // at once.
@@ -26,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
@@ -64,6 +69,11 @@ type Options struct {
 	// MaxAttempts bounds the attempts of one request on one model, the
 	// first one included (see Book.Retry); 0 means DefaultMaxAttempts.
 	MaxAttempts int
+	// Store keeps the last observation of each key across restarts (see
+	// Book.Load); nil keeps them in memory only.
+	Store Store
+	// Log reports a Store that fails to save; nil means slog.Default().
+	Log *slog.Logger
 }
 
 // Key names one quota: the same API key (by fingerprint, never the key
@@ -248,6 +258,9 @@ type Book struct {
 	opt  Options
 	mu   sync.Mutex
 	keys map[Key]*state
+	// saving orders saves to Options.Store, so the last write of a key is
+	// always its latest observation.
+	saving sync.Mutex
 }
 
 // New returns an empty Book: every key is unlimited until a provider
@@ -274,6 +287,9 @@ func New(opt Options) *Book {
 	if opt.MaxAttempts <= 0 {
 		opt.MaxAttempts = DefaultMaxAttempts
 	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
 	return &Book{opt: opt, keys: map[Key]*state{}}
 }
 
@@ -289,6 +305,10 @@ type state struct {
 	outsideUntil time.Time
 	queue        []*waiter // FIFO: only the head may reserve
 	lastWait     *Wait
+	// unsaved says last differs from what Options.Store holds; savedAt is
+	// when it last held it.
+	unsaved bool
+	savedAt time.Time
 	// changed is closed and replaced whenever something a waiter's plan
 	// depends on changes, so waiters recompute instead of polling.
 	changed chan struct{}
@@ -561,8 +581,84 @@ func (b *Book) release(s *state, r *reservation, used Usage) {
 func (b *Book) observe(s *state, o Observation) {
 	o.Active = true
 	s.obs = &o
+	prev := s.last
 	last := o
 	s.last = &last
+	// Save when what the provider says changed; a repeat only refreshes
+	// the saved expiry now and then, so steady headers cost no write per
+	// response, yet a restart still finds the quota in force.
+	if prev == nil || prev.Limit != o.Limit || prev.Metric != o.Metric || prev.ID != o.ID || prev.Source != o.Source ||
+		o.ObservedAt.Sub(s.savedAt) >= b.opt.Expiry/2 {
+		s.unsaved = true
+	}
+}
+
+// Load restores the observations Options.Store kept from before a
+// restart: each is shown as the key's last reported quota, and one that
+// has not expired yet is enforced again for what remains of its expiry.
+// A key that has learned something since New keeps what it learned. Call
+// it before the first request; without a Store it does nothing.
+func (b *Book) Load() error {
+	if b.opt.Store == nil {
+		return nil
+	}
+	saved, err := b.opt.Store.LoadObservations()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.opt.Clock()
+	for k, o := range saved {
+		s := b.state(k)
+		if s.last != nil {
+			continue
+		}
+		o.Active = false
+		last := o
+		s.last = &last
+		s.savedAt = o.ObservedAt
+		if now.Before(o.ExpiresAt) {
+			o.Active = true
+			s.obs = &o
+		}
+		s.wake()
+	}
+	return err
+}
+
+// persist writes key's last observation to Options.Store when it has
+// changed. It runs after the Book's lock is released (bbolt syncs to disk;
+// no chat should wait on that), in order with other saves.
+func (b *Book) persist(key Key) {
+	if b.opt.Store == nil {
+		return
+	}
+	b.mu.Lock()
+	s := b.keys[key]
+	due := s != nil && s.unsaved
+	b.mu.Unlock()
+	if !due {
+		return // the common case: a repeat, no wait for another key's save
+	}
+	b.saving.Lock()
+	defer b.saving.Unlock()
+	b.mu.Lock()
+	if s.last == nil || !s.unsaved {
+		b.mu.Unlock()
+		return
+	}
+	o := *s.last
+	s.unsaved = false
+	b.mu.Unlock()
+	err := b.opt.Store.SaveObservation(key, o)
+	b.mu.Lock()
+	if err != nil {
+		s.unsaved = true // the next observation tries again
+	} else {
+		s.savedAt = o.ObservedAt
+	}
+	b.mu.Unlock()
+	if err != nil {
+		b.opt.Log.Warn("quota: the observation was not saved; it is kept in memory", "key", key.String(), "err", err)
+	}
 }
 
 // Observe429 learns from a structured rate-limit refusal for key: a
@@ -572,6 +668,7 @@ func (b *Book) observe(s *state, o Observation) {
 // until it has passed. A zero quota teaches nothing: it is a refusal
 // (ClassQuota), not a budget. q may be nil when only a delay is known.
 func (b *Book) Observe429(key Key, q *provider.QuotaInfo, retryAfter time.Duration) {
+	defer b.persist(key) // after the unlock below
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.state(key)
@@ -610,6 +707,7 @@ func (b *Book) ObserveLimits(key Key, l *provider.RateLimits) {
 	if w == nil || w.Limit <= 0 {
 		return
 	}
+	defer b.persist(key) // after the unlock below
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.state(key)

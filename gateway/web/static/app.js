@@ -84,7 +84,12 @@
 //                                 window) and button.compaction-save, which PUTs
 //                                 /compaction (soft not below hard is refused before
 //                                 sending); .compaction-status says what was saved,
-//                                 .compaction-error (role=alert) what was refused
+//                                 .compaction-error (role=alert) what was refused;
+//                                 section.model-quota: dd[data-field=quota-quota|
+//                                 quota-usage|quota-wait] per key (see quota.js)
+//   .notice.quota-wait            a quota wait in the live reply (see quota.js)
+//   #settings-open                opens #panel on Settings: Chat and Chains (see
+//                                 settings.js)
 //
 // The open chat is kept in location.hash as "#" + encodeURIComponent(chat id).
 //
@@ -101,6 +106,8 @@
 // with the same client_id, which the server dedupes.
 
 import { renderMarkdown } from './markdown.js';
+import { modelQuotaSection, startTicker, waitFrom, waitNotice } from './quota.js';
+import { settingsView } from './settings.js';
 
 const IN_USE_TEXT = 'Already in use — the assistant picked this message up.';
 const OUTBOX_KEY = 'mirror.outbox.v1';
@@ -130,6 +137,7 @@ const dom = {
   handoffsOpen: $('#handoffs-open'),
   modelOpen: $('#model-open'),
   memoryOpen: $('#memory-open'),
+  settingsOpen: $('#settings-open'),
   panel: $('#panel'),
   panelTitle: $('#panel-title'),
   panelBody: $('#panel-body'),
@@ -583,6 +591,12 @@ function onChatEvent(ev) {
     applyDelta(v, ev);
     return render();
   }
+  if (ev.type === 'quota.wait') {
+    // Not durable: it carries the seq of the last durable event, so the
+    // seq check below would drop it.
+    applyEvent(v, ev);
+    return render();
+  }
   if (v.opening) return; // the snapshot is authoritative and comes first
   if (typeof ev.seq === 'number') {
     if (ev.seq <= v.lastSeq) {
@@ -642,6 +656,7 @@ function applyEvent(v, ev) {
       const r = v.running;
       if (!r) return;
       const c = typeof ev.call === 'object' && ev.call ? ev.call : { id: ev.call };
+      r.wait = null; // the request went through
       r.tools.push({ id: c.id ?? ev.id, name: c.name || c.tool || ev.name || 'tool', done: false });
       return;
     }
@@ -701,7 +716,11 @@ function applyEvent(v, ev) {
       addItem(v, { kind: 'note', key: `cp:${ev.seq}`, text: 'Checkpoint requested — the next turn takes one.', cls: 'compact' });
       return;
     case 'quota.wait':
-      if (v.running) v.running.wait = { ms: num(ev.wait_ms, 0), at: Date.now() };
+      // Not durable: it says what the running turn does now, until a delta,
+      // a tool call or the turn's end shows it went on.
+      if (!ev.turn || v.finished.has(ev.turn)) return;
+      if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
+      v.running.wait = waitFrom(ev);
       return;
     case 'boundary': {
       const meta = { reason: ev.reason || '', continued: Boolean(ev.continued), notes: Array.isArray(ev.notes) ? ev.notes : [], why: ev.why || '', through: num(ev.through, 0) };
@@ -1182,7 +1201,7 @@ function toggleExpanded(v, key) {
 
 // ---------------------------------------------------------------- panel: memory and past handoffs
 
-const panel = { kind: null, note: null, chat: null, seq: 0, opener: null, models: null };
+const panel = { kind: null, note: null, chat: null, seq: 0, opener: null, models: null, quotas: null };
 
 function openPanel(kind, arg) {
   panel.kind = kind;
@@ -1196,6 +1215,7 @@ function openPanel(kind, arg) {
     return showMemory();
   }
   if (kind === 'model') return showModel(arg);
+  if (kind === 'settings') return showSettings(arg || 'chat');
   return showHandoffs(arg);
 }
 
@@ -1274,6 +1294,24 @@ async function showHandoffs(chat) {
   panelState(title, intro, ul);
 }
 
+// ---------------------------------------------------------------- panel: settings
+
+// showSettings draws Settings on tab (chat or chains) from fresh answers of
+// the gateway: the quotas and the reading change while the panel is away.
+async function showSettings(tab) {
+  const seq = panelLoading('Settings');
+  const [chains, models, quotas] = await Promise.all([getJSON('/api/chains'), getJSON('/api/models'), getJSON('/api/quotas')]);
+  if (seq !== panel.seq || !dom.panel.open) return;
+  if (!chains && !models) return panelState('Settings', h('p', { class: 'panel-empty error' }, 'The settings could not be read.'));
+  const v = currentView();
+  const data = {
+    chains: chains?.chains || [], roles: chains?.roles || {}, models: models?.models || [], quotas: quotas?.quotas || [],
+    chat: v ? { id: v.id, ...(S.chats.get(v.id) || {}) } : null, reading: v?.context || null,
+  };
+  panelState('Settings', settingsView(h, tab, data));
+  dom.panelBody.querySelector(`.settings-tab[data-tab="${tab}"]`)?.focus();
+}
+
 // ---------------------------------------------------------------- panel: model details
 
 // chatModel is the model the open chat's last context reading names.
@@ -1284,8 +1322,9 @@ function chatModel() {
 
 async function showModel(name) {
   const seq = panelLoading('Model details');
-  const data = await getJSON('/api/models');
+  const [data, quotas] = await Promise.all([getJSON('/api/models'), getJSON('/api/quotas')]);
   if (seq !== panel.seq || !dom.panel.open) return;
+  panel.quotas = quotas?.quotas ?? null;
   const models = data?.models;
   if (!Array.isArray(models) || !models.length) return panelState('Model details', h('p', { class: 'panel-empty error' }, 'The models could not be read.'));
   panel.models = models;
@@ -1368,6 +1407,7 @@ function drawModel(m, note) {
       `The Auto limit of ${m.name} already is its whole window (a request ceiling of ${tokens(b.ceiling)}), so there is nothing to set.`));
   }
   wrap.append(compactionSection(m, note?.for === 'compaction' ? note : null));
+  wrap.append(modelQuotaSection(h, m, panel.quotas));
   panelState(title, wrap);
 }
 
@@ -1991,7 +2031,7 @@ function streamingItem(r) {
         col.append(tools);
       }
       col.append(body);
-      if (r.wait) col.append(h('p', { class: 'notice wait', role: 'status' }, `Waiting for the provider's quota — about ${Math.max(1, Math.round(r.wait.ms / 1000))} s, then it continues.`));
+      if (r.wait) col.append(waitNotice(h, r.wait));
       el.replaceChildren(avatar(), col);
     },
   };
@@ -2438,6 +2478,11 @@ function bind() {
     if (S.current) openPanel('handoffs', S.current);
   });
   dom.modelOpen.addEventListener('click', () => openPanel('model'));
+  dom.settingsOpen.addEventListener('click', () => {
+    closeSidebar();
+    openPanel('settings');
+  });
+  startTicker(dom.messages);
   dom.context.addEventListener('click', () => openPanel('model'));
   dom.context.addEventListener('keydown', (e) => {
     if (e.key !== 'Enter' && e.key !== ' ') return;
@@ -2470,6 +2515,14 @@ function bind() {
     if (e.target === dom.panel) return closePanel(); // the backdrop
     const item = e.target.closest('button.note-item');
     if (item) showNote(item.dataset.note);
+    const tab = e.target.closest('button.settings-tab');
+    if (tab) showSettings(tab.dataset.tab);
+    const model = e.target.closest('button.open-model');
+    if (model) {
+      // Same dialog, so the focus still goes back to what opened Settings.
+      panel.kind = 'model';
+      showModel(model.dataset.model);
+    }
   });
   dom.panel.addEventListener('close', () => {
     // The close event comes late: the panel may be open again meanwhile.
