@@ -34,6 +34,8 @@ type Config struct {
 	BreakerPruneSchedule string `yaml:"breaker_prune_schedule"`
 	Tools                Tools  `yaml:"tools"`
 	Hooks                Hooks  `yaml:"hooks"`
+	// Attachments bounds the files people attach to messages.
+	Attachments Attachments `yaml:"attachments"`
 
 	// Dir is the folder runtime.yaml was read from ("" for built-in defaults);
 	// relative paths such as data_dir are resolved against it.
@@ -165,6 +167,18 @@ type Limits struct {
 	// FailedLoginsPerMinute is how many wrong tokens one address may send
 	// to POST /login in a minute (and at once) before it is refused with 429.
 	FailedLoginsPerMinute int `yaml:"failed_logins_per_minute"`
+}
+
+// Attachments bounds what one attached file may weigh, by kind (the kind
+// comes from its media type: image/*, audio/*, anything else a document),
+// and how long an uploaded file no message names is kept.
+type Attachments struct {
+	MaxImageBytes    int64 `yaml:"max_image_bytes"`
+	MaxDocumentBytes int64 `yaml:"max_document_bytes"`
+	MaxAudioBytes    int64 `yaml:"max_audio_bytes"`
+	// UnreferencedTTL is how long an uploaded file stays when no message
+	// names it (an upload whose send never came); then it is collected.
+	UnreferencedTTL time.Duration `yaml:"unreferenced_ttl"`
 }
 
 // Tools configures the tools the assistant may call and where they work.

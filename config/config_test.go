@@ -189,7 +189,7 @@ func TestParseErrors(t *testing.T) {
 		{"repeated chain", "chains:\n  default: [default]\n  default: [default]\n", "runtime.yaml:3: chains.default: given twice (first on line 2)"},
 
 		// Keys and types.
-		{"unknown key", "\nlisten: 127.0.0.1:1\nlisen: x\n", "runtime.yaml:3: lisen: unknown key; known keys here: auth, breaker_history_days, ..."},
+		{"unknown key", "\nlisten: 127.0.0.1:1\nlisen: x\n", "runtime.yaml:3: lisen: unknown key; known keys here: attachments, auth, ..."},
 		{"unknown nested key", "telegram:\n  mode: polling\n  bot: x\n", "runtime.yaml:3: telegram.bot: unknown key; known keys here: allowed_users, api_endpoint, enabled, mode, token_env, webhook_path, webhook_secret_env, webhook_url"},
 		{"secret key in provider", "providers:\n  - name: x\n    kind: openai\n    api_key: sk-abc\n", "runtime.yaml:4: providers[0].api_key: unknown key: secrets are never written in runtime.yaml; put the secret in an environment variable and set api_key_env to its name (name the environment variable, not the secret)"},
 		{"secret key in telegram", "telegram:\n  bot_token: 123:abc\n", "runtime.yaml:2: telegram.bot_token: unknown key: secrets are never written in runtime.yaml; put the secret in an environment variable and set token_env to its name (name the environment variable, not the secret)"},
@@ -304,6 +304,9 @@ func TestParseErrors(t *testing.T) {
 		{"matcher a trigger on SessionStart", "hooks:\n  SessionStart:\n    - {command: x, matcher: manual}\n", "runtime.yaml:3: hooks.SessionStart[0].matcher: want compact, startup, resume, clear, alternatives joined with | or \"\" for all, not \"manual\""},
 		{"SessionStart never fires", "hooks:\n  SessionStart:\n    - {command: x, matcher: \"startup|resume\"}\n", "runtime.yaml:3: hooks.SessionStart[0].matcher: \"startup|resume\" never matches: Mirror fires SessionStart only after a checkpoint, with source compact"},
 
+		{"attachment limit zero", "attachments:\n  max_image_bytes: 0\n", "runtime.yaml:2: attachments.max_image_bytes: must be a byte count from 1 to ..."},
+		{"attachment limit huge", "attachments:\n  max_audio_bytes: 9999999999999\n", "runtime.yaml:2: attachments.max_audio_bytes: must be a byte count from 1 to ..."},
+		{"attachment ttl", "attachments:\n  unreferenced_ttl: 1s\n", "runtime.yaml:2: attachments.unreferenced_ttl: must be at least 1m, ..."},
 		{"schedule", "breaker_prune_schedule: every hour\n", "runtime.yaml:1: breaker_prune_schedule: want a robfig/cron schedule such as \"@every 1h\" or \"0 3 * * *\": ..."},
 	}
 	for _, tc := range tests {

@@ -98,6 +98,12 @@ func Default() *Config {
 			BodyTimeout:            15 * time.Second,
 			FailedLoginsPerMinute:  6,
 		},
+		Attachments: Attachments{
+			MaxImageBytes:    DefaultAttachmentBytes,
+			MaxDocumentBytes: DefaultAttachmentBytes,
+			MaxAudioBytes:    DefaultAttachmentBytes,
+			UnreferencedTTL:  24 * time.Hour,
+		},
 		BreakerHistoryDays:   30,
 		BreakerHistoryMax:    500,
 		BreakerPruneSchedule: "@every 1h",
@@ -114,6 +120,10 @@ func Default() *Config {
 		},
 	}
 }
+
+// DefaultAttachmentBytes is the default size limit of one attached file of
+// each kind: 20 MB, the most the Telegram Bot API lets a bot download.
+const DefaultAttachmentBytes = 20 << 20
 
 // The conversation limits by default, as shares of the window (seed 001: a
 // fifth and a quarter are reasonable starting points).

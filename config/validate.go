@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 )
@@ -30,6 +31,7 @@ func (c *Config) Validate() error {
 	v.breakers()
 	v.tools()
 	v.hooks()
+	v.attachments()
 	sort.SliceStable(v.errs, func(i, j int) bool {
 		a, b := v.errs[i].Line, v.errs[j].Line
 		return a != 0 && (b == 0 || a < b) // known lines in file order, unknown last
@@ -304,6 +306,29 @@ func (v *validator) limits() {
 	}
 	if l.TurnTimeout <= 0 {
 		v.fail("limits.turn_timeout", "must be above 0, such as 10m")
+	}
+}
+
+// maxAttachmentBytes caps each attachment limit: past 2 GiB a file is not
+// an attachment, and one upload must not fill the data dir's disk.
+const maxAttachmentBytes = 2 << 30
+
+func (v *validator) attachments() {
+	a := v.c.Attachments
+	for _, f := range []struct {
+		field string
+		n     int64
+	}{
+		{"attachments.max_image_bytes", a.MaxImageBytes},
+		{"attachments.max_document_bytes", a.MaxDocumentBytes},
+		{"attachments.max_audio_bytes", a.MaxAudioBytes},
+	} {
+		if f.n <= 0 || f.n > maxAttachmentBytes {
+			v.fail(f.field, "must be a byte count from 1 to %d (2 GiB), such as 20971520 for 20 MB", int64(maxAttachmentBytes))
+		}
+	}
+	if a.UnreferencedTTL < time.Minute {
+		v.fail("attachments.unreferenced_ttl", "must be at least 1m, such as 24h: an upload must outlive the send that names it")
 	}
 }
 
