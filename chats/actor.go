@@ -656,7 +656,7 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 	return m, err
 }
 
-func (a *actor) send(ctx context.Context, text, clientID, mode string, o Origin, toks int) (Message, error) {
+func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []Attachment, o Origin, toks int) (Message, error) {
 	if a.broken != nil {
 		return Message{}, a.broken
 	}
@@ -678,7 +678,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, o Origin,
 	}
 	seq := a.seq + 1
 	m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Role: provider.RoleUser, Text: text, Seq: seq,
-		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq}
+		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts}
 	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
 	m.Time = ev.Time
 	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
@@ -720,7 +720,9 @@ func (a *actor) resend(id string, o Origin) (Message, error) {
 	return m, nil
 }
 
-func (a *actor) edit(ctx context.Context, id, text string, o Origin, toks int) (Message, error) {
+// edit changes a pending message's text (nil: kept, toks unused) and the
+// attachments it keeps (nil: all).
+func (a *actor) edit(ctx context.Context, id string, text *string, keep []string, o Origin, toks int) (Message, error) {
 	if a.broken != nil {
 		return Message{}, a.broken
 	}
@@ -729,7 +731,19 @@ func (a *actor) edit(ctx context.Context, id, text string, o Origin, toks int) (
 		return Message{}, a.notPending(id)
 	}
 	m := *a.pending[i]
-	m.Text, m.Tokens = text, toks
+	if text != nil {
+		m.Text, m.Tokens = *text, a.recount(*text, toks)
+	}
+	if keep != nil {
+		atts, err := keepAttachments(m.Attachments, keep)
+		if err != nil {
+			return Message{}, err
+		}
+		m.Attachments = atts
+	}
+	if strings.TrimSpace(m.Text) == "" && len(m.Attachments) == 0 {
+		return Message{}, fmt.Errorf("%w: the message would have neither text nor attachments; delete it instead", ErrBadInput)
+	}
 	a.pending[i] = &m
 	m.textAt = a.append(&Event{Type: EvMessageUpdated, Message: &m}, o).Seq
 	a.b.putPend = append(a.b.putPend, &m)

@@ -189,6 +189,11 @@ type PruneReport struct {
 	// LeftoversNot says why those folders could not be looked through or
 	// removed ("permission denied", "unsafe", "failed"); "" when they were.
 	LeftoversNot string
+	// Blobs counts the attachment files no remaining row names that this
+	// prune removed (see CollectBlobs); BlobsNot says why collecting them
+	// failed ("" when it did not).
+	Blobs    int
+	BlobsNot string
 }
 
 func (r PruneReport) String() string {
@@ -203,6 +208,7 @@ func (r PruneReport) String() string {
 		{r.Unsafe, "left alone as unsafe (a link or foreign file in the way)"},
 		{r.Failed, "failed"},
 		{r.Leftovers, "leftover handoff folders of deleted chats removed"},
+		{r.Blobs, "attachment files no remaining message names removed"},
 	} {
 		if c.n > 0 {
 			s += fmt.Sprintf(", %d %s", c.n, c.what)
@@ -210,6 +216,9 @@ func (r PruneReport) String() string {
 	}
 	if r.LeftoversNot != "" {
 		s += ", leftover handoff folders of deleted chats not removed (" + r.LeftoversNot + ")"
+	}
+	if r.BlobsNot != "" {
+		s += ", attachment files not collected (" + r.BlobsNot + ")"
 	}
 	return s + "."
 }
@@ -253,7 +262,8 @@ func (r *PruneReport) failed(err error) {
 // Prune deletes the chats whose last activity is strictly older than days
 // ago, with everything stored for them: metadata, record, pending queue,
 // archive, tool outputs, held recovery answers and file-change ledger in
-// one transaction, then the handoff folder under data_dir/workstreams. It never deletes active: the chat that asked, a
+// one transaction, then the handoff folder under data_dir/workstreams, then
+// the attachment files no remaining row names. It never deletes active: the chat that asked, a
 // chat in memory, a chat with a running or interrupted turn, or one with
 // pending messages. Memory notes (data_dir/memory) stay: they are what the
 // assistant learned, read by every chat, not part of the one they came
@@ -302,6 +312,14 @@ func (s *Service) Prune(ctx context.Context, days int, active string) (PruneRepo
 	if err := s.pruneLeftovers(&r); err != nil {
 		s.log.Warn("prune leftover handoff folders", "err", err)
 		r.LeftoversNot = category(err)
+	}
+	// The removed chats' attachments go with them, unless another row
+	// still names them (a blob is stored once for every message).
+	n, err := s.CollectBlobs(ctx)
+	r.Blobs = n
+	if err != nil {
+		s.log.Warn("prune attachment files", "err", err)
+		r.BlobsNot = category(err)
 	}
 	return r, nil
 }

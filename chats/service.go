@@ -78,6 +78,8 @@ type Options struct {
 	// MaxPending caps the messages waiting in one chat's queue (0:
 	// DefaultMaxPending); a send past it fails with ErrTooLarge.
 	MaxPending int
+	// Blobs stores attachments; nil refuses them.
+	Blobs *Blobs
 }
 
 // Service is the registry of chats and the API transports use.
@@ -344,7 +346,20 @@ func (s *Service) Unsubscribe(ctx context.Context, chat string, sub Subscriber) 
 // Send stores a message from a person. A clientID the chat has seen before
 // answers the message it created and stores nothing.
 func (s *Service) Send(ctx context.Context, chat, text, clientID, mode string, o Origin) (Message, error) {
-	if err := checkText(text); err != nil {
+	return s.SendAttached(ctx, chat, text, clientID, mode, nil, o)
+}
+
+// SendAttached is Send with attachments: the sha256s of uploads (see
+// Upload). Unknown ones are refused with ErrUnknownAttachment and nothing
+// is stored. With attachments the text may be empty.
+func (s *Service) SendAttached(ctx context.Context, chat, text, clientID, mode string, sums []string, o Origin) (Message, error) {
+	if len(sums) == 0 || text != "" {
+		if err := checkText(text); err != nil {
+			return Message{}, err
+		}
+	}
+	atts, err := s.attachments(sums)
+	if err != nil {
 		return Message{}, err
 	}
 	if clientID == "" || len(clientID) > MaxClientID {
@@ -359,8 +374,8 @@ func (s *Service) Send(ctx context.Context, chat, text, clientID, mode string, o
 	}
 	toks := tokens.Count(text) // counted once, off the chat's goroutine (o200k_base, unless the chat's model differs)
 	var m Message
-	err := s.do(ctx, chat, func(a *actor) (err error) {
-		m, err = a.send(ctx, text, clientID, mode, o, a.recount(text, toks))
+	err = s.do(ctx, chat, func(a *actor) (err error) {
+		m, err = a.send(ctx, text, clientID, mode, atts, o, a.recount(text, toks))
 		return
 	})
 	return m, err
@@ -368,12 +383,28 @@ func (s *Service) Send(ctx context.Context, chat, text, clientID, mode string, o
 
 // Edit changes a pending message's text; once picked up it fails with ErrInUse.
 func (s *Service) Edit(ctx context.Context, chat, msg, text string, o Origin) (Message, error) {
-	if err := checkText(text); err != nil {
-		return Message{}, err
+	return s.EditAttached(ctx, chat, msg, &text, nil, o)
+}
+
+// EditAttached changes a pending message: its text (nil keeps it) and
+// which of its attachments it keeps (nil keeps them all; a sha256 the
+// message does not carry is refused). A message left with neither text nor
+// attachments is refused. Once picked up it fails with ErrInUse.
+func (s *Service) EditAttached(ctx context.Context, chat, msg string, text *string, keep []string, o Origin) (Message, error) {
+	if text != nil && (*text != "" || keep == nil) {
+		if err := checkText(*text); err != nil {
+			return Message{}, err
+		}
 	}
-	toks := tokens.Count(text)
+	toks := -1
+	if text != nil {
+		toks = tokens.Count(*text)
+	}
 	var m Message
-	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.edit(ctx, msg, text, o, a.recount(text, toks)); return })
+	err := s.do(ctx, chat, func(a *actor) (err error) {
+		m, err = a.edit(ctx, msg, text, keep, o, toks)
+		return
+	})
 	return m, err
 }
 

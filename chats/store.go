@@ -81,7 +81,7 @@ func OpenDB(path string, timeout time.Duration) (*bolt.DB, error) {
 // NewStore creates the chats' buckets in db and starts the committer.
 func NewStore(db *bolt.DB) (*Store, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketChats, bucketRecords, bucketPending, bucketClientIDs, bucketOutputs, bucketHeld, bucketArchive, bucketProcs} {
+		for _, b := range [][]byte{bucketChats, bucketRecords, bucketPending, bucketClientIDs, bucketOutputs, bucketHeld, bucketArchive, bucketProcs, bucketUploads} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -153,6 +153,9 @@ type Message struct {
 	// call a tool message answers.
 	ToolCalls  []provider.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string              `json:"tool_call_id,omitempty"`
+	// Attachments are the files the message carries (references to
+	// blobs under data_dir/blobs).
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// Pinned keeps the message whole in the assistant's view.
 	Pinned bool `json:"pinned,omitempty"`
 	// Sections are a runtime-context row's sections; sections is them

@@ -181,6 +181,7 @@ func New(opt Options) *Server {
 	s.contextRoutes()
 	s.modelRoutes()
 	s.settingsRoutes()
+	s.uploadRoutes()
 	for _, rt := range opt.Routes {
 		h := rt.Handler
 		if rt.Private {

@@ -221,9 +221,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	metrics := monitor.NewMetrics()
+	// Attachments live in data_dir/blobs; opening it removes the temp
+	// files of uploads a crash cut short.
+	at := cfg.Attachments
+	blobs, err := chats.OpenBlobs(dir, chats.BlobLimits{Image: at.MaxImageBytes, Document: at.MaxDocumentBytes, Audio: at.MaxAudioBytes},
+		at.UnreferencedTTL)
+	if err != nil {
+		return err
+	}
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
-		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat})
+		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs})
 
 	var tg *telegram.Bot
 	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file
@@ -285,12 +293,36 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		}
 	}
 
+	// Uploads no message named within the TTL are collected at start and
+	// every hour after.
+	collectCtx, stopCollect := context.WithCancel(sig)
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			if n, err := svc.CollectBlobs(collectCtx); err != nil && collectCtx.Err() == nil {
+				log.Warn("collect attachment files", "err", err)
+			} else if n > 0 {
+				log.Info("collected attachment files no message names", "files", n)
+			}
+			select {
+			case <-collectCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
 	var serveErr error
 	select {
 	case <-sig.Done():
 		log.Info("shutting down")
 	case serveErr = <-served:
 	}
+	stopCollect()
+	<-collected
 	if tg != nil {
 		tg.Close() // unsubscribes and records what it sent, before the chats stop
 	}

@@ -685,6 +685,9 @@ type frame struct {
 	Recovery string  `json:"recovery"`
 	Action   string  `json:"action"`
 	Pinned   *bool   `json:"pinned"`
+	// Attachments name uploads (their sha256) on message.send, and the
+	// attachments a pending message keeps on message.edit.
+	Attachments *[]string `json:"attachments"`
 }
 
 // handle answers one frame; false ends the socket.
@@ -775,12 +778,26 @@ func (c *conn) handle(data []byte) bool {
 			}
 		}
 	case "message.send":
-		if need(f.Chat != "" && f.Text != nil && f.ClientID != "", "chat, text and client_id") && c.allowSend(f) {
-			_, err = svc.Send(ctx, f.Chat, *f.Text, f.ClientID, f.Mode, o)
+		if need(f.Chat != "" && (f.Text != nil || f.Attachments != nil) && f.ClientID != "", "chat, text (or attachments) and client_id") && c.allowSend(f) {
+			text, sums := "", []string(nil)
+			if f.Text != nil {
+				text = *f.Text
+			}
+			if f.Attachments != nil {
+				sums = *f.Attachments
+			}
+			_, err = svc.SendAttached(ctx, f.Chat, text, f.ClientID, f.Mode, sums, o)
 		}
 	case "message.edit":
-		if need(f.Chat != "" && f.Message != "" && f.Text != nil, "chat, message and text") {
-			_, err = svc.Edit(ctx, f.Chat, f.Message, *f.Text, o)
+		if need(f.Chat != "" && f.Message != "" && (f.Text != nil || f.Attachments != nil), "chat, message and text (or attachments)") {
+			var keep []string
+			if f.Attachments != nil {
+				keep = *f.Attachments
+				if keep == nil {
+					keep = []string{}
+				}
+			}
+			_, err = svc.EditAttached(ctx, f.Chat, f.Message, f.Text, keep, o)
 		}
 	case "message.delete":
 		if need(f.Chat != "" && f.Message != "", "chat and message") {
@@ -885,6 +902,8 @@ func (c *conn) failErr(req, chat string, err error) {
 		code = "in_use"
 	case errors.Is(err, chats.ErrNotFound), errors.Is(err, chats.ErrNoTurn):
 		code = "not_found"
+	case errors.Is(err, chats.ErrUnknownAttachment):
+		code = "unknown_attachment"
 	case errors.Is(err, chats.ErrBadInput):
 		code = "bad_frame"
 	case errors.Is(err, chats.ErrTooLarge):

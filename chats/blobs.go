@@ -1,0 +1,704 @@
+package chats
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/gif" // DecodeConfig reads the pixel size of these formats
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config/datadir"
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+)
+
+// bucketUploads holds what was uploaded and not yet collected: sha256 →
+// upload (the attachment and when it came). A send names an upload by its
+// sha256; the entry is what makes it known and keeps its blob alive until
+// a message row names it.
+var bucketUploads = []byte("uploads")
+
+// ErrUnknownAttachment refuses a message naming an attachment that was
+// never uploaded, or whose upload was collected before a message named it.
+var ErrUnknownAttachment = errors.New("unknown attachment")
+
+// Attachment is a file attached to a message: a reference to its blob,
+// which is stored once under data_dir/blobs, named by its SHA-256.
+type Attachment struct {
+	SHA256 string `json:"sha256"`
+	// Type is the media type without parameters ("image/png").
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	// Name is the file's name as the person gave it (no directories).
+	Name string `json:"name,omitempty"`
+	// Width and Height are an image's pixel size (PNG, JPEG, GIF); 0 when
+	// unknown.
+	Width  int `json:"width,omitempty"`
+	Height int `json:"height,omitempty"`
+}
+
+// Attachment kinds, by media type; each has its own size limit.
+const (
+	KindImage    = "image"
+	KindAudio    = "audio"
+	KindDocument = "document"
+)
+
+// KindOf returns the kind of a media type: image/*, audio/*, or document.
+func KindOf(mediaType string) string {
+	switch {
+	case strings.HasPrefix(mediaType, "image/"):
+		return KindImage
+	case strings.HasPrefix(mediaType, "audio/"):
+		return KindAudio
+	}
+	return KindDocument
+}
+
+// BlobLimits are the size limits of one attachment, by kind.
+type BlobLimits struct {
+	Image, Document, Audio int64
+}
+
+// For returns the limit of a media type's kind.
+func (l BlobLimits) For(mediaType string) int64 {
+	switch KindOf(mediaType) {
+	case KindImage:
+		return l.Image
+	case KindAudio:
+		return l.Audio
+	}
+	return l.Document
+}
+
+// MaxAttachments caps the attachments of one message (a Telegram album
+// holds ten).
+const MaxAttachments = 20
+
+// MaxAttachmentName caps an attachment's name, in bytes.
+const MaxAttachmentName = 255
+
+// upload is a bucketUploads entry.
+type upload struct {
+	Attachment Attachment `json:"attachment"`
+	Time       time.Time  `json:"time"`
+}
+
+// Blobs is the attachment store: data_dir/blobs/ab/abcdef… (the first two
+// hex digits of the SHA-256 name a folder, so no folder grows huge). It
+// keeps the data dir's trust rules: folders 0700, files 0600, owned by
+// this user, and nothing is opened through a symlink; an unsafe entry is
+// refused (datadir.ErrUnsafe), never followed or repaired.
+//
+// A blob is written to a temp file in data_dir/blobs (the same filesystem),
+// synced, renamed to its name, and its folders synced, all before Put
+// returns: a row that names a blob is committed only after that.
+type Blobs struct {
+	dir    string
+	limits BlobLimits
+	// ttl is how long an upload no row names is kept (and how young a
+	// blob is never collected).
+	ttl time.Duration
+	// mu orders collection (stat, then unlink) against Put finding an
+	// existing blob (stat, then touch): a blob Put found is never
+	// collected, as its fresh mtime keeps it.
+	mu  sync.Mutex
+	now func() time.Time
+}
+
+// tmpPrefix names temp files; startup removes those a crash left.
+const tmpPrefix = ".tmp-"
+
+// OpenBlobs opens (creating 0700 if needed) dataDir/blobs and removes the
+// temp files a crash left in it.
+func OpenBlobs(dataDir string, limits BlobLimits, ttl time.Duration) (*Blobs, error) {
+	b := &Blobs{dir: filepath.Join(dataDir, "blobs"), limits: limits, ttl: ttl, now: time.Now}
+	if err := os.Mkdir(b.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", b.dir, err)
+	}
+	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	names, err := readDirNames(dfd)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", b.dir, err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, tmpPrefix) {
+			if err := unix.Unlinkat(dfd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				return nil, fmt.Errorf("remove leftover %s: %w", filepath.Join(b.dir, n), err)
+			}
+		}
+	}
+	return b, nil
+}
+
+// Limits returns the size limits the store enforces.
+func (b *Blobs) Limits() BlobLimits { return b.limits }
+
+// Put stores what r yields as a blob of the declared media type, streaming
+// it (never held whole in memory) into a temp file while hashing it. It
+// refuses, storing nothing, a body past the kind's limit (ErrTooLarge, read
+// no further than the limit), a declared type the content contradicts
+// (http.DetectContentType), and an image whose header cannot be read
+// (ErrBadInput). When it returns, the blob is durable.
+func (b *Blobs) Put(r io.Reader, declared, name string) (Attachment, error) {
+	mt, err := mediaType(declared)
+	if err != nil {
+		return Attachment{}, err
+	}
+	name = cleanName(name)
+	limit := b.limits.For(mt)
+	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	if err != nil {
+		return Attachment{}, err
+	}
+	defer unix.Close(dfd)
+	tmp, f, err := createTempIn(dfd, b.dir)
+	if err != nil {
+		return Attachment{}, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+			unix.Unlinkat(dfd, tmp, 0)
+		}
+	}()
+	h := sha256.New()
+	// The first bytes decide the sniffed type; copying them through a
+	// buffer of their own keeps the rest streaming.
+	head := make([]byte, 512)
+	lr := io.LimitReader(r, limit+1)
+	n, err := io.ReadFull(lr, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return Attachment{}, fmt.Errorf("read upload: %w", err)
+	}
+	head = head[:n]
+	if n == 0 {
+		return Attachment{}, fmt.Errorf("%w: the file is empty", ErrBadInput)
+	}
+	sniffed := http.DetectContentType(head)
+	if !sniffOK(mt, sniffed) {
+		return Attachment{}, fmt.Errorf("%w: the file was declared %s but its content is %s", ErrBadInput, mt, baseType(sniffed))
+	}
+	w := io.MultiWriter(f, h)
+	if _, err := w.Write(head); err != nil {
+		return Attachment{}, fmt.Errorf("write blob: %w", err)
+	}
+	rest, err := io.Copy(w, lr)
+	if err != nil {
+		return Attachment{}, fmt.Errorf("write blob: %w", err)
+	}
+	size := int64(n) + rest
+	if size > limit {
+		return Attachment{}, fmt.Errorf("%w: a %s attachment may be at most %s; this one is larger", ErrTooLarge, KindOf(mt), byteSize(limit))
+	}
+	a := Attachment{SHA256: hex.EncodeToString(h.Sum(nil)), Type: mt, Size: size, Name: name}
+	if a.Type == "image/png" || a.Type == "image/jpeg" || a.Type == "image/gif" {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return Attachment{}, fmt.Errorf("read blob: %w", err)
+		}
+		cfg, _, err := image.DecodeConfig(f)
+		if err != nil {
+			return Attachment{}, fmt.Errorf("%w: the image cannot be read (%s is corrupt or truncated)", ErrBadInput, a.Type)
+		}
+		a.Width, a.Height = cfg.Width, cfg.Height
+	}
+	if err := f.Sync(); err != nil {
+		return Attachment{}, fmt.Errorf("sync blob: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return Attachment{}, fmt.Errorf("close blob: %w", err)
+	}
+	keep = true // closed; the temp is renamed or removed below
+	if err := b.place(dfd, tmp, a.SHA256); err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return Attachment{}, err
+	}
+	return a, nil
+}
+
+// place moves the synced temp file to the blob's name, or, when that blob
+// is already stored, drops the temp and freshens the stored one's mtime (so
+// collection leaves it for ttl, like a new one). Either way the folders
+// are synced before it returns.
+func (b *Blobs) place(dfd int, tmp, sum string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sub := sum[:2]
+	if err := unix.Mkdirat(dfd, sub, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("create %s: %w", filepath.Join(b.dir, sub), err)
+	}
+	sfd, err := openPrivateDir(dfd, sub, filepath.Join(b.dir, sub))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sfd)
+	if fd, err := openBlobAt(sfd, sum, filepath.Join(b.dir, sub, sum)); err == nil {
+		now := b.now()
+		ts := []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}
+		err := unix.UtimesNanoAt(sfd, sum, ts, unix.AT_SYMLINK_NOFOLLOW)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("touch blob: %w", err)
+		}
+		unix.Unlinkat(dfd, tmp, 0)
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := unix.Renameat(dfd, tmp, sfd, sum); err != nil {
+		return fmt.Errorf("store blob: %w", err)
+	}
+	// The rename is durable once both directory entries are.
+	if err := unix.Fsync(sfd); err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Join(b.dir, sub), err)
+	}
+	if err := unix.Fsync(dfd); err != nil {
+		return fmt.Errorf("sync %s: %w", b.dir, err)
+	}
+	return nil
+}
+
+// Open opens the blob named by sum for reading. A missing one gives an
+// error wrapping fs.ErrNotExist; an unsafe one datadir.ErrUnsafe.
+func (b *Blobs) Open(sum string) (*os.File, error) {
+	if !validSum(sum) {
+		return nil, fmt.Errorf("%w: %q is not a sha256", ErrBadInput, sum)
+	}
+	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	sfd, err := openPrivateDir(dfd, sum[:2], filepath.Join(b.dir, sum[:2]))
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(sfd)
+	shown := filepath.Join(b.dir, sum[:2], sum)
+	fd, err := openBlobAt(sfd, sum, shown)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), shown), nil
+}
+
+// collect removes the blobs not in keep and older than ttl, and reports
+// how many went. A blob is removed only while mu is held and after its
+// mtime is read again, so one Put just found (and freshened) stays.
+func (b *Blobs) collect(keep map[string]bool) (int, error) {
+	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(dfd)
+	subs, err := readDirNames(dfd)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	var firstErr error
+	for _, sub := range subs {
+		if len(sub) != 2 || !isHex(sub) {
+			continue // temp files, and anything not ours, are left alone
+		}
+		sfd, err := openPrivateDir(dfd, sub, filepath.Join(b.dir, sub))
+		if err != nil {
+			firstErr = cmpErr(firstErr, err)
+			continue
+		}
+		names, err := readDirNames(sfd)
+		if err != nil {
+			unix.Close(sfd)
+			firstErr = cmpErr(firstErr, err)
+			continue
+		}
+		for _, n := range names {
+			if !validSum(n) || n[:2] != sub || keep[n] {
+				continue
+			}
+			gone, err := b.collectOne(sfd, n)
+			if gone {
+				removed++
+			}
+			firstErr = cmpErr(firstErr, err)
+		}
+		unix.Close(sfd)
+	}
+	return removed, firstErr
+}
+
+func (b *Blobs) collectOne(sfd int, name string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var st unix.Stat_t
+	if err := unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, nil // gone already
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, nil // not a blob we wrote: left alone
+	}
+	if b.now().Sub(time.Unix(st.Mtim.Unix())) < b.ttl {
+		return false, nil // young: an upload a send may still name
+	}
+	if err := unix.Unlinkat(sfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return false, fmt.Errorf("remove blob: %w", err)
+	}
+	return true, nil
+}
+
+func cmpErr(first, err error) error {
+	if first == nil {
+		return err
+	}
+	return first
+}
+
+// Blobs returns the attachment store; nil when attachments are not enabled.
+func (s *Service) Blobs() *Blobs { return s.opt.Blobs }
+
+// Upload stores r as a blob (see Blobs.Put) and records the upload, so a
+// message.send may name it by its sha256 within attachments'
+// unreferenced_ttl. It returns once both are durable.
+func (s *Service) Upload(ctx context.Context, r io.Reader, mediaType, name string) (Attachment, error) {
+	b := s.opt.Blobs
+	if b == nil {
+		return Attachment{}, fmt.Errorf("%w: attachments are not enabled (no data dir)", ErrBadInput)
+	}
+	a, err := b.Put(r, mediaType, name)
+	if err != nil {
+		return Attachment{}, err
+	}
+	u := marshal(upload{Attachment: a, Time: b.now().UTC()})
+	err = s.store.Write(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketUploads).Put([]byte(a.SHA256), u)
+	})
+	if err != nil {
+		return Attachment{}, err
+	}
+	return a, nil
+}
+
+// attachments resolves the sha256s a message names to their uploads. An
+// upload older than the TTL is refused like an unknown one: collection
+// removes entries only a margin after that, so one a send accepted is
+// still there when its row commits.
+func (s *Service) attachments(sums []string) ([]Attachment, error) {
+	if len(sums) == 0 {
+		return nil, nil
+	}
+	b := s.opt.Blobs
+	if b == nil {
+		return nil, fmt.Errorf("%w: attachments are not enabled (no data dir)", ErrBadInput)
+	}
+	if len(sums) > MaxAttachments {
+		return nil, fmt.Errorf("%w: a message may carry at most %d attachments", ErrBadInput, MaxAttachments)
+	}
+	out := make([]Attachment, 0, len(sums))
+	seen := map[string]bool{}
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		for _, sum := range sums {
+			if !validSum(sum) {
+				return fmt.Errorf("%w: attachment %q is not a sha256 (64 lowercase hex digits)", ErrBadInput, sum)
+			}
+			if seen[sum] {
+				continue
+			}
+			seen[sum] = true
+			v := tx.Bucket(bucketUploads).Get([]byte(sum))
+			var u upload
+			if v == nil || json.Unmarshal(v, &u) != nil || b.now().Sub(u.Time) >= b.ttl {
+				return fmt.Errorf("%w: %s was not uploaded, or too long ago; upload it again", ErrUnknownAttachment, sum)
+			}
+			out = append(out, u.Attachment)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// uploadMargin is how long after its TTL an upload entry stays, so a send
+// that accepted it just before the TTL commits its row before the entry
+// (and with it, the blob's protection) goes.
+const uploadMargin = time.Hour
+
+// attachmentsKey marks a stored row that names attachments.
+var attachmentsKey = []byte(`"attachments":[`)
+
+// CollectBlobs removes the blobs no stored row and no live upload names,
+// and the upload entries past their TTL. It is a reference scan, not a
+// refcount: nothing is counted that a crash could leave wrong. A crash at
+// any point leaves at worst blobs the next run removes, never a row
+// naming a removed blob: a blob is removed only if no row committed before
+// the scan names it, it is older than the TTL, and no upload entry names
+// it — and a row committed after the scan can only name a blob through an
+// upload entry younger than the TTL, which the scan kept.
+func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
+	b := s.opt.Blobs
+	if b == nil {
+		return 0, nil
+	}
+	cutoff := b.now().Add(-b.ttl - uploadMargin)
+	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
+		ub := tx.Bucket(bucketUploads)
+		var old [][]byte
+		err := ub.ForEach(func(k, v []byte) error {
+			var u upload
+			if json.Unmarshal(v, &u) != nil || u.Time.Before(cutoff) {
+				old = append(old, bytes.Clone(k))
+			}
+			return nil
+		})
+		for _, k := range old {
+			if err == nil {
+				err = ub.Delete(k)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	keep := map[string]bool{}
+	err = s.store.db.View(func(tx *bolt.Tx) error {
+		tx.Bucket(bucketUploads).ForEach(func(k, _ []byte) error { keep[string(k)] = true; return nil })
+		for _, parent := range [][]byte{bucketRecords, bucketPending} {
+			err := tx.Bucket(parent).ForEachBucket(func(chat []byte) error {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return tx.Bucket(parent).Bucket(chat).ForEach(func(_, v []byte) error {
+					if !bytes.Contains(v, attachmentsKey) {
+						return nil
+					}
+					var row struct {
+						Message *struct {
+							Attachments []Attachment `json:"attachments"`
+						} `json:"message"`
+					}
+					if err := json.Unmarshal(v, &row); err != nil {
+						return fmt.Errorf("chat %s: corrupt row naming attachments: %w", chat, err)
+					}
+					if row.Message != nil {
+						for _, a := range row.Message.Attachments {
+							keep[a.SHA256] = true
+						}
+					}
+					return nil
+				})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err // a scan that could not finish removes nothing
+	}
+	return b.collect(keep)
+}
+
+// mediaType checks a declared media type and returns it without parameters.
+func mediaType(declared string) (string, error) {
+	mt, _, err := mime.ParseMediaType(declared)
+	if err != nil || !strings.Contains(mt, "/") {
+		return "", fmt.Errorf("%w: declare the file's media type (Content-Type), such as image/png or application/pdf", ErrBadInput)
+	}
+	return mt, nil
+}
+
+func baseType(t string) string {
+	mt, _, _ := strings.Cut(t, ";")
+	return strings.TrimSpace(mt)
+}
+
+// sniffOK reports whether content sniffed as sniffed may be stored as
+// declared. An image must be what it says (it may be shown inline), and
+// nothing else may be an image or a web page in disguise; formats the
+// sniffer does not know (most audio, office files) pass as long as the
+// content is not a known other kind.
+func sniffOK(declared, sniffed string) bool {
+	d, s := declared, baseType(sniffed)
+	switch {
+	case d == s:
+		return true
+	case strings.HasPrefix(d, "image/"), strings.HasPrefix(s, "image/"):
+		return false
+	case s == "text/html", s == "text/xml", d == "application/pdf", s == "application/pdf":
+		return false
+	case strings.HasPrefix(d, "audio/"):
+		return strings.HasPrefix(s, "audio/") || s == "application/ogg" || s == "video/webm" || s == "video/mp4" || s == "application/octet-stream"
+	case strings.HasPrefix(d, "text/"), d == "application/json", d == "application/x-yaml", d == "application/yaml":
+		return s == "text/plain"
+	}
+	return s == "application/octet-stream" || s == "application/zip" || s == "text/plain"
+}
+
+// cleanName keeps the last element of a file name, valid UTF-8, without
+// control characters, within MaxAttachmentName.
+func cleanName(name string) string {
+	name = strings.ToValidUTF8(name, "")
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, name)
+	for len(name) > MaxAttachmentName {
+		name = strings.ToValidUTF8(name[:MaxAttachmentName], "")
+	}
+	return name
+}
+
+func validSum(s string) bool { return len(s) == 64 && isHex(s) }
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// openPrivateDir opens name in dirfd as a directory without following a
+// link, and checks the opened directory: ours, 0700 or stricter.
+func openPrivateDir(dirfd int, name, shown string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return -1, &datadir.UnsafeError{Kind: "data dir", Path: shown, Problem: "is a symlink or not a directory",
+				Fix: "move it away; Mirror recreates it"}
+		}
+		return -1, &fs.PathError{Op: "open", Path: shown, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "stat", Path: shown, Err: err}
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+		unix.Close(fd)
+		return -1, &datadir.UnsafeError{Kind: "data dir", Path: shown,
+			Problem: fmt.Sprintf("is not private to you (uid %d, %04o)", st.Uid, st.Mode&0o777), Fix: "chmod 700 " + shown}
+	}
+	return fd, nil
+}
+
+// openBlobAt opens a stored blob read-only without following a link, and
+// checks the opened file: a regular file of ours, 0600 or stricter.
+func openBlobAt(sfd int, name, shown string) (int, error) {
+	fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return -1, &datadir.UnsafeError{Kind: "data file", Path: shown, Problem: "is a symlink", Fix: "remove it"}
+		}
+		return -1, &fs.PathError{Op: "open", Path: shown, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "stat", Path: shown, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+		unix.Close(fd)
+		return -1, &datadir.UnsafeError{Kind: "data file", Path: shown,
+			Problem: fmt.Sprintf("is not a private regular file of yours (%o)", st.Mode), Fix: "remove it"}
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// createTempIn creates a fresh 0600 temp file in the directory dfd.
+func createTempIn(dfd int, dir string) (string, *os.File, error) {
+	for range 10 {
+		var r [12]byte
+		rand.Read(r[:])
+		tmp := tmpPrefix + hex.EncodeToString(r[:])
+		fd, err := unix.Openat(dfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", nil, &fs.PathError{Op: "create", Path: filepath.Join(dir, tmp), Err: err}
+		}
+		if err := unix.Fchmod(fd, 0o600); err != nil {
+			unix.Close(fd)
+			unix.Unlinkat(dfd, tmp, 0)
+			return "", nil, err
+		}
+		return tmp, os.NewFile(uintptr(fd), filepath.Join(dir, tmp)), nil
+	}
+	return "", nil, fmt.Errorf("%s: no free temp name", dir)
+}
+
+// readDirNames lists the directory dfd without closing it.
+func readDirNames(dfd int) ([]string, error) {
+	fd, err := unix.Dup(dfd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "dir")
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return f.Readdirnames(-1)
+}
+
+// keepAttachments returns the attachments of have that keep names, in
+// their order; a name have does not carry is refused.
+func keepAttachments(have []Attachment, keep []string) ([]Attachment, error) {
+	want := map[string]bool{}
+	for _, k := range keep {
+		want[k] = true
+	}
+	out := []Attachment{}
+	for _, a := range have {
+		if want[a.SHA256] {
+			out = append(out, a)
+			delete(want, a.SHA256)
+		}
+	}
+	for k := range want {
+		return nil, fmt.Errorf("%w: the message has no attachment %.64q", ErrBadInput, k)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}

@@ -1,0 +1,59 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/mirror-gateway/mirror/chats"
+)
+
+// uploadRoutes adds POST /api/uploads: the request body is one file, its
+// Content-Type the declared media type and ?name= its file name. The body is
+// streamed into the blob store (never held whole), cut off past the limit of
+// its kind, and checked against the declared type; the answer is
+// {"attachment": {...}}, whose sha256 message.send then names.
+func (s *Server) uploadRoutes() {
+	s.mux.Handle("POST /api/uploads", s.need(http.HandlerFunc(s.upload)))
+}
+
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	if s.opt.Chats == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "no chats service"})
+		return
+	}
+	declared := r.Header.Get("Content-Type")
+	// A declared size past the limit is refused before a byte is read.
+	if b := s.opt.Chats.Blobs(); b != nil && r.ContentLength > 0 {
+		if limit := b.Limits().For(baseType(declared)); r.ContentLength > limit {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "too_large",
+				"message": "a " + chats.KindOf(baseType(declared)) + " attachment may be at most " + strconv.FormatInt(limit, 10) + " bytes; this one is " + strconv.FormatInt(r.ContentLength, 10)})
+			return
+		}
+	}
+	a, err := s.opt.Chats.Upload(r.Context(), r.Body, declared, r.URL.Query().Get("name"))
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusCreated, map[string]any{"attachment": a})
+	case errors.Is(err, chats.ErrTooLarge):
+		// Close the connection: what is left of the body is not read.
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "too_large", "message": err.Error()})
+	case errors.Is(err, chats.ErrBadInput):
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad_request", "message": err.Error()})
+	default:
+		s.log.Error("upload failed", "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "message": "the file could not be stored"})
+	}
+}
+
+// baseType is a Content-Type without its parameters.
+func baseType(ct string) string {
+	for i := 0; i < len(ct); i++ {
+		if ct[i] == ';' || ct[i] == ' ' {
+			return ct[:i]
+		}
+	}
+	return ct
+}
