@@ -70,8 +70,10 @@ type env struct {
 	tools     bool
 	workspace string
 	ledger    *tools.Ledger
-	// dataDir, when set, is where chats keep their handoff folders.
+	// dataDir, when set, is where chats keep their handoff folders and
+	// blobs their attachments.
 	dataDir string
+	blobs   *Blobs
 }
 
 func newEnv(t *testing.T, g *gate) *env {
@@ -102,6 +104,12 @@ func (e *env) start() {
 		e.t.Fatal(err)
 	}
 	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir}
+	if e.dataDir != "" {
+		if e.blobs, err = OpenBlobs(e.dataDir, BlobLimits{Image: 1 << 20, Document: 1 << 20, Audio: 1 << 20}, 24*time.Hour); err != nil {
+			e.t.Fatal(err)
+		}
+		opt.Blobs = e.blobs
+	}
 	if e.tools {
 		if e.ledger, err = tools.NewLedger(db); err != nil {
 			e.t.Fatal(err)
