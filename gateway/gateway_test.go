@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	"go.uber.org/goleak"
@@ -59,7 +60,16 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 		t.Fatal(err)
 	}
 	eng.SetTools(reg)
-	svc := chats.New(chats.Options{Store: store, Turner: eng})
+	data, err := datadir.Prepare(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := cfg.Attachments
+	blobs, err := chats.OpenBlobs(data, chats.BlobLimits{Image: at.MaxImageBytes, Document: at.MaxDocumentBytes, Audio: at.MaxAudioBytes}, at.UnreferencedTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs})
 	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)
 	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String()})
