@@ -3,7 +3,9 @@ package gateway
 import (
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 )
@@ -17,18 +19,28 @@ func (s *Server) uploadRoutes() {
 	s.mux.Handle("POST /api/uploads", s.need(http.HandlerFunc(s.upload)))
 }
 
+// uploadRate is the slowest average rate an upload may arrive at: its
+// body gets limits.body_timeout plus the time its kind's limit takes at
+// this rate (20 MB: 5 min 20 s more), where a form gets body_timeout alone.
+const uploadRate = 64 << 10
+
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	if s.opt.Chats == nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "no chats service"})
 		return
 	}
 	declared := r.Header.Get("Content-Type")
-	// A declared size past the limit is refused before a byte is read.
-	if b := s.opt.Chats.Blobs(); b != nil && r.ContentLength > 0 {
-		if limit := b.Limits().For(baseType(declared)); r.ContentLength > limit {
+	if b := s.opt.Chats.Blobs(); b != nil {
+		limit := b.Limits().For(baseType(declared))
+		// A declared size past the limit is refused before a byte is read.
+		if r.ContentLength > limit {
 			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "too_large",
 				"message": "a " + chats.KindOf(baseType(declared)) + " attachment may be at most " + strconv.FormatInt(limit, 10) + " bytes; this one is " + strconv.FormatInt(r.ContentLength, 10)})
 			return
+		}
+		// A file up to the limit may take longer than a form to arrive.
+		if db, ok := r.Body.(*deadlineBody); ok {
+			_ = db.rc.SetReadDeadline(time.Now().Add(s.limits.BodyTimeout + time.Duration(limit/uploadRate)*time.Second))
 		}
 	}
 	a, err := s.opt.Chats.Upload(r.Context(), r.Body, declared, r.URL.Query().Get("name"))
@@ -39,6 +51,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		// Close the connection: what is left of the body is not read.
 		w.Header().Set("Connection", "close")
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "too_large", "message": err.Error()})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusRequestTimeout, map[string]string{"error": "timeout", "message": "the file took too long to arrive"})
 	case errors.Is(err, chats.ErrBadInput):
 		w.Header().Set("Connection", "close")
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad_request", "message": err.Error()})

@@ -153,3 +153,36 @@ func TestEditDropsAttachmentsOverWebSocket(t *testing.T) {
 	cl.send(map[string]any{"type": "turn.stop", "chat": id})
 	cl.expect("turn.finished")
 }
+
+// slowBody yields head, waits pause, then yields tail: a file that takes
+// longer than limits.body_timeout to arrive.
+type slowBody struct {
+	parts [][]byte
+	pause time.Duration
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if len(b.parts) == 0 {
+		return 0, io.EOF
+	}
+	if len(b.parts) == 1 {
+		time.Sleep(b.pause) // the client is slow: not a synchronisation
+	}
+	n := copy(p, b.parts[0])
+	b.parts = b.parts[1:]
+	return n, nil
+}
+
+// An upload may take longer than limits.body_timeout (meant for forms):
+// it gets that plus its kind's limit at 64 KiB/s.
+func TestUploadOutlivesTheFormBodyTimeout(t *testing.T) {
+	st := newStack(t, func(c *config.Config) {
+		c.Limits.BodyTimeout = 200 * time.Millisecond
+		c.Attachments.MaxDocumentBytes = 128 << 10 // 2 s more at 64 KiB/s
+	})
+	body := &slowBody{parts: [][]byte{[]byte("first line\n"), []byte("second line\n")}, pause: 600 * time.Millisecond}
+	status, out := st.post(t, bearer(), "text/plain", "slow.txt", body, -1)
+	if status != http.StatusCreated {
+		t.Fatalf("slow upload: %d %v", status, out)
+	}
+}
