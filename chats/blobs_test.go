@@ -341,3 +341,41 @@ func TestCollectBlobsOnPrune(t *testing.T) {
 		t.Fatalf("a collected upload: %v", err)
 	}
 }
+
+// Whatever the bytes and the declared type, Put either stores exactly those
+// bytes under their sha256, or refuses and leaves nothing on disk.
+func FuzzBlobPut(f *testing.F) {
+	f.Add([]byte("hello"), "text/plain", "a.txt")
+	f.Add(pngBytes(f, 2, 2), "image/png", "p.png")
+	f.Add(pngBytes(f, 2, 2)[:30], "image/png", "cut.png")
+	f.Add([]byte("GIF89a\x01\x00\x01\x00"), "image/gif", "g.gif")
+	f.Add([]byte("%PDF-1.7\n"), "application/pdf", "d.pdf")
+	f.Add([]byte("<html>"), "text/html; charset=utf-8", "../../x")
+	f.Add([]byte("OggS\x00"), "audio/ogg", "v.ogg")
+	f.Fuzz(func(t *testing.T, body []byte, typ, name string) {
+		b, data := testBlobs(t)
+		a, err := b.Put(bytes.NewReader(body), typ, name)
+		if err != nil {
+			if !errors.Is(err, ErrBadInput) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			if got := entries(t, data); len(got) != 0 {
+				t.Fatalf("refused, but left %v", got)
+			}
+			return
+		}
+		sum := sha256.Sum256(body)
+		if a.SHA256 != hex.EncodeToString(sum[:]) || a.Size != int64(len(body)) || strings.ContainsAny(a.Name, "/\\\x00") {
+			t.Fatalf("attachment %+v for %d bytes", a, len(body))
+		}
+		f, err := b.Open(a.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(f)
+		f.Close()
+		if !bytes.Equal(got, body) {
+			t.Fatal("stored other bytes")
+		}
+	})
+}
