@@ -73,6 +73,10 @@ func TestUploadRoute(t *testing.T) {
 		contains string
 	}{
 		{"unauthenticated", nil, "image/png", img, int64(len(img)), http.StatusUnauthorized, ""},
+		{"the login cookie from another site", http.Header{"Cookie": {CookieName + "=" + testToken}, "Origin": {"http://evil.example"}},
+			"image/png", img, int64(len(img)), http.StatusForbidden, "forbidden"},
+		{"the login cookie from Mirror's page", http.Header{"Cookie": {CookieName + "=" + testToken}, "Sec-Fetch-Site": {"same-origin"}},
+			"image/png", img, int64(len(img)), http.StatusCreated, `"height":3`},
 		{"an image", bearer(), "image/png", img, int64(len(img)), http.StatusCreated, `"width":7`},
 		{"a page declared as an image", bearer(), "image/png", []byte("<html><script>x</script>"), 24, http.StatusBadRequest, "text/html"},
 		{"declared length over the limit", bearer(), "text/plain", bytes.Repeat([]byte("a"), 65<<10), 65 << 10, http.StatusRequestEntityTooLarge, "65536"},
