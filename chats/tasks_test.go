@@ -60,7 +60,7 @@ func TestTheTaskListReachesTheNextRequestTheHandoffAndARestart(t *testing.T) {
 		t.Fatalf("task_list answered %+v", res)
 	}
 	le.turn(t, s, c.ID, "Go on.")
-	want := "Task list (set with `task_list`; send the whole list to change it):\n" +
+	want := "# Task list\nKept with `task_list`; send the whole list to change it.\n" +
 		"- completed: the endpoint and its schema\n- in_progress: the test for a partial export\n- pending: the changelog line"
 	if ctx := contextLine(le.lastChatRequest(t)); !strings.Contains(ctx, want) {
 		t.Fatalf("the next request's runtime context lacks the list:\n%s", ctx)

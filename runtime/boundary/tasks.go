@@ -130,8 +130,8 @@ func taskStatus(state string) string {
 	return TaskPending
 }
 
-// RenderTasks is the task list as the assistant reads it back, in the
-// runtime context and in task_list's answer: one line per task with its
+// RenderTasks is the task list as the assistant reads it back in the
+// runtime context: a heading of its own, then one line per task with its
 // status in the tool's words, so the next call can copy them. "" when the
 // list is empty.
 func RenderTasks(list []Step) string {
@@ -139,7 +139,7 @@ func RenderTasks(list []Step) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("Task list (set with `task_list`; send the whole list to change it):")
+	b.WriteString("# Task list\nKept with `task_list`; send the whole list to change it.")
 	for _, t := range list {
 		fmt.Fprintf(&b, "\n- %s: %s", taskStatus(t.State), oneLine(t.Text, maxItem))
 	}

@@ -116,7 +116,7 @@ func TestOwedReadsTheTaskList(t *testing.T) {
 
 func TestRenderTasks(t *testing.T) {
 	got := RenderTasks([]Step{{StepDone, "the endpoint"}, {StepInProgress, "the test\nfor partial exports"}, {StepPending, "the changelog"}})
-	want := "Task list (set with `task_list`; send the whole list to change it):\n" +
+	want := "# Task list\nKept with `task_list`; send the whole list to change it.\n" +
 		"- completed: the endpoint\n- in_progress: the test for partial exports\n- pending: the changelog"
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
