@@ -28,7 +28,7 @@ var TaskListTool = provider.Tool{
 	Name: ToolTaskList,
 	Description: "Keep your task list for work of several steps: send the whole list every time, each task with " +
 		"its status (pending, in_progress or completed), at most one in_progress. Mark a task in_progress " +
-		"before you start it and completed as soon as it is done. The list is shown to you on every turn and " +
+		"before you start it and completed as soon as it is done. The list stays in your runtime context and is " +
 		"carried in the handoff; an empty list clears it.",
 	Parameters: compact(`{
 		"type": "object",
