@@ -314,7 +314,7 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 	docs := make([]boundary.Doc, 0, len(conv))
 	for _, m := range conv {
 		if m.Role == provider.RoleUser || m.Role == provider.RoleAssistant {
-			docs = append(docs, boundary.Doc{Role: m.Role, Text: m.Content})
+			docs = append(docs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Content})
 		}
 	}
 	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: boundary.ReflectPrompt(docs)}, nil, func(string) error { return nil })

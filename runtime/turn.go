@@ -246,6 +246,9 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			// conversation as typed, and are answered there.
 			crossed = true
 			b, fresh, err := e.consolidate(ctx, &in, conv, ReasonHard, nil, steered, in.Host.Last())
+			if err == nil {
+				err = e.freshReading(&in, sz, fresh, chain[0].Name)
+			}
 			if err != nil {
 				return out, err
 			}
@@ -305,7 +308,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 		if err := in.Host.Step(res.Text, res.ToolCalls); err != nil {
 			return out, err
 		}
-		conv = append(conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+		conv = append(conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Seq: in.Host.Last()})
 		var consolidate *boundary.Consolidate
 		for _, call := range res.ToolCalls {
 			if err := in.Host.CallStarted(call); err != nil {
@@ -327,6 +330,7 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 				return out, err
 			}
 			conv = append(conv, toolMessage(call, r))
+			conv[len(conv)-1].Seq = in.Host.Last() // its result's row, just stored
 			if r.IsError && e.mon != nil && ctx.Err() == nil &&
 				e.mon.ToolFailure(in.Chat, turnID(in.Turn), monitor.CallSignature(call.Name, []byte(call.Arguments))) {
 				// The same call keeps failing: pause the turn and say so,
@@ -343,6 +347,9 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			// the step's results, recorded as its decision.
 			want := consolidate.Continue
 			b, fresh, err := e.consolidate(ctx, &in, conv, ReasonAssistant, &want, 0, in.Host.Last())
+			if err == nil {
+				err = e.freshReading(&in, sz, fresh, chain[0].Name)
+			}
 			if err != nil {
 				return out, err
 			}
@@ -402,6 +409,9 @@ func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolC
 	switch call.Name {
 	case boundary.ToolHandoffUpdate:
 		res = e.handoffUpdate(in, call)
+		return res, in.Host.CallFinished(call, res)
+	case boundary.ToolTaskList:
+		res = e.taskList(call)
 		return res, in.Host.CallFinished(call, res)
 	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory, boundary.ToolToolOutput, boundary.ToolGlobalSearch:
 		res, err := in.Host.Lookup(ctx, call)

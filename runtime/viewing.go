@@ -57,6 +57,7 @@ func (e *Engine) Prepare(in *TurnInput) {
 
 func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextInfo, extra string) view.Input {
 	sections := []view.Section{{Key: ContextKey, Text: ci.Line}}
+	sections = append(sections, tasksSection(rows)...)
 	if extra != "" {
 		sections = append(sections, view.Section{Key: sessionStartKey, Text: extra})
 	}
@@ -180,11 +181,11 @@ func messagesOf(rows []view.Row) []provider.Message {
 	for _, r := range rows {
 		switch r.Kind {
 		case view.KindUser:
-			out = append(out, provider.Message{Role: provider.RoleUser, Content: r.Text, Tokens: r.Tokens})
+			out = append(out, provider.Message{Role: provider.RoleUser, Content: r.Text, Tokens: r.Tokens, Seq: r.Seq})
 		case view.KindAssistant:
-			out = append(out, provider.Message{Role: provider.RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls, Tokens: r.Tokens})
+			out = append(out, provider.Message{Role: provider.RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls, Tokens: r.Tokens, Seq: r.Seq})
 		case view.KindTool:
-			out = append(out, provider.Message{Role: provider.RoleTool, Content: r.Text, ToolCallID: r.ToolCallID, Tokens: r.Tokens})
+			out = append(out, provider.Message{Role: provider.RoleTool, Content: r.Text, ToolCallID: r.ToolCallID, Tokens: r.Tokens, Seq: r.Seq})
 		}
 	}
 	return out

@@ -46,14 +46,15 @@ type Handoff struct {
 }
 
 // Seen is the runtime's half of the handoff: what the record saw the turn
-// do, kept whatever the assistant wrote. ObserveCall fills the call lists;
-// the caller sets Tasks and Running from its own state before rendering.
+// do, kept whatever the assistant wrote. ObserveCall fills the call lists
+// and the task list; the caller sets Running from its own state before
+// rendering.
 type Seen struct {
 	Read     []FileEvent `json:"read,omitempty"`     // read_file and list_dir paths, latest read last
 	Changed  []FileEvent `json:"changed,omitempty"`  // write_file and edit_file paths, latest change last
 	Commands []CallEvent `json:"commands,omitempty"` // shell commands, oldest first
 	Failed   []CallEvent `json:"failed,omitempty"`   // calls that returned an error, oldest first
-	Tasks    []string    `json:"tasks,omitempty"`    // the task list
+	Tasks    []Step      `json:"tasks,omitempty"`    // the task list of the last task_list call
 	Running  []string    `json:"running,omitempty"`  // approvals, recoveries, pending messages
 }
 
@@ -87,8 +88,13 @@ const (
 // its path to Read, write_file and edit_file to Changed, shell its command
 // to Commands; a failed call of any tool goes to Failed instead (a write
 // that failed changed nothing). Other tools add nothing unless they fail.
-// Arguments that do not parse leave only the tool's name.
+// Arguments that do not parse leave only the tool's name. A task_list call
+// that succeeded sets Tasks to its list (CurrentTasks).
 func (s *Seen) ObserveCall(name, args string, isError bool, seq uint64) {
+	if name == ToolTaskList && !isError {
+		s.observeTasks(args)
+		return
+	}
 	var a struct {
 		Path    string `json:"path"`
 		Command string `json:"command"`
@@ -148,8 +154,8 @@ func oneLine(s string, n int) string {
 }
 
 // Owed reports whether a continue is owed: the record names something left
-// to do (Remaining, or a step still pending or in progress) or a next step
-// (NextAction). When it is not, the runtime refuses a continue, stops
+// to do (Remaining, or a step or task of the task list still pending or in
+// progress) or a next step (NextAction). When it is not, the runtime refuses a continue, stops
 // instead, and writes NotOwed as the reason.
 func Owed(h *Handoff) bool {
 	if strings.TrimSpace(h.NextAction) != "" {
@@ -163,7 +169,13 @@ func Owed(h *Handoff) bool {
 	for _, s := range h.Steps {
 		// A step not marked done is work still ahead, whatever Remaining
 		// says: the assistant often lists it only once, as a step.
-		if s.State != StepDone && strings.TrimSpace(s.Text) != "" {
+		if s.Open() {
+			return true
+		}
+	}
+	for _, t := range h.Seen.Tasks {
+		// So is a task of its task list: the plan it keeps as it works.
+		if t.Open() {
 			return true
 		}
 	}
@@ -203,7 +215,14 @@ type Template struct {
 var funcs = template.FuncMap{
 	// item writes text as one markdown list item: trimmed, continuation
 	// lines indented so they stay inside the item.
-	"item": func(s string) string {
+	// A value that is not a string is written as it prints (a Step as
+	// "in progress: text"), so a template that wrote the task list as text
+	// still works.
+	"item": func(v any) string {
+		s, ok := v.(string)
+		if !ok {
+			s = fmt.Sprint(v)
+		}
 		s = strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n"))
 		return strings.ReplaceAll(s, "\n", "\n  ")
 	},
@@ -231,7 +250,7 @@ var sample = &Handoff{
 	Seen: Seen{
 		Read: []FileEvent{{"read_file", "p", 1}}, Changed: []FileEvent{{"write_file", "p", 1}},
 		Commands: []CallEvent{{"shell", "c", 1}}, Failed: []CallEvent{{"shell", "c", 1}},
-		Tasks: []string{"t"}, Running: []string{"r"},
+		Tasks: []Step{{StepInProgress, "t"}}, Running: []string{"r"},
 	},
 }
 

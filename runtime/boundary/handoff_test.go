@@ -100,11 +100,13 @@ func seedHandoff(t *testing.T) *Handoff {
 		{"edit_file", `{"path": "CHANGELOG.md", "old": "a", "new": "b"}`, true, 31},
 		{"read_file", `{"path": "src/export/handler.py"}`, false, 33},
 		{"handoff_update", `{}`, false, 40},
+		{"task_list", `{"tasks": [{"text": "the export feature", "status": "in_progress"}, {"text": "the changelog line", "status": "pending"}]}`, false, 41},
+		// A list the tool would refuse (two in progress) leaves it.
+		{"task_list", `{"tasks": [{"text": "a", "status": "in_progress"}, {"text": "b", "status": "in_progress"}]}`, false, 42},
 	}
 	for _, c := range calls {
 		h.Seen.ObserveCall(c.name, c.args, c.isErr, c.seq)
 	}
-	h.Seen.Tasks = []string{"export feature (in progress)"}
 	h.Seen.Running = []string{"approval waiting: shell rm -rf build/"}
 	return h
 }

@@ -27,11 +27,17 @@ const nothing = "NOTHING"
 // ReflectPrompt is the request of the separate model turn (role reflect)
 // that reads the conversation and writes what it taught as notes: a system
 // message saying what to write and one user message holding the transcript,
-// each row headed by its event and role.
+// each row headed by its event (its seq in the chat's record) and role. A
+// Doc with no seq (text that is no one row, such as the cards of evicted
+// turns) is headed by its role alone: never a made-up "event 0".
 func ReflectPrompt(transcript []Doc) []provider.Message {
 	var b strings.Builder
 	b.WriteString("The conversation, oldest first:\n")
 	for _, d := range transcript {
+		if d.Seq == 0 {
+			fmt.Fprintf(&b, "\n[%s]\n%s\n", d.Role, strings.TrimSpace(d.Text))
+			continue
+		}
 		fmt.Fprintf(&b, "\n[event %d, %s]\n%s\n", d.Seq, d.Role, strings.TrimSpace(d.Text))
 	}
 	b.WriteString("\nWrite the notes now.")

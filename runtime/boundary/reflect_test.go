@@ -8,6 +8,16 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
+// A text that is no one row (the cards of evicted turns) is labelled by
+// its role alone, never "event 0".
+func TestReflectPromptLabelsOnlyRealEvents(t *testing.T) {
+	msgs := ReflectPrompt([]Doc{{Role: "user", Text: "Earlier turns: the blue door."}, {Seq: 9, Role: "assistant", Text: "Yes."}})
+	want := "The conversation, oldest first:\n\n[user]\nEarlier turns: the blue door.\n\n[event 9, assistant]\nYes.\n\nWrite the notes now."
+	if msgs[1].Content != want {
+		t.Errorf("transcript:\n%s\nwant:\n%s", msgs[1].Content, want)
+	}
+}
+
 func TestReflectPrompt(t *testing.T) {
 	msgs := ReflectPrompt([]Doc{
 		{Seq: 3, Role: "user", Text: "Deploy from staging, please.\n"},

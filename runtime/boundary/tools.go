@@ -244,7 +244,7 @@ func ParseHandoffHistory(raw json.RawMessage) (uint64, error) {
 // Tools are the definitions this package offers a turn, in a fixed order
 // so the request bytes stay the same turn after turn.
 func Tools() []provider.Tool {
-	return []provider.Tool{HandoffUpdateTool, ConsolidateTool, RecallHistoryTool, HandoffHistoryTool}
+	return []provider.Tool{HandoffUpdateTool, ConsolidateTool, RecallHistoryTool, HandoffHistoryTool, TaskListTool}
 }
 
 // ForcedAsk is the request the runtime sends once per conversation when it

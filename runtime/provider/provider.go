@@ -26,6 +26,10 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	// Tokens is the stored local count of Content (0 when unknown).
 	Tokens int `json:"tokens,omitempty"`
+	// Seq is the seq of the record row the message is, so what reads a
+	// conversation (reflect) can cite "event N"; 0 when it is no one row
+	// (the system prompt, the cards, the runtime context). Never sent.
+	Seq uint64 `json:"-"`
 }
 
 // ToolCall is one call the model asked for. Arguments is the raw JSON text.

@@ -430,7 +430,11 @@ func (b *build) view() View {
 		if !e.sent() {
 			continue
 		}
-		v.Messages = append(v.Messages, provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens})
+		m := provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens}
+		if e.row != nil && !e.head {
+			m.Seq = e.row.Seq
+		}
+		v.Messages = append(v.Messages, m)
 		v.Reasoning = append(v.Reasoning, e.reasoning)
 		if e.current {
 			v.Context, v.ContextTokens = b.cur, e.tokens
