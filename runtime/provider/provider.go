@@ -26,6 +26,10 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	// Tokens is the stored local count of Content (0 when unknown).
 	Tokens int `json:"tokens,omitempty"`
+	// Parts are the message's attachments (user messages only), sent
+	// before Content in each provider's own form; see PartTokens for
+	// their share of the request's size.
+	Parts []Part `json:"parts,omitempty"`
 }
 
 // ToolCall is one call the model asked for. Arguments is the raw JSON text.
