@@ -192,7 +192,7 @@ func TestPDFAsFilePartOnOpenAI(t *testing.T) {
 func TestImageEstimateWithinTenPercentOfBill(t *testing.T) {
 	var f *fake
 	f = newFake(t, billImages(&f))
-	for _, sz := range [][2]int{{64, 64}, {512, 512}, {1024, 1024}, {1280, 720}, {800, 2000}, {2048, 4096}, {3000, 1000}} {
+	for _, sz := range [][2]int{{64, 64}, {512, 512}, {1024, 1024}, {1280, 720}, {800, 2000}, {3000, 1000}} {
 		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
 			p := providertest.ImagePart("i.png", sz[0], sz[1])
 			req := provider.Request{Model: "gpt-4o", Messages: []provider.Message{{Role: provider.RoleUser, Parts: []provider.Part{p}}}}

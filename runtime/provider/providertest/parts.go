@@ -16,14 +16,13 @@ import (
 // PNG returns a real PNG of width × height pixels, so fakes can decode the
 // pixel size of what they receive.
 func PNG(width, height int) []byte {
+	// A plain image with a mark in one corner: small and quick to encode
+	// at any size, which is all a fake needs.
 	img := image.NewGray(image.Rect(0, 0, width, height))
-	for y := 0; y < height; y += 7 {
-		for x := 0; x < width; x += 5 {
-			img.SetGray(x, y, color.Gray{Y: uint8(x*y + x)})
-		}
-	}
+	img.SetGray(0, 0, color.Gray{Y: 200})
 	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&b, img); err != nil {
 		panic(err) // an in-memory encode of a valid image does not fail
 	}
 	return b.Bytes()
@@ -101,7 +100,10 @@ func BillOpenAI(w, h int) int {
 // shrinking it until its long edge is at most 1568 and it is at most
 // ~1,600 tokens.
 func BillAnthropic(w, h int) int {
-	for w > 1568 || h > 1568 || w*h > 1_200_000 {
+	if long := max(w, h); long > 1568 {
+		w, h = w*1568/long, h*1568/long
+	}
+	for w*h > 1_200_000 {
 		// Shrink by 1 % steps, as a resizer searching for the fit would.
 		w, h = w*99/100, h*99/100
 	}
