@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +222,36 @@ func TestCorruptPartRefusedLocally(t *testing.T) {
 	_, err := f.client("").Stream(context.Background(), req, collect(new([]string)))
 	if provider.ClassOf(err) != provider.ClassBadRequest || !strings.Contains(err.Error(), "sha256") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// The same message with parts gives the same bytes every time (the
+// prefix cache), pinned by a golden file.
+func TestPartsRequestGolden(t *testing.T) {
+	req := provider.Request{Model: "gpt-4o", Messages: []provider.Message{
+		{Role: provider.RoleUser, Content: "Compare.", Parts: []provider.Part{
+			providertest.NewPart(provider.PartImage, "image/jpeg", "a.jpg", []byte("\xff\xd8\xff\xe0fake-jpeg")),
+			providertest.NewPart(provider.PartDocument, "application/pdf", "b.pdf", providertest.PDF),
+		}},
+		{Role: provider.RoleAssistant, Content: "They differ."},
+		{Role: provider.RoleUser, Content: "How?"},
+	}}
+	got, err := encodeRequest(req, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("testdata", "parts.golden.json")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("request differs from %s:\n got %s\nwant %s", path, got, want)
 	}
 }
