@@ -24,7 +24,8 @@ type Message struct {
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
-	// Tokens is the stored local count of Content (0 when unknown).
+	// Tokens is the local count of Content, and of Parts as sized for the
+	// provider the request was built for (0 when unknown).
 	Tokens int `json:"tokens,omitempty"`
 	// Parts are the message's attachments (user messages only), sent
 	// before Content in each provider's own form; see PartTokens for

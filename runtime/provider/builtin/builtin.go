@@ -318,11 +318,10 @@ func lastUserParts(msgs []provider.Message) []provider.Part {
 func inputTokens(msgs []provider.Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += provider.PartsTokens("builtin", m.Parts)
 		if m.Tokens > 0 {
 			n += m.Tokens
 		} else {
-			n += tokens.Count(m.Content)
+			n += tokens.Count(m.Content) + provider.PartsTokens("builtin", m.Parts)
 		}
 		for _, tc := range m.ToolCalls {
 			n += tokens.Count(tc.Name) + tokens.Count(tc.Arguments)
