@@ -183,9 +183,15 @@ func KindOf(mediaType, name string) string {
 	return ""
 }
 
+// headMax is what Head reads at most.
+const headMax = 4 << 10
+
 // Head returns up to n first lines of a text-like part (at most 4 KiB
 // read), for descriptions that must not read the whole file.
 func (p Part) Head(n int) ([]string, error) {
+	if n < 1 {
+		return nil, nil
+	}
 	if p.Source == nil {
 		return nil, errors.New("no source")
 	}
@@ -194,17 +200,24 @@ func (p Part) Head(n int) ([]string, error) {
 		return nil, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, 4<<10))
+	b, err := io.ReadAll(io.LimitReader(rc, headMax))
 	if err != nil {
 		return nil, err
 	}
-	if !utf8.Valid(b) {
-		// Cut at the last whole rune the limit may have split.
-		for len(b) > 0 && !utf8.Valid(b) {
-			b = b[:len(b)-1]
+	// The limit may split the last rune; drop that piece, then mark
+	// whatever else is not UTF-8.
+	if len(b) == headMax {
+		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(b[i]) {
+				if !utf8.FullRune(b[i:]) {
+					b = b[:i]
+				}
+				break
+			}
 		}
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	text := strings.ToValidUTF8(string(b), "\uFFFD")
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[:n]
 	}
