@@ -14,6 +14,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
 
 type gotBody struct {
@@ -146,5 +147,39 @@ func TestImageEstimateWithinTenPercentOfBill(t *testing.T) {
 				t.Fatalf("estimate %d, billed %d: more than 10 %% apart", est, billed)
 			}
 		})
+	}
+}
+
+// Where a model bills images by another rule than the documented one
+// (Gemini 3 bills a fixed figure per media resolution, ~1,100 for any
+// photo), the rule's estimate is corrected by the per-model calibration
+// that corrects every request estimate: after a few bills the corrected
+// estimate is within a few percent above the bill.
+func TestImageEstimateCorrectedByCalibration(t *testing.T) {
+	const flat = 1100
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		sseHeaders(w)
+		chunk(w, fmt.Sprintf(`{"candidates": [{"content": {"parts": [{"text": "seen"}],"role": "model"},"finishReason": "STOP","index": 0}],"usageMetadata": {"promptTokenCount": %d,"candidatesTokenCount": 1,"totalTokenCount": %d},"modelVersion": "gemini-3-flash"}`, flat, flat+1))
+	})
+	var cal tokens.Calibration
+	var est, billed int
+	// Photos from one phone: the same size each time.
+	for i, sz := range [][2]int{{1920, 1080}, {1080, 1920}, {1920, 1080}, {1920, 1080}, {1080, 1920}, {1920, 1080}} {
+		p := providertest.ImagePart("p.png", sz[0], sz[1])
+		req := provider.Request{Model: "gemini-3-flash", Messages: []provider.Message{{Role: provider.RoleUser, Parts: []provider.Part{p}}}}
+		res, err := f.client(testKey).Stream(context.Background(), req, collect(new([]string)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		est, billed = provider.PartsTokens("gemini", req.Messages[0].Parts), res.Usage.InputTokens
+		if i == 0 && math.Abs(float64(est-billed)) < 0.2*float64(billed) {
+			t.Fatalf("the rule (%d) is already near the flat bill (%d): the test shows nothing", est, billed)
+		}
+		cal.Observe("gemini-3-flash", est, billed)
+	}
+	got := cal.Correct("gemini-3-flash", est)
+	t.Logf("raw estimate %d, bill %d, corrected %d", est, billed, got)
+	if got < billed || float64(got) > 1.15*float64(billed) {
+		t.Fatalf("corrected estimate %d for a bill of %d (raw estimate %d)", got, billed, est)
 	}
 }
