@@ -76,10 +76,13 @@ func (p Part) Bytes() ([]byte, error) {
 		return nil, fmt.Errorf("attachment %s: %w", p.label(), err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, MaxPartBytes+1))
-	if err != nil {
+	// Sized from the start: one allocation, not ReadAll's doublings.
+	var buf bytes.Buffer
+	buf.Grow(int(max(p.Size, 0)) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(rc, MaxPartBytes+1)); err != nil {
 		return nil, fmt.Errorf("attachment %s: %w", p.label(), err)
 	}
+	b := buf.Bytes()
 	if len(b) > MaxPartBytes {
 		return nil, fmt.Errorf("attachment %s is over the %d bytes a request may carry", p.label(), MaxPartBytes)
 	}
@@ -97,21 +100,25 @@ func (p Part) Bytes() ([]byte, error) {
 
 // Base64 is the part's bytes in standard base64, as every provider's
 // inline form takes them.
-func (p Part) Base64() (string, error) {
+func (p Part) Base64() (string, error) { return p.encoded("") }
+
+// DataURL is the part as a data: URL (OpenAI's image_url and file_data).
+func (p Part) DataURL() (string, error) { return p.encoded("data:" + p.MediaType + ";base64,") }
+
+// encoded is prefix followed by the bytes in base64, built in one buffer
+// of its final size (a request may carry tens of megabytes of these).
+func (p Part) encoded(prefix string) (string, error) {
 	b, err := p.Bytes()
 	if err != nil {
 		return "", err
 	}
-	return base64.StdEncoding.EncodeToString(b), nil
-}
-
-// DataURL is the part as a data: URL (OpenAI's image_url and file_data).
-func (p Part) DataURL() (string, error) {
-	s, err := p.Base64()
-	if err != nil {
-		return "", err
-	}
-	return "data:" + p.MediaType + ";base64," + s, nil
+	var sb strings.Builder
+	sb.Grow(len(prefix) + base64.StdEncoding.EncodedLen(len(b)))
+	sb.WriteString(prefix)
+	enc := base64.NewEncoder(base64.StdEncoding, &sb)
+	enc.Write(b) // a strings.Builder does not fail
+	enc.Close()
+	return sb.String(), nil
 }
 
 // AsText is a text-like part as the text a model reads: a header naming the
