@@ -204,6 +204,7 @@ func TestImageEstimateWithinTenPercentOfBill(t *testing.T) {
 				t.Fatal(err)
 			}
 			est, billed := provider.PartsTokens("openai", req.Messages[0].Parts), res.Usage.InputTokens
+			t.Logf("estimate %d, billed %d", est, billed)
 			if billed <= 0 || math.Abs(float64(est-billed)) > 0.10*float64(billed) {
 				t.Fatalf("estimate %d, billed %d: more than 10 %% apart", est, billed)
 			}
