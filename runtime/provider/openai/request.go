@@ -167,14 +167,16 @@ func contentParts(m provider.Message, official bool) ([]wireContentPart, error) 
 			out = append(out, wireContentPart{Type: "image_url", ImageURL: &wireImageURL{URL: u}})
 		case p.Kind == provider.PartImage:
 			note(p, "this provider takes PNG, JPEG, WEBP and GIF images only")
-		case p.Kind == provider.PartDocument && official:
+		case p.Kind == provider.PartDocument && official && p.MediaType == "application/pdf":
 			u, err := p.DataURL()
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, wireContentPart{Type: "file", File: &wireFile{Filename: p.Name, FileData: u}})
-		case p.Kind == provider.PartDocument:
+		case p.Kind == provider.PartDocument && p.MediaType == "application/pdf":
 			note(p, "this OpenAI-compatible endpoint takes no PDF files; OpenAI's own API, Anthropic and Gemini do")
+		case p.Kind == provider.PartDocument:
+			note(p, "documents go to models as PDF only")
 		case p.Kind == provider.PartText:
 			t, err := p.AsText()
 			if err != nil {
