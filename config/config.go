@@ -137,6 +137,10 @@ type Boundary struct {
 type Roles struct {
 	Chat    string `yaml:"chat"`
 	Reflect string `yaml:"reflect"`
+	// Transcribe is the chain that turns voice and audio into text over
+	// an OpenAI-compatible /audio/transcriptions endpoint; "" transcribes
+	// nothing.
+	Transcribe string `yaml:"transcribe"`
 }
 
 // Limits are the gateway's own resource bounds.

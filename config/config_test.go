@@ -124,11 +124,15 @@ models:
 chains:
   default: [gpt, default]
   local: [llama, default]
-roles: {chat: default, reflect: local}
+  stt: [llama]
+roles: {chat: default, reflect: local, transcribe: stt}
 `
 	c, err := Parse([]byte(src), "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Roles.Transcribe != "stt" {
+		t.Errorf("roles.transcribe = %q", c.Roles.Transcribe)
 	}
 	p, _ := c.Provider("ollama")
 	if p.APIKeyEnv != "" || p.BaseURL != "http://127.0.0.1:11434/v1" || p.Delay != nil {
@@ -154,7 +158,7 @@ roles: {chat: default, reflect: local}
 		t.Errorf("timeout = %v", p.Timeout)
 	}
 	// Chains replace the default mapping whole.
-	if len(c.Chains) != 2 || !reflect.DeepEqual(c.Chains["default"], []string{"gpt", "default"}) {
+	if len(c.Chains) != 3 || !reflect.DeepEqual(c.Chains["default"], []string{"gpt", "default"}) {
 		t.Errorf("chains = %v", c.Chains)
 	}
 }
@@ -268,6 +272,8 @@ func TestParseErrors(t *testing.T) {
 		{"role names missing chain", "roles:\n  chat: fast\n", "runtime.yaml:2: roles.chat: no chain named \"fast\" (chains: default)"},
 		{"role removed chain", "chains:\n  main: [default]\n", "runtime.yaml: roles.chat: no chain named \"default\" (chains: main)"},
 		{"role empty", "roles:\n  reflect: \"\"\n", "runtime.yaml:2: roles.reflect: required: the name of one of chains (default)"},
+		{"transcribe names missing chain", "roles:\n  transcribe: stt\n", "runtime.yaml:2: roles.transcribe: no chain named \"stt\" (chains: default)"},
+		{"transcribe on builtin", "roles:\n  transcribe: default\n", "runtime.yaml:2: roles.transcribe: model \"default\" of chain \"default\" is served by \"builtin\" of kind builtin; transcription needs an OpenAI-compatible provider (kind openai) with /audio/transcriptions"},
 
 		// limits and breakers.
 		{"concurrency", "limits:\n  provider_concurrency: 0\n", "runtime.yaml:2: limits.provider_concurrency: must be above 0"},

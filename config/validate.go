@@ -291,6 +291,34 @@ func (v *validator) roles() {
 			v.fail(r.field, "no chain named %s (chains: %s)", show(r.chain), list(names))
 		}
 	}
+	v.transcribe(names)
+}
+
+// transcribe checks roles.transcribe: optional, but when set a chain whose
+// every model is served by an OpenAI-compatible provider, the only kind
+// with an /audio/transcriptions endpoint.
+func (v *validator) transcribe(chains []string) {
+	name := v.c.Roles.Transcribe
+	if name == "" {
+		return
+	}
+	chain, ok := v.c.Chains[name]
+	if !ok {
+		v.fail("roles.transcribe", "no chain named %s (chains: %s)", show(name), list(chains))
+		return
+	}
+	kinds := map[string]string{}
+	for _, p := range v.c.Providers {
+		kinds[p.Name] = p.Kind
+	}
+	for _, mn := range chain {
+		for _, m := range v.c.Models {
+			if m.Name == mn && kinds[m.Provider] != "openai" && kinds[m.Provider] != "" {
+				v.fail("roles.transcribe", "model %s of chain %s is served by %s of kind %s; transcription needs an OpenAI-compatible provider (kind openai) with /audio/transcriptions",
+					show(mn), show(name), show(m.Provider), kinds[m.Provider])
+			}
+		}
+	}
 }
 
 func (v *validator) limits() {

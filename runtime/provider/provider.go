@@ -24,12 +24,17 @@ type Message struct {
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
-	// Tokens is the stored local count of Content (0 when unknown).
+	// Tokens is the local count of Content, and of Parts as sized for the
+	// provider the request was built for (0 when unknown).
 	Tokens int `json:"tokens,omitempty"`
 	// Seq is the seq of the record row the message is, so what reads a
 	// conversation (reflect) can cite "event N"; 0 when it is no one row
 	// (the system prompt, the cards, the runtime context). Never sent.
 	Seq uint64 `json:"-"`
+	// Parts are the message's attachments (user messages only), sent
+	// before Content in each provider's own form; see PartTokens for
+	// their share of the request's size.
+	Parts []Part `json:"parts,omitempty"`
 }
 
 // ToolCall is one call the model asked for. Arguments is the raw JSON text.

@@ -2,19 +2,25 @@ package view
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/gif" // pixel sizes of data: URL images
+	_ "image/jpeg"
+	_ "image/png"
 	"io"
+	"strings"
 
 	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
 
-// ImageTokens is the flat allowance of one image part until the model has
-// taught its real cost.
-const ImageTokens = 1600
+// ImageTokens is the flat allowance of one image part whose pixel size is
+// unknown, until the model has taught its real cost (seed 000).
+const ImageTokens = tokens.ImageDefault
 
 // Report is what CheckCompression finds in one request: where its tokens
 // come from, and how far masking and folding alone (no eviction) bring it.
@@ -31,7 +37,7 @@ type Report struct {
 	ToolResults     int `json:"tool_results"`
 	ToolCallArgs    int `json:"tool_call_args"`
 	ToolDefinitions int `json:"tool_definitions"`
-	Images          int `json:"images"` // tokens, ImageTokens per part
+	Images          int `json:"images"` // tokens: OpenAI's rule, or ImageTokens per part of unknown size
 	ImageParts      int `json:"image_parts"`
 	Total           int `json:"total"` // with the per-message overhead
 
@@ -60,23 +66,28 @@ type rawRequest struct {
 }
 
 type rawPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail"`
+	} `json:"image_url"`
 }
 
-// partsOf reads a message content: a string, null, or an array of parts.
-func partsOf(raw json.RawMessage) (text string, images int, err error) {
+// partsOf reads a message content: a string, null, or an array of parts,
+// with the tokens of its images (imageTokens).
+func partsOf(raw json.RawMessage) (text string, images, imageTokens int, err error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", 0, nil
+		return "", 0, 0, nil
 	}
 	if raw[0] == '"' {
 		err = json.Unmarshal(raw, &text)
-		return text, 0, err
+		return text, 0, 0, err
 	}
 	var parts []rawPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", 0, errors.New("content is neither a string nor an array of parts")
+		return "", 0, 0, errors.New("content is neither a string nor an array of parts")
 	}
 	for _, p := range parts {
 		switch p.Type {
@@ -87,9 +98,36 @@ func partsOf(raw json.RawMessage) (text string, images int, err error) {
 			text += p.Text
 		case "image_url", "input_image", "image":
 			images++
+			imageTokens += imagePartTokens(p)
 		}
 	}
-	return text, images, nil
+	return text, images, imageTokens, nil
+}
+
+// imagePartTokens sizes an image_url part by OpenAI's rule (the request is
+// a chat-completions one) when it carries its bytes as a data: URL whose
+// header gives the pixel size; otherwise at the flat allowance.
+func imagePartTokens(p rawPart) int {
+	if p.ImageURL == nil {
+		return ImageTokens
+	}
+	rule := tokens.RuleOpenAI
+	if p.ImageURL.Detail == "low" {
+		rule = tokens.RuleOpenAILow
+	}
+	_, data, ok := strings.Cut(p.ImageURL.URL, ";base64,")
+	if !ok || !strings.HasPrefix(p.ImageURL.URL, "data:image/") {
+		return tokens.ImageTokens(rule, 0, 0)
+	}
+	// The header is at the start: 64 KiB of base64 covers JPEG's EXIF.
+	data = data[:min(len(data), 64<<10)]
+	data = data[:len(data)/4*4]
+	head, _ := base64.StdEncoding.DecodeString(data)
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(head))
+	if err != nil {
+		return tokens.ImageTokens(rule, 0, 0)
+	}
+	return tokens.ImageTokens(rule, cfg.Width, cfg.Height)
 }
 
 // CheckCompression reads a raw OpenAI chat-completions request (as JSON)
@@ -114,14 +152,14 @@ func CheckCompression(raw []byte, window int) (Report, error) {
 	var rows []Row
 	systems := 0
 	for i, m := range req.Messages {
-		text, images, err := partsOf(m.Content)
+		text, images, imageTokens, err := partsOf(m.Content)
 		if err != nil {
 			return Report{}, fmt.Errorf("check-compression: message %d: %w", i, err)
 		}
 		n := count(text)
 		r.ImageParts += images
-		r.Images += images * ImageTokens
-		row := Row{Seq: uint64(i + 1), Text: text, Tokens: n + images*ImageTokens}
+		r.Images += imageTokens
+		row := Row{Seq: uint64(i + 1), Text: text, Tokens: n + imageTokens}
 		switch m.Role {
 		case "system", "developer":
 			r.System += n
@@ -198,7 +236,7 @@ func (r Report) Write(w io.Writer) error {
   tool results       %8d
   tool call args     %8d
   tool definitions   %8d
-  images             %8d  (%d parts at %d)
+  images             %8d  (%d parts: OpenAI's tile rule where the pixel size is known, else %d each)
 masking %d tool results: %d tokens%s
 then folding %d answers: %d tokens%s
 eviction is not planned here

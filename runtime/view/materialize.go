@@ -70,7 +70,8 @@ type entry struct {
 	text      string
 	calls     []provider.ToolCall
 	callID    string
-	tokens    int // text and calls, without the per-message overhead
+	parts     []provider.Part
+	tokens    int // text, calls and parts, without the per-message overhead
 	sections  []Section
 	reasoning string
 	head      bool // the cards and pins message
@@ -81,7 +82,7 @@ type entry struct {
 
 // sent reports whether the entry becomes a message: a context row with
 // nothing new sends nothing.
-func (e *entry) sent() bool { return e.text != "" || len(e.calls) > 0 }
+func (e *entry) sent() bool { return e.text != "" || len(e.calls) > 0 || len(e.parts) > 0 }
 
 // historyTokens is the view's size without the fixed overhead.
 func historyTokens(es []entry) int {
@@ -197,7 +198,7 @@ func agentHistory(b *build) error {
 				continue
 			}
 		case KindUser:
-			if r.Text == "" {
+			if r.Text == "" && len(r.Parts) == 0 { // a photo without caption is a message
 				dropped++
 				continue
 			}
@@ -284,7 +285,9 @@ func warningText(measured, ceiling int) string {
 
 // media turns rows into model payloads. It is the seam where steer notes,
 // invocation text, media rehydration and image downscaling belong; rows
-// here are text and tool calls, so it maps them one to one.
+// here are text, tool calls and a user row's attachments (passed on by
+// reference: their bytes are read only when an adapter encodes them), so it
+// maps them one to one.
 func media(b *build) error {
 	b.base = make([]entry, 0, len(b.vis)+1)
 	for _, r := range b.vis {
@@ -301,7 +304,7 @@ func (b *build) entryOf(r *Row) entry {
 	e := entry{row: r, kind: r.Kind, text: r.Text, tokens: r.Tokens, reasoning: r.Reasoning}
 	switch r.Kind {
 	case KindUser:
-		e.role = provider.RoleUser
+		e.role, e.parts = provider.RoleUser, r.Parts
 	case KindAssistant:
 		e.role, e.calls = provider.RoleAssistant, r.ToolCalls
 	case KindTool:
@@ -320,6 +323,10 @@ func (b *build) entryOf(r *Row) entry {
 			e.tokens += b.count(c.Name) + b.count(c.Arguments)
 		}
 	}
+	// Attachments join the message's count, so the request's estimate
+	// (which the per-model calibration corrects with the bill) carries
+	// them, sized by the rule of the provider the view is for.
+	e.tokens += provider.PartsTokens(b.in.Provider, e.parts)
 	return e
 }
 
@@ -430,7 +437,7 @@ func (b *build) view() View {
 		if !e.sent() {
 			continue
 		}
-		m := provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens}
+		m := provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens, Parts: e.parts}
 		if e.row != nil && !e.head {
 			m.Seq = e.row.Seq
 		}

@@ -1,7 +1,11 @@
 package view
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
+	"image"
+	"image/png"
 	"strings"
 	"testing"
 
@@ -116,4 +120,30 @@ func FuzzCheckCompression(f *testing.F) {
 			_ = r.String()
 		}
 	})
+}
+
+// check-compression sizes an image sent as a data: URL by OpenAI's tile
+// rule (the one place the rules live, runtime/tokens), detail low by its
+// flat base, and one it cannot size at the flat allowance.
+func TestCheckCompressionSizesImages(t *testing.T) {
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 1024, 1024))); err != nil {
+		t.Fatal(err)
+	}
+	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes())
+	for _, c := range []struct {
+		part string
+		want int
+	}{
+		{`{"type":"image_url","image_url":{"url":"` + url + `"}}`, 765}, // the docs' 1024x1024 example
+		{`{"type":"image_url","image_url":{"url":"` + url + `","detail":"low"}}`, 85},
+		{`{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}`, ImageTokens},
+		{`{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}`, ImageTokens},
+	} {
+		raw := `{"model":"gpt-4o","messages":[{"role":"user","content":[` + c.part + `]}]}`
+		r, err := CheckCompression([]byte(raw), 0)
+		if err != nil || r.Images != c.want || r.ImageParts != 1 {
+			t.Errorf("%.80s: images %d (%d parts), %v; want %d", c.part, r.Images, r.ImageParts, err, c.want)
+		}
+	}
 }

@@ -63,6 +63,9 @@ type Row struct {
 	Origin    Origin `json:"origin,omitempty"`
 	// Sections is a context row's runtime context, whole (not the delta).
 	Sections []Section `json:"sections,omitempty"`
+	// Parts are a user row's attachments. Their tokens are not in Tokens:
+	// they depend on the provider the view is sized for (Input.Provider).
+	Parts []provider.Part `json:"parts,omitempty"`
 }
 
 // MessageID is the row's id as pointers cite it: "m<seq>".
@@ -151,6 +154,10 @@ type Input struct {
 	Roster []string
 	// Count counts tokens of text the view produces; nil is tokens.Count.
 	Count func(string) int
+	// Provider is the kind (config providers[].kind) of the provider the
+	// view is sized for: it picks the image rule attachments are sized by
+	// (provider.PartTokens); "" sizes them at seed 000's flat allowance.
+	Provider string
 }
 
 // View is one request's messages and what the caller must store.

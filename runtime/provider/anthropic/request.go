@@ -34,16 +34,25 @@ type wireMessage struct {
 	Content []wireBlock `json:"content"`
 }
 
-// wireBlock is a content block: text, tool_use or tool_result.
+// wireBlock is a content block: text, image, document, tool_use or
+// tool_result.
 type wireBlock struct {
 	Type         string          `json:"type"`
 	Text         string          `json:"text,omitempty"`
+	Source       *wireSource     `json:"source,omitempty"`
 	ID           string          `json:"id,omitempty"`
 	Name         string          `json:"name,omitempty"`
 	Input        json.RawMessage `json:"input,omitempty"`
 	ToolUseID    string          `json:"tool_use_id,omitempty"`
 	Content      string          `json:"content,omitempty"`
 	CacheControl *cacheControl   `json:"cache_control,omitempty"`
+}
+
+// wireSource is an image's or document's inline bytes.
+type wireSource struct {
+	Type      string `json:"type"` // base64
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
 }
 
 type cacheControl struct {
@@ -92,6 +101,13 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 			w.Messages = appendBlock(w.Messages, "user", wireBlock{Type: "text", Text: m.Content})
 		case provider.RoleUser:
 			started = true
+			for _, p := range m.Parts {
+				b, err := partBlock(p)
+				if err != nil {
+					return nil, fmt.Errorf("message %d: %w", i, err)
+				}
+				w.Messages = appendBlock(w.Messages, "user", b)
+			}
 			if m.Content != "" {
 				w.Messages = appendBlock(w.Messages, "user", wireBlock{Type: "text", Text: m.Content})
 			}
@@ -143,6 +159,38 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 		w.ToolChoice = &wireChoice{Type: "tool", Name: req.ToolChoice}
 	}
 	return provider.MarshalWire(w)
+}
+
+// imageTypes are the image media types the Messages API takes
+// (docs.claude.com vision: JPEG, PNG, GIF, WebP).
+var imageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
+
+// partBlock is one attachment as a content block, placed before the
+// message's text (the vision guide: images before the question work
+// best). Images become image blocks and PDFs document blocks, both with a
+// base64 source; text-like files a text block with a header naming the
+// file. Audio, which the API does not take, and unknown kinds become a
+// text note, so the model can say what it did not get.
+func partBlock(p provider.Part) (wireBlock, error) {
+	switch {
+	case p.Kind == provider.PartImage && imageTypes[p.MediaType], p.Kind == provider.PartDocument && p.MediaType == "application/pdf":
+		data, err := p.Base64()
+		if err != nil {
+			return wireBlock{}, err
+		}
+		return wireBlock{Type: p.Kind, Source: &wireSource{Type: "base64", MediaType: p.MediaType, Data: data}}, nil
+	case p.Kind == provider.PartImage:
+		return wireBlock{Type: "text", Text: p.Note("this provider takes JPEG, PNG, GIF and WebP images only")}, nil
+	case p.Kind == provider.PartText:
+		t, err := p.AsText()
+		if err != nil {
+			return wireBlock{}, err
+		}
+		return wireBlock{Type: "text", Text: t}, nil
+	case p.Kind == provider.PartAudio:
+		return wireBlock{Type: "text", Text: p.Note("audio reaches this model only as a transcript (roles.transcribe)")}, nil
+	}
+	return wireBlock{Type: "text", Text: p.Note("Mirror does not send this kind of file to models")}, nil
 }
 
 func boolRank(b bool) int {

@@ -15,6 +15,10 @@
 //     code block, to check rendering in each transport;
 //   - "long": several paragraphs, to exercise long streams, scrolling and stop.
 //
+// Attachments of the last user message are described after the quote, one
+// line each (see DescribeParts), so the whole attachment path can be
+// followed offline.
+//
 // # Calling tools
 //
 // The model calls a tool only when told to, so the whole tool path (schema
@@ -134,6 +138,9 @@ func Answer(req provider.Request) string {
 			plural(len(strings.Fields(last)), "word"), plural(utf8.RuneCountInString(last), "character"))
 	} else {
 		b.WriteString("I did not find a message from you in this request.\n\n")
+	}
+	if parts := lastUserParts(req.Messages); len(parts) > 0 {
+		b.WriteString(DescribeParts(parts))
 	}
 
 	fmt.Fprintf(&b, "This conversation has %s%s and about %s.\n\n",
@@ -294,15 +301,27 @@ func lastUser(msgs []provider.Message) (string, bool) {
 	return "", false
 }
 
+// lastUserParts returns the attachments of the last user message.
+func lastUserParts(msgs []provider.Message) []provider.Part {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == provider.RoleUser {
+			return msgs[i].Parts
+		}
+	}
+	return nil
+}
+
 // inputTokens sums the messages' stored counts, counting content where no
-// count is stored, plus any tool calls they carry.
+// count is stored, plus any tool calls and attachments they carry (the
+// attachments at seed 000's allowance: the built-in model has no image
+// rule of its own).
 func inputTokens(msgs []provider.Message) int {
 	n := 0
 	for _, m := range msgs {
 		if m.Tokens > 0 {
 			n += m.Tokens
 		} else {
-			n += tokens.Count(m.Content)
+			n += tokens.Count(m.Content) + provider.PartsTokens("builtin", m.Parts)
 		}
 		for _, tc := range m.ToolCalls {
 			n += tokens.Count(tc.Name) + tokens.Count(tc.Arguments)

@@ -1,9 +1,13 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +61,9 @@ var goldenCases = []struct {
 		{Role: provider.RoleTool, ToolCallID: "call_x", Content: `read_file: argument "path" is required`},
 		{Role: provider.RoleTool, ToolCallID: "call_unknown", Content: ""},
 	}}},
+	// Attachments are described: kind, size, pixel size (stored, or read
+	// from the image header), a text file's first lines.
+	{"attachments", provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "Look at these", Parts: attachments()}}}},
 	{"tool-unavailable", provider.Request{Tools: fileTools, Messages: []provider.Message{user(`/tool shell {"command": "ls"}`)}}},
 	{"tool-none-offered", provider.Request{Messages: []provider.Message{user("/tool read_file")}}},
 	{"tool-bare", provider.Request{Tools: fileTools, Messages: []provider.Message{user("  /tool  ")}}},
@@ -144,6 +151,43 @@ func TestToolCallCancelled(t *testing.T) {
 	res, err := New(0).Stream(ctx, req, func(provider.Delta) error { return nil })
 	if !errors.Is(err, context.Canceled) || len(res.ToolCalls) != 0 {
 		t.Fatalf("Stream = %+v, %v", res, err)
+	}
+}
+
+func attachments() []provider.Part {
+	stored := providertest.NewPart(provider.PartImage, "image/png", "stored.png", make([]byte, 2600))
+	stored.Width, stored.Height = 1280, 720 // the stored pixel size is enough
+	read := providertest.NewPart(provider.PartImage, "image/png", "read.png", pngHeader(33, 21))
+	corrupt := providertest.NewPart(provider.PartImage, "image/jpeg", "broken.jpg", []byte("not a jpeg"))
+	text := providertest.NewPart(provider.PartText, "text/x-go", "main.go", []byte("package main\r\n\nfunc main() {\n\tprintln(\"hi\")\n}\n"))
+	pdf := providertest.NewPart(provider.PartDocument, "application/pdf", "report.pdf", bytes.Repeat([]byte("%PDF"), 3000))
+	voice := providertest.NewPart(provider.PartAudio, "audio/ogg", "", []byte("OggS"))
+	other := providertest.NewPart("", "application/zip", "x.zip", make([]byte, 3<<20))
+	return []provider.Part{stored, read, corrupt, text, pdf, voice, other}
+}
+
+// pngHeader is the start of a PNG of w × h pixels: its signature and
+// IHDR chunk, all image.DecodeConfig reads; fixed bytes, whatever the
+// encoder of the Go release.
+func pngHeader(w, h uint32) []byte {
+	ihdr := binary.BigEndian.AppendUint32([]byte("IHDR"), w)
+	ihdr = binary.BigEndian.AppendUint32(ihdr, h)
+	ihdr = append(ihdr, 8, 0, 0, 0, 0) // 8-bit grey, no interlace
+	b := []byte("\x89PNG\r\n\x1a\n")
+	b = binary.BigEndian.AppendUint32(b, 13)
+	b = append(b, ihdr...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(ihdr))
+}
+
+// Attachments are billed at seed 000's allowance by the built-in model.
+func TestAttachmentsBilled(t *testing.T) {
+	img := providertest.ImagePart("a.png", 10, 10)
+	with := provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi", Parts: []provider.Part{img, img}}}}
+	without := provider.Request{Messages: []provider.Message{user("hi")}}
+	a, _ := New(0).Stream(context.Background(), with, func(provider.Delta) error { return nil })
+	b, _ := New(0).Stream(context.Background(), without, func(provider.Delta) error { return nil })
+	if d := a.Usage.InputTokens - b.Usage.InputTokens; d != 2*1600 {
+		t.Fatalf("two images billed %d more tokens, want 3200", d)
 	}
 }
 

@@ -33,6 +33,13 @@ type wirePart struct {
 	FunctionCall     *wireFunctionCall     `json:"functionCall,omitempty"`
 	FunctionResponse *wireFunctionResponse `json:"functionResponse,omitempty"`
 	ThoughtSignature string                `json:"thoughtSignature,omitempty"`
+	InlineData       *wireBlob             `json:"inlineData,omitempty"`
+}
+
+// wireBlob is inline media: an image, a PDF or audio, base64 in data.
+type wireBlob struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
 }
 
 type wireFunctionCall struct {
@@ -110,6 +117,13 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 			w.Contents = appendPart(w.Contents, roleUser, wirePart{Text: m.Content})
 		case provider.RoleUser:
 			started = true
+			for _, p := range m.Parts {
+				wp, err := partOf(p)
+				if err != nil {
+					return nil, fmt.Errorf("message %d: %w", i, err)
+				}
+				w.Contents = appendPart(w.Contents, roleUser, wp)
+			}
 			if m.Content != "" {
 				w.Contents = appendPart(w.Contents, roleUser, wirePart{Text: m.Content})
 			}
@@ -168,6 +182,41 @@ func encodeRequest(req provider.Request) ([]byte, error) {
 		w.GenerationConfig = &wireGenerationConfig{MaxOutputTokens: req.MaxTokens}
 	}
 	return provider.MarshalWire(w)
+}
+
+// inlineTypes are the media types Gemini takes as inline data
+// (ai.google.dev/gemini-api/docs: image understanding PNG, JPEG, WEBP,
+// HEIC, HEIF; document processing PDF; audio understanding WAV, MP3,
+// AIFF, AAC, OGG, FLAC).
+var inlineTypes = map[string]bool{
+	"image/png": true, "image/jpeg": true, "image/webp": true, "image/heic": true, "image/heif": true,
+	"application/pdf": true,
+	"audio/wav":       true, "audio/x-wav": true, "audio/mp3": true, "audio/mpeg": true, "audio/aiff": true,
+	"audio/aac": true, "audio/ogg": true, "audio/flac": true,
+}
+
+// partOf is one attachment as a part, placed before the message's text.
+// Images, PDFs and audio go as inlineData with their media type; Gemini
+// reads a PDF as a document and hears audio itself. Text-like files go as
+// text naming the file; anything else as a note.
+func partOf(p provider.Part) (wirePart, error) {
+	switch {
+	case p.Kind == provider.PartText:
+		t, err := p.AsText()
+		if err != nil {
+			return wirePart{}, err
+		}
+		return wirePart{Text: t}, nil
+	case (p.Kind == provider.PartImage || p.Kind == provider.PartDocument || p.Kind == provider.PartAudio) && inlineTypes[p.MediaType]:
+		data, err := p.Base64()
+		if err != nil {
+			return wirePart{}, err
+		}
+		return wirePart{InlineData: &wireBlob{MimeType: p.MediaType, Data: data}}, nil
+	case p.Kind == provider.PartImage || p.Kind == provider.PartDocument || p.Kind == provider.PartAudio:
+		return wirePart{Text: p.Note("Gemini does not take " + p.MediaType + " inline")}, nil
+	}
+	return wirePart{Text: p.Note("Mirror does not send this kind of file to models")}, nil
 }
 
 // appendPart adds p to the last content if it has role, else starts one.

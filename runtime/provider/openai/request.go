@@ -29,9 +29,10 @@ type streamOptions struct {
 
 type wireMessage struct {
 	Role string `json:"role"`
-	// Content is always a string, "" when empty: Ollama rejects
-	// "content":null ("invalid message content type: <nil>").
-	Content    string         `json:"content"`
+	// Content is a string, "" when empty: Ollama rejects
+	// "content":null ("invalid message content type: <nil>"). A user
+	// message with attachments carries an array of content parts instead.
+	Content    any            `json:"content"`
 	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
 }
@@ -78,8 +79,18 @@ func encodeRequest(req provider.Request, official bool) ([]byte, error) {
 		Stream:        true,
 		StreamOptions: &streamOptions{IncludeUsage: true},
 	}
-	for _, m := range req.Messages {
+	for i, m := range req.Messages {
 		wm := wireMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		if len(m.Parts) > 0 {
+			if m.Role != provider.RoleUser {
+				return nil, fmt.Errorf("message %d: attachments on a %s message", i, m.Role)
+			}
+			parts, err := contentParts(m, official)
+			if err != nil {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
+			wm.Content = parts
+		}
 		for _, tc := range m.ToolCalls {
 			args := tc.Arguments
 			if strings.TrimSpace(args) == "" {
@@ -110,6 +121,78 @@ func encodeRequest(req provider.Request, official bool) ([]byte, error) {
 		}
 	}
 	return provider.MarshalWire(w)
+}
+
+// wireContentPart is one part of a user message's content array.
+type wireContentPart struct {
+	Type     string        `json:"type"`
+	Text     string        `json:"text,omitempty"`
+	ImageURL *wireImageURL `json:"image_url,omitempty"`
+	File     *wireFile     `json:"file,omitempty"`
+}
+
+type wireImageURL struct {
+	URL string `json:"url"`
+}
+
+type wireFile struct {
+	Filename string `json:"filename,omitempty"`
+	FileData string `json:"file_data"`
+}
+
+// imageTypes are the image media types chat completions takes
+// (platform.openai.com/docs/guides/images-vision: PNG, JPEG, WEBP,
+// non-animated GIF).
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/webp": true, "image/gif": true}
+
+// contentParts is m's content as an array: the attachments first, then
+// the text. Images go as image_url parts with a data: URL and no detail
+// ("auto"). A PDF goes as a file part with file_data (a data: URL) on
+// OpenAI's own API, which documents PDF input for chat completions
+// (platform.openai.com/docs/guides/pdf-files?api-mode=chat); compatible
+// servers (Ollama, llama.cpp, vLLM) take no file parts, so there, as for
+// audio, a text note says what was not sent. Text-like files go as text.
+func contentParts(m provider.Message, official bool) ([]wireContentPart, error) {
+	out := make([]wireContentPart, 0, len(m.Parts)+1)
+	note := func(p provider.Part, why string) {
+		out = append(out, wireContentPart{Type: "text", Text: p.Note(why)})
+	}
+	for _, p := range m.Parts {
+		switch {
+		case p.Kind == provider.PartImage && imageTypes[p.MediaType]:
+			u, err := p.DataURL()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, wireContentPart{Type: "image_url", ImageURL: &wireImageURL{URL: u}})
+		case p.Kind == provider.PartImage:
+			note(p, "this provider takes PNG, JPEG, WEBP and GIF images only")
+		case p.Kind == provider.PartDocument && official && p.MediaType == "application/pdf":
+			u, err := p.DataURL()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, wireContentPart{Type: "file", File: &wireFile{Filename: p.Name, FileData: u}})
+		case p.Kind == provider.PartDocument && p.MediaType == "application/pdf":
+			note(p, "this OpenAI-compatible endpoint takes no PDF files; OpenAI's own API, Anthropic and Gemini do")
+		case p.Kind == provider.PartDocument:
+			note(p, "documents go to models as PDF only")
+		case p.Kind == provider.PartText:
+			t, err := p.AsText()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, wireContentPart{Type: "text", Text: t})
+		case p.Kind == provider.PartAudio:
+			note(p, "audio reaches this model only as a transcript (roles.transcribe)")
+		default:
+			note(p, "Mirror does not send this kind of file to models")
+		}
+	}
+	if m.Content != "" {
+		out = append(out, wireContentPart{Type: "text", Text: m.Content})
+	}
+	return out, nil
 }
 
 // The two names of the answer's cap in a chat-completions request.
