@@ -2,12 +2,10 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
-	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
@@ -168,211 +166,16 @@ func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string
 }
 
 func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
-	chain := e.chains[in.Chain]
-	if len(chain) == 0 {
-		return TurnResult{}, fmt.Errorf("no chain %q", in.Chain)
+	t, err := e.newTurn(ctx, in, onDelta)
+	if err != nil {
+		return TurnResult{}, err
 	}
-	var out TurnResult
-	defs := e.offered(in.Host != nil)
-	sz := e.sizer(chain[0], defs)
-	rows := in.rows()
-	picked, end := min(max(in.Picked, 0), len(rows)), len(rows)
-	if in.Host == nil {
-		picked = 0
-	}
-	if in.Host != nil && in.Prepared == nil && openAtEnd(rows) {
-		// A resumed turn first settles the calls its record left open:
-		// their results must follow them.
-		for _, call := range openCalls(messagesOf(rows)) {
-			res, err := e.settle(ctx, &in, call)
-			if err != nil {
-				return out, err
-			}
-			rows = append(rows, view.Row{Seq: in.Host.Last(), Kind: view.KindTool, ToolCallID: call.ID, ToolName: call.Name,
-				Text: res.Content, IsError: res.IsError, Tokens: tokens.Count(res.Content)})
+	for p := t.first(); p != phaseDone; {
+		if p, err = t.do(p); err != nil {
+			return t.out, err
 		}
 	}
-	var v view.View
-	crossed := false
-	if p := in.Prepared; p != nil {
-		if p.Err != nil {
-			return out, p.Err
-		}
-		v, out.Context = p.View, p.Info
-		if v.Checkpoint != nil {
-			// Stored with the pickup: it is the one in force now.
-			in.Checkpoint, in.Signals = v.Checkpoint, view.Signals{}
-		}
-	} else {
-		// The reading is taken as the turn starts, with the person's
-		// message already counted. If that message is what carries the
-		// conversation past hard, the conversation before it is written
-		// down and cleared first, and the message goes into the fresh one
-		// exactly as typed.
-		reading := sz.readRows(rows, in.Checkpoint)
-		if in.Host != nil && crossesFirst(reading, picked, end) {
-			crossed = true
-			b, fresh, err := e.consolidate(ctx, &in, messagesOf(rows[:picked]), ReasonHard, nil, rows[picked].Seq, in.Last)
-			switch {
-			case err == nil:
-				out.Boundary, rows = &b, fresh
-				in.Checkpoint, in.Measured = nil, view.Measurement{}
-				reading = sz.readRows(rows, nil)
-			case ctx.Err() != nil:
-				return out, err
-			}
-			// A boundary that failed left everything as it was: the turn
-			// goes on if it fits, and the next turn tries again.
-		}
-		out.Context = info(reading, chain[0].Name)
-		var err error
-		if v, err = e.materialize(ctx, &in, chain[0], sz, rows, out.Context, true); err != nil {
-			return out, err
-		}
-	}
-	conv := v.Messages
-	overflowed := false
-	sent := 0          // messages of the request that earlier requests of the turn sent
-	var steered uint64 // the first seq of the redirects read at the last tool boundary (0: none)
-	for {
-		if out.Steps == MaxSteps {
-			return out, fmt.Errorf("the turn asked the model %d times without an answer; stopped", MaxSteps)
-		}
-		if r := sz.read(conv); r.HardReached && in.Host != nil && !crossed && out.Steps > 0 {
-			// A turn is never cut in half: the next request is not sent,
-			// the turn ends after the last tool result it has, and the
-			// boundary runs then. One crossing, one boundary. Messages
-			// that steered the turn since its last step go into the fresh
-			// conversation as typed, and are answered there.
-			crossed = true
-			b, fresh, err := e.consolidate(ctx, &in, conv, ReasonHard, nil, steered, in.Host.Last())
-			if err == nil {
-				err = e.freshReading(&in, sz, fresh, chain[0].Name)
-			}
-			if err != nil {
-				return out, err
-			}
-			out.Boundary, out.Measured, v = &b, view.Measurement{}, view.View{}
-			if !b.Continued && steered == 0 {
-				out.Reply = ""
-				return out, nil
-			}
-			conv, sent = messagesOf(fresh), 0
-		}
-		out.Steps++
-		msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
-		// One oversized turn: near the ceiling, results of this turn's
-		// older tool calls are cleared first (a later turn checkpoints).
-		if pruned, net := view.SafetyNet(msgs, sent, sz.budget.Ceiling-sz.defs, sz.count); net.Fired() {
-			msgs, out.Pruned = pruned, true
-			e.logNet(in.Chat, net)
-		}
-		sent = len(conv) + 1 // in the unpruned request: the system prompt and conv
-		req := provider.Request{Messages: msgs, Tools: defs}
-		var last uint64
-		if in.Host != nil {
-			last = in.Host.Last()
-		}
-		streamed := false
-		res, model, est, err := e.answer(ctx, chain, req, in.Host, func(text string) error { streamed = true; return onDelta(text) })
-		out.Usage.InputTokens += res.Usage.InputTokens
-		out.Usage.OutputTokens += res.Usage.OutputTokens
-		out.Usage.CachedTokens += res.Usage.CachedTokens
-		out.Reply, out.Model = res.Text, model
-		if res.Usage.InputTokens > 0 {
-			if model == chain[0].Name {
-				// A measurement is valid for the model the view was sized for.
-				out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: v.Epoch, Seq: last}
-			}
-			if e.cal != nil && model != "" {
-				e.cal.Observe(model, est, res.Usage.InputTokens)
-			}
-		}
-		empty := err == nil && res.Text == "" && len(res.ToolCalls) == 0
-		if in.Host != nil && out.Steps == 1 && !overflowed && !streamed && ctx.Err() == nil &&
-			(provider.ClassOf(err) == provider.ClassContextLength || empty) {
-			// The provider overflowed, or answered nothing: take a
-			// checkpoint and run the turn again, once.
-			overflowed = true
-			in.Signals.Overflow = true
-			rows = withStored(rows, v, in.Host.Last())
-			if v, err = e.materialize(ctx, &in, chain[0], sz, rows, out.Context, false); err != nil {
-				return out, err
-			}
-			conv, out.Steps, sent = v.Messages, 0, 0
-			continue
-		}
-		if err != nil || len(res.ToolCalls) == 0 || in.Host == nil {
-			return out, err
-		}
-		if err := in.Host.Step(res.Text, res.ToolCalls); err != nil {
-			return out, err
-		}
-		conv = append(conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Seq: in.Host.Last()})
-		var consolidate *boundary.Consolidate
-		for _, call := range res.ToolCalls {
-			if err := in.Host.CallStarted(call); err != nil {
-				return out, err
-			}
-			var r ToolResult
-			if call.Name == boundary.ToolConsolidate {
-				c, perr := boundary.ParseConsolidate(json.RawMessage(call.Arguments))
-				if perr != nil {
-					r = ToolResult{Content: perr.Error(), Full: perr.Error(), IsError: true}
-				} else {
-					consolidate = &c
-					r = ToolResult{Content: "Consolidating after this step.", Full: "Consolidating after this step."}
-				}
-				if err := in.Host.CallFinished(call, r); err != nil {
-					return out, err
-				}
-			} else if r, err = e.runCall(ctx, &in, call); err != nil {
-				return out, err
-			}
-			conv = append(conv, toolMessage(call, r))
-			conv[len(conv)-1].Seq = in.Host.Last() // its result's row, just stored
-			if r.IsError && e.mon != nil && ctx.Err() == nil &&
-				e.mon.ToolFailure(in.Chat, turnID(in.Turn), monitor.CallSignature(call.Name, []byte(call.Arguments))) {
-				// The same call keeps failing: pause the turn and say so,
-				// rather than let the model loop.
-				return out, &ToolLoopError{Tool: call.Name}
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			out.Reply = ""
-			return out, err
-		}
-		if consolidate != nil {
-			// The assistant judged a phase done: the boundary runs after
-			// the step's results, recorded as its decision.
-			want := consolidate.Continue
-			b, fresh, err := e.consolidate(ctx, &in, conv, ReasonAssistant, &want, 0, in.Host.Last())
-			if err == nil {
-				err = e.freshReading(&in, sz, fresh, chain[0].Name)
-			}
-			if err != nil {
-				return out, err
-			}
-			out.Boundary, crossed, out.Measured, v = &b, true, view.Measurement{}, view.View{}
-			if !b.Continued {
-				out.Reply = ""
-				return out, nil
-			}
-			conv, sent = messagesOf(fresh), 0
-			continue
-		}
-		// The tool boundary: messages sent to steer the turn are read now.
-		from := in.Host.Last() + 1
-		red, err := in.Host.Redirects()
-		if err != nil {
-			return out, err
-		}
-		steered = 0
-		if len(red) > 0 {
-			steered = from
-		}
-		conv = append(conv, red...)
-	}
+	return t.out, nil
 }
 
 // ToolLoopError ends a turn whose model kept making the same failing call;

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -29,21 +28,19 @@ func (e *Engine) SetHooks(r *hooks.Runner) { e.hooks = r }
 // itself: the picked messages carry the conversation past hard (a boundary
 // comes first), calls wait to be settled, or a hook must run.
 func (e *Engine) Prepare(in *TurnInput) {
-	chain := e.chains[in.Chain]
-	if len(chain) == 0 || in.Host == nil || in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
+	if in.Host == nil || in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
 		return
 	}
-	rows := in.rows()
-	if openAtEnd(rows) {
+	t, err := e.newTurn(context.Background(), *in, nil)
+	if err != nil || openAtEnd(t.rows) { // calls wait to be settled first
 		return
 	}
-	sz := e.sizer(chain[0], e.offered(true))
-	r := sz.readRows(rows, in.Checkpoint)
-	if crossesFirst(r, in.Picked, len(rows)) {
+	r := t.sz.readRows(t.rows, in.Checkpoint)
+	if crossesFirst(r, t.picked, t.end) {
 		return
 	}
-	ci := info(r, chain[0].Name)
-	v, err := view.Materialize(e.viewInput(in, sz, rows, ci, ""))
+	ci := info(r, t.chain[0].Name)
+	v, err := view.Materialize(e.viewInput(in, t.sz, t.rows, ci, ""))
 	if err != nil {
 		in.Prepared = &Prepared{Info: ci, Err: err}
 		return
@@ -51,7 +48,7 @@ func (e *Engine) Prepare(in *TurnInput) {
 	if v.Checkpoint != nil && (e.hooks.Configured(config.HookPreCompact) || e.hooks.Configured(config.HookPostCompact)) {
 		return
 	}
-	ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, sz.budget.Ceiling, sz.budget.Mark
+	ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, t.sz.budget.Ceiling, t.sz.budget.Mark
 	in.Prepared = &Prepared{Info: ci, View: v}
 }
 
@@ -203,13 +200,6 @@ func withStored(rows []view.Row, v view.View, seq uint64) []view.Row {
 		return rows
 	}
 	return append(rows, view.Row{Seq: seq, Kind: view.KindContext, Sections: v.Context, Tokens: v.ContextTokens})
-}
-
-// crossesFirst says the messages a turn picked up (rows[picked:end])
-// carry a conversation that was there before them (rows[:picked]) past
-// hard: the boundary comes first, and they go into the fresh conversation.
-func crossesFirst(r boundary.Reading, picked, end int) bool {
-	return r.HardReached && picked > 0 && picked < end
 }
 
 // openAtEnd reports whether the rows end with an assistant step whose calls
