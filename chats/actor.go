@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/view"
@@ -22,8 +21,8 @@ import (
 
 // Causes a turn's context is cancelled with.
 var (
-	errStopped  = errors.New("stopped by the person")
-	errShutdown = errors.New("the gateway is shutting down")
+	errStopped  = runtime.ErrStopped
+	errShutdown = runtime.ErrInterrupted
 )
 
 // actor owns one live chat. Every field is touched only on its goroutine.
@@ -966,7 +965,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		// boundary the streamed text belongs to the conversation before it.
 		reply = t.text.String()
 	}
-	stopped := errors.Is(err, errStopped)
+	stopped := res.End == runtime.Stopped || res.End == runtime.StoppedAtBoundary && err != nil
 	var o Origin
 	if len(t.stoppers) > 0 {
 		o = t.stoppers[0]
@@ -974,12 +973,12 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	var fin *Event
 	switch {
 	case a.broken != nil:
-	case (err == nil || stopped) && res.Boundary != nil && !res.Boundary.Continued && reply == "":
+	case res.End == runtime.StoppedAtBoundary:
 		// The work ended at a boundary: the record at the top of the
 		// cleared conversation says so; no empty answer is added.
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model}, o)
-	case err == nil || stopped:
+	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq, m.textAt = "m"+strconv.FormatUint(seq, 10), seq, seq
@@ -987,32 +986,16 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
 		m.Time = fin.Time
 		a.msgs = append(a.msgs, *m)
-	case errors.Is(err, errShutdown):
+	case res.End == runtime.Interrupted:
 		t.aborted = true
-		a.append(&Event{Type: EvTurnFailed, Turn: t.id, Class: "interrupted",
+		a.append(&Event{Type: EvTurnFailed, Turn: t.id, Class: string(runtime.ClassInterrupted),
 			Error: "the gateway stopped while this turn ran; it is answered again at the next start"}, o)
 		a.meta.Resume = true
 	default:
-		class := string(provider.ClassOf(err))
-		var loop *runtime.ToolLoopError
-		var budget *view.BudgetError
-		switch {
-		case class != "":
-		case errors.As(err, &loop):
-			class = "tool_loop"
-		case errors.As(err, &budget):
-			class = "budget"
-		case errors.Is(err, runtime.ErrBoundary):
-			class = "boundary"
-		case errors.Is(err, monitor.ErrOpen):
-			class = "breaker_open"
-		default:
-			class = "internal"
-		}
-		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: class, Error: err.Error()}
+		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: string(res.Class), Error: err.Error()}
 		if reply != "" {
 			seq := a.seq + 1
-			ev.Message = &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: "failed", Turn: t.id, textAt: seq}
+			ev.Message = &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: MsgFailed, Turn: t.id, textAt: seq}
 		}
 		a.append(ev, o)
 		if ev.Message != nil {
@@ -1020,12 +1003,12 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 			a.msgs = append(a.msgs, *ev.Message)
 		}
 	}
-	outcome := "ok"
+	outcome := OutcomeOK
 	switch {
 	case stopped:
-		outcome = "stopped"
+		outcome = OutcomeStopped
 	case err != nil:
-		outcome = "failed"
+		outcome = OutcomeFailed
 	}
 	a.s.opt.Metrics.TurnFinished(res.Model, time.Since(t.start), res.Usage.InputTokens, res.Usage.OutputTokens, res.Usage.CachedTokens, outcome)
 	if fin != nil {

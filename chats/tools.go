@@ -118,7 +118,7 @@ func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error
 		// Stop cancels the question; an answer racing it is simply not read.
 		_ = h.a.exec(func() error {
 			if _, still := h.a.approvals[w.ID]; still && !h.t.aborted {
-				h.a.resolveApproval(w, false, "stopped", Origin{})
+				h.a.resolveApproval(w, false, ReasonStopped, Origin{})
 				return h.a.flush()
 			}
 			return nil
@@ -239,7 +239,7 @@ func (a *actor) answerRecovery(id, action string, o Origin) error {
 // its process (procs, by call id).
 func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[string]*Approval, held [][2]string, procs map[string]string) {
 	if a.meta.Turn != "" {
-		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: "interrupted",
+		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: string(runtime.ClassInterrupted),
 			Error: "the gateway stopped while this turn ran; it goes on when the chat is back"}, Origin{})
 		a.meta.Turn = ""
 		a.meta.Resume = true
@@ -264,7 +264,7 @@ func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[strin
 			continue
 		}
 		allow, r := false, *ap
-		r.Allow, r.Reason = &allow, "interrupted"
+		r.Allow, r.Reason = &allow, ReasonInterrupted
 		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
 	}
 	// In record order, so recoveries are asked in the order calls ran.
@@ -305,7 +305,7 @@ func (a *actor) dropReask() {
 	}
 	for _, ap := range a.reask {
 		allow, r := false, ap
-		r.Allow, r.Reason = &allow, "interrupted"
+		r.Allow, r.Reason = &allow, ReasonInterrupted
 		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
 	}
 	a.reask = nil

@@ -80,6 +80,23 @@ const (
 // MsgStep is the state of an assistant message that asked for tool calls.
 const MsgStep = "step"
 
+// MsgFailed is the state of a failed turn's partial answer: shown, never
+// sent to a model again.
+const MsgFailed = "failed"
+
+// Turn outcomes, as the turns metric labels them.
+const (
+	OutcomeOK      = "ok"
+	OutcomeStopped = "stopped"
+	OutcomeFailed  = "failed"
+)
+
+// Why an approval resolved without the person's answer.
+const (
+	ReasonStopped     = "stopped"     // the turn was stopped while it waited
+	ReasonInterrupted = "interrupted" // the gateway stopped while it waited
+)
+
 // Approval is a tool call waiting for the person's permission.
 type Approval struct {
 	ID     string            `json:"id"`

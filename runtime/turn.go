@@ -145,6 +145,10 @@ type TurnResult struct {
 	Pruned bool
 	// Context is the reading the turn started with.
 	Context ContextInfo
+	// End says how the turn ended; Class how it failed (Failed and
+	// Interrupted only).
+	End   Ending
+	Class ErrorClass
 }
 
 // SkippedResult is what the model reads for an interrupted call that was not
@@ -153,9 +157,12 @@ const SkippedResult = "This call was interrupted (the gateway stopped while it r
 
 // Run answers one turn, calling tools as the model asks. onDelta receives
 // streamed text in order; if it returns an error the turn stops with it. On
-// cancellation Run returns the partial reply with ctx's error.
+// cancellation Run returns the partial reply with ctx's error. The result
+// says how the turn ended: a context cancelled with ErrStopped or
+// ErrInterrupted as its cause ends Stopped or Interrupted.
 func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
 	out, err := e.run(ctx, in, onDelta)
+	out.End, out.Class = ending(ctx, out, err)
 	if e.mon != nil && in.Host != nil {
 		e.mon.ToolTurnEnded(in.Chat, turnID(in.Turn))
 		if err == nil {
