@@ -2,11 +2,22 @@
 // view of a conversation, asks the chain of models for an answer under the
 // global provider concurrency cap, and streams the answer back. It never
 // imports chats or gateway: chats hands it the conversation it may read.
+//
+// Its files are cut by what they own, and calls between them run one way,
+// from the turn down:
+//
+//	turn.go, phase.go, ending.go  the turn, its phases and how it ended
+//	calls.go                      running tools (settle, policy, approval)
+//	boundaries.go                 boundaries: consolidate, record ask, reflect
+//	viewing.go                    building the view a request carries
+//	ask.go                        asking the models: quota, breaker, provider, retry
+//	models.go                     the model details the browser shows and sets
+//	sizing.go                     sizing a conversation, and the tool list
+//	settings.go                   the model settings chosen in the browser
+//	engine.go                     construction
 package runtime
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -166,6 +177,19 @@ func (e *Engine) SetLog(l *slog.Logger) { e.log = l }
 // configDir (the folder of runtime.yaml). Call it before the first turn.
 func (e *Engine) SetDirs(dataDir, configDir string) { e.dataDir, e.configDir = dataDir, configDir }
 
+// SetMonitor guards every model with its provider breaker: a chain skips a
+// model whose breaker is open. Call it before the first turn.
+func (e *Engine) SetMonitor(m *monitor.Monitor) { e.mon = m }
+
+// SetQuota makes every model request reserve its input tokens in b under
+// the quota its provider, model and key have taught b, waiting its turn
+// when the window is full. Call it before the first turn.
+func (e *Engine) SetQuota(b *quota.Book) { e.quota = b }
+
+// SetHooks runs r's compaction hooks around checkpoints. Call it before
+// the first turn.
+func (e *Engine) SetHooks(r *hooks.Runner) { e.hooks = r }
+
 // DataDir is where boundaries write memory notes and handoff records.
 func (e *Engine) DataDir() string { return e.dataDir }
 
@@ -184,15 +208,6 @@ func (e *Engine) Counter(chain string) *tokens.Counter {
 // Chain returns the models of a chain, in order.
 func (e *Engine) Chain(name string) []*Model { return e.chains[name] }
 
-// SetMonitor guards every model with its provider breaker: a chain skips a
-// model whose breaker is open. Call it before the first turn.
-func (e *Engine) SetMonitor(m *monitor.Monitor) { e.mon = m }
-
-// SetQuota makes every model request reserve its input tokens in b under
-// the quota its provider, model and key have taught b, waiting its turn
-// when the window is full. Call it before the first turn.
-func (e *Engine) SetQuota(b *quota.Book) { e.quota = b }
-
 // Quotas returns every key's quota state, for /api/quotas; nil without a
 // Book.
 func (e *Engine) Quotas() []quota.Status {
@@ -207,17 +222,3 @@ func (e *Engine) HasChain(name string) bool { _, ok := e.chains[name]; return ok
 
 // ChatChain is the chain the chat role uses, for chats that name none.
 func (e *Engine) ChatChain() string { return e.roles.Chat }
-
-func (e *Engine) ask(ctx context.Context, m *Model, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return provider.Result{}, ctx.Err()
-	}
-	defer func() { <-e.sem }()
-	res, err := m.Provider.Stream(ctx, req, emit)
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-	}
-	return res, err
-}

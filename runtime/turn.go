@@ -2,31 +2,17 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
-	"github.com/mirror-gateway/mirror/runtime/tokens"
-	"github.com/mirror-gateway/mirror/runtime/tools"
-	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
 // MaxSteps bounds the model requests of one turn: a model that keeps calling
 // tools is stopped rather than left to loop.
 const MaxSteps = 50
-
-// Recovery actions for a call a crash interrupted.
-const (
-	Repeat = "repeat"
-	Skip   = "skip"
-)
-
-// ToolResult is what one tool call gave.
-type ToolResult = tools.Result
 
 // Host is what a turn needs from the chat it runs in: a journal that is
 // durable when each method returns, the person's approvals, and the redirect
@@ -74,13 +60,6 @@ type Host interface {
 	// Lookup answers the tools that read the chat's own record:
 	// recall_history, handoff_history, tool_output and global_search.
 	Lookup(ctx context.Context, call provider.ToolCall) (ToolResult, error)
-}
-
-// ProcessJournal is a Host that journals the process group a call's command
-// runs in: durably, before the command starts, so that after a crash the
-// next start can stop a command still running and say so in the recovery.
-type ProcessJournal interface {
-	CallProcess(call provider.ToolCall, g pgroup.Group) error
 }
 
 // TurnInput is what a turn reads: the chain to ask and the conversation so far,
@@ -151,10 +130,6 @@ type TurnResult struct {
 	Class ErrorClass
 }
 
-// SkippedResult is what the model reads for an interrupted call that was not
-// repeated.
-const SkippedResult = "This call was interrupted (the gateway stopped while it ran) and was not repeated."
-
 // Run answers one turn, calling tools as the model asks. onDelta receives
 // streamed text in order; if it returns an error the turn stops with it. On
 // cancellation Run returns the partial reply with ctx's error. The result
@@ -185,228 +160,33 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	return t.out, nil
 }
 
-// ToolLoopError ends a turn whose model kept making the same failing call;
-// the tool-loop breaker it tripped shows on the Monitor.
-type ToolLoopError struct{ Tool string }
-
-func (e *ToolLoopError) Error() string {
-	return fmt.Sprintf("paused: the same %s call kept failing in this turn; look at the tool's error, then tell the assistant how to go on", e.Tool)
-}
-
-func turnID(n uint64) string { return "t" + strconv.FormatUint(n, 10) }
-
-// settle runs (Repeat) or skips a call a crash interrupted, or runs a call
-// that had not started.
-func (e *Engine) settle(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
-	switch in.Settle[call.ID] {
-	case Skip:
-		res := ToolResult{Content: SkippedResult, Full: SkippedResult, IsError: true}
-		return res, in.Host.CallFinished(call, res)
-	case Repeat:
-		return e.runCall(ctx, in, call) // journaled already: no second tool.call
-	default:
-		if err := in.Host.CallStarted(call); err != nil {
-			return ToolResult{}, err
-		}
-		return e.runCall(ctx, in, call)
+// Prepare builds a turn's view on the chat's goroutine, so that what must
+// be stored before the request is sent (the context reading, the runtime
+// context, a checkpoint) is stored with the pickup rather than in a commit
+// of its own. It leaves in.Prepared nil when the turn must build the view
+// itself: the picked messages carry the conversation past hard (a boundary
+// comes first), calls wait to be settled, or a hook must run.
+func (e *Engine) Prepare(in *TurnInput) {
+	if in.Host == nil || in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
+		return
 	}
-}
-
-// runCall checks a journaled call against its schema and policy, asks the
-// person when the policy says so, runs it, and journals the result.
-func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
-	var res ToolResult
-	switch call.Name {
-	case boundary.ToolHandoffUpdate:
-		res = e.handoffUpdate(in, call)
-		return res, in.Host.CallFinished(call, res)
-	case boundary.ToolTaskList:
-		res = e.taskList(call)
-		return res, in.Host.CallFinished(call, res)
-	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory, boundary.ToolToolOutput, boundary.ToolGlobalSearch:
-		res, err := in.Host.Lookup(ctx, call)
-		if err != nil {
-			res = ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
-		}
-		return res, in.Host.CallFinished(call, res)
+	t, err := e.newTurn(context.Background(), *in, nil)
+	if err != nil || openAtEnd(t.rows) { // calls wait to be settled first
+		return
 	}
-	if e.tools == nil {
-		res = ToolResult{Content: "Not run: no tool " + call.Name + " is offered here.", IsError: true}
-		return res, in.Host.CallFinished(call, res)
+	r := t.sz.readRows(t.rows, in.Checkpoint)
+	if crossesFirst(r, t.picked, t.end) {
+		return
 	}
-	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID}
-	if j, ok := in.Host.(ProcessJournal); ok {
-		meta.Process = func(g pgroup.Group) error { return j.CallProcess(call, g) }
+	ci := info(r, t.chain[0].Name)
+	v, err := view.Materialize(e.viewInput(in, t.sz, t.rows, ci, ""))
+	if err != nil {
+		in.Prepared = &Prepared{Info: ci, Err: err}
+		return
 	}
-	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
-	if err := e.tools.Check(call); err != nil {
-		res = fail(err.Error())
-	} else {
-		switch e.tools.Policy(call.Name) {
-		case tools.Allow:
-			res = e.tools.Run(ctx, call, meta)
-		case tools.Ask:
-			ok, err := in.Host.Approve(ctx, call)
-			switch {
-			case err != nil && ctx.Err() != nil:
-				res = fail("Not run: the turn was stopped while waiting for permission.")
-			case err != nil:
-				return res, err
-			case !ok:
-				res = fail("Not run: the person denied this call.")
-			default:
-				res = e.tools.Run(ctx, call, meta)
-			}
-		default:
-			res = fail(fmt.Sprintf("Not run: the tool %s is not allowed here (policy deny).", call.Name))
-		}
+	if v.Checkpoint != nil && (e.hooks.Configured(config.HookPreCompact) || e.hooks.Configured(config.HookPostCompact)) {
+		return
 	}
-	return res, in.Host.CallFinished(call, res)
-}
-
-// openCalls returns the calls of the last assistant message that the history
-// gives no result for.
-func openCalls(h []provider.Message) []provider.ToolCall {
-	for i := len(h) - 1; i >= 0; i-- {
-		m := h[i]
-		if m.Role == provider.RoleUser {
-			return nil
-		}
-		if m.Role != provider.RoleAssistant || len(m.ToolCalls) == 0 {
-			continue
-		}
-		done := map[string]bool{}
-		for _, r := range h[i+1:] {
-			if r.Role == provider.RoleTool {
-				done[r.ToolCallID] = true
-			}
-		}
-		var open []provider.ToolCall
-		for _, c := range m.ToolCalls {
-			if !done[c.ID] {
-				open = append(open, c)
-			}
-		}
-		return open
-	}
-	return nil
-}
-
-func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
-	return provider.Message{Role: provider.RoleTool, ToolCallID: call.ID, Content: r.Content}
-}
-
-// answer asks the chain: models in order, falling over only when nothing was
-// streamed yet and the failure is one another model may not share. With a
-// quota Book, each attempt first reserves its estimated input tokens in the
-// model's key window (waiting its turn, shown through host), and a
-// rate-limit refusal that says when it passes is tried again on the same
-// model, the next Reserve doing the waiting. It returns the answer, the
-// model that gave it, and the local estimate of the request's input (what
-// the quota reserved, and what calibration compares the bill with).
-func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, host Host, onDelta func(string) error) (provider.Result, string, int, error) {
-	var lastErr error
-	est := e.estimate(req)
-	var onWait func(quota.Wait)
-	if e.quota != nil && host != nil {
-		onWait = host.QuotaWait
-	}
-models:
-	for _, m := range chain {
-		key := quota.Key{Provider: m.ProvName, Model: m.Remote, Fingerprint: m.Fingerprint}
-		for attempt := 1; ; attempt++ {
-			release := func(quota.Usage) {}
-			if e.quota != nil {
-				rel, err := e.quota.Reserve(ctx, key, est, onWait)
-				if err != nil {
-					if ctx.Err() != nil {
-						return provider.Result{}, m.Name, est, err
-					}
-					lastErr = err // too large or too long a wait here: the next model may fit
-					continue models
-				}
-				release = rel
-			}
-			done := func(error, string) {}
-			if e.mon != nil {
-				d, err := e.mon.Provider(m.ProvName, m.Remote).Allow()
-				if err != nil {
-					release(quota.Usage{}) // nothing was sent
-					lastErr = err          // open: the next model answers
-					continue models
-				}
-				done = d
-			}
-			streamed := false
-			r := req
-			r.Model, r.MaxTokens = m.Remote, e.outputCap(m)
-			res, err := e.ask(ctx, m, r, func(d provider.Delta) error {
-				streamed = true
-				return onDelta(d.Text)
-			})
-			if err != nil && ctx.Err() != nil {
-				done(ctx.Err(), "canceled") // a stopped turn is not the provider's failure
-			} else {
-				done(err, string(provider.ClassOf(err)))
-			}
-			if e.quota != nil {
-				if err != nil {
-					e.quota.ObserveError(key, err)
-				} else {
-					e.quota.ObserveLimits(key, res.Limits)
-				}
-				release(quota.Billed(res, err))
-			}
-			if err == nil || streamed || ctx.Err() != nil {
-				return res, m.Name, est, err
-			}
-			lastErr = err
-			if e.quota != nil {
-				if again, _ := e.quota.Retry(ctx, key, attempt, err); again {
-					continue // the same model: Reserve waits out the window or delay
-				}
-			}
-			if !provider.ClassOf(err).Retryable() {
-				return res, m.Name, est, err
-			}
-			continue models
-		}
-	}
-	if lastErr == nil {
-		lastErr = errors.New("empty chain")
-	}
-	return provider.Result{}, "", est, lastErr
-}
-
-// estimate is req's input tokens as counted locally: each message's stored
-// count (or a count of its content), the formatting overhead, and the tool
-// definitions, counted once per Engine.
-func (e *Engine) estimate(req provider.Request) int {
-	n := tokens.Overhead(len(req.Messages))
-	for _, m := range req.Messages {
-		if m.Tokens > 0 {
-			n += m.Tokens
-		} else {
-			n += tokens.Count(m.Content)
-		}
-	}
-	return n + e.defsCount(req.Tools)
-}
-
-// defsCount is the tokens of the tool definitions' JSON. A turn offers the
-// same definitions every time, so they are counted once per Engine.
-func (e *Engine) defsCount(defs []provider.Tool) int {
-	if len(defs) == 0 {
-		return 0
-	}
-	e.defsOnce.Do(func() {
-		// As the wire carries them: the schema as JSON, not as the base64
-		// that marshalling its []byte would give.
-		n := 0
-		for _, d := range defs {
-			n += tokens.Count(d.Name) + tokens.Count(d.Description) + tokens.Count(string(d.Parameters)) + tokens.MessageOverhead
-		}
-		e.defsTokens = n
-	})
-	return e.defsTokens
+	ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, t.sz.budget.Ceiling, t.sz.budget.Mark
+	in.Prepared = &Prepared{Info: ci, View: v}
 }

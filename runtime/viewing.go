@@ -17,41 +17,6 @@ const ContextKey = "context"
 // sessionStartKey carries what SessionStart hooks said after a checkpoint.
 const sessionStartKey = "session-start"
 
-// SetHooks runs r's compaction hooks around checkpoints. Call it before
-// the first turn.
-func (e *Engine) SetHooks(r *hooks.Runner) { e.hooks = r }
-
-// Prepare builds a turn's view on the chat's goroutine, so that what must
-// be stored before the request is sent (the context reading, the runtime
-// context, a checkpoint) is stored with the pickup rather than in a commit
-// of its own. It leaves in.Prepared nil when the turn must build the view
-// itself: the picked messages carry the conversation past hard (a boundary
-// comes first), calls wait to be settled, or a hook must run.
-func (e *Engine) Prepare(in *TurnInput) {
-	if in.Host == nil || in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
-		return
-	}
-	t, err := e.newTurn(context.Background(), *in, nil)
-	if err != nil || openAtEnd(t.rows) { // calls wait to be settled first
-		return
-	}
-	r := t.sz.readRows(t.rows, in.Checkpoint)
-	if crossesFirst(r, t.picked, t.end) {
-		return
-	}
-	ci := info(r, t.chain[0].Name)
-	v, err := view.Materialize(e.viewInput(in, t.sz, t.rows, ci, ""))
-	if err != nil {
-		in.Prepared = &Prepared{Info: ci, Err: err}
-		return
-	}
-	if v.Checkpoint != nil && (e.hooks.Configured(config.HookPreCompact) || e.hooks.Configured(config.HookPostCompact)) {
-		return
-	}
-	ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, t.sz.budget.Ceiling, t.sz.budget.Mark
-	in.Prepared = &Prepared{Info: ci, View: v}
-}
-
 func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextInfo, extra string) view.Input {
 	sections := []view.Section{{Key: ContextKey, Text: ci.Line}}
 	sections = append(sections, tasksSection(rows)...)

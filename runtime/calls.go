@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tools"
+	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
+)
+
+// Recovery actions for a call a crash interrupted.
+const (
+	Repeat = "repeat"
+	Skip   = "skip"
+)
+
+// ToolResult is what one tool call gave.
+type ToolResult = tools.Result
+
+// SkippedResult is what the model reads for an interrupted call that was not
+// repeated.
+const SkippedResult = "This call was interrupted (the gateway stopped while it ran) and was not repeated."
+
+// settle runs (Repeat) or skips a call a crash interrupted, or runs a call
+// that had not started.
+func (e *Engine) settle(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
+	switch in.Settle[call.ID] {
+	case Skip:
+		res := ToolResult{Content: SkippedResult, Full: SkippedResult, IsError: true}
+		return res, in.Host.CallFinished(call, res)
+	case Repeat:
+		return e.runCall(ctx, in, call) // journaled already: no second tool.call
+	default:
+		if err := in.Host.CallStarted(call); err != nil {
+			return ToolResult{}, err
+		}
+		return e.runCall(ctx, in, call)
+	}
+}
+
+// runCall checks a journaled call against its schema and policy, asks the
+// person when the policy says so, runs it, and journals the result.
+func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
+	var res ToolResult
+	switch call.Name {
+	case boundary.ToolHandoffUpdate:
+		res = e.handoffUpdate(in, call)
+		return res, in.Host.CallFinished(call, res)
+	case boundary.ToolTaskList:
+		res = e.taskList(call)
+		return res, in.Host.CallFinished(call, res)
+	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory, boundary.ToolToolOutput, boundary.ToolGlobalSearch:
+		res, err := in.Host.Lookup(ctx, call)
+		if err != nil {
+			res = ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
+		}
+		return res, in.Host.CallFinished(call, res)
+	}
+	if e.tools == nil {
+		res = ToolResult{Content: "Not run: no tool " + call.Name + " is offered here.", IsError: true}
+		return res, in.Host.CallFinished(call, res)
+	}
+	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID}
+	if j, ok := in.Host.(ProcessJournal); ok {
+		meta.Process = func(g pgroup.Group) error { return j.CallProcess(call, g) }
+	}
+	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
+	if err := e.tools.Check(call); err != nil {
+		res = fail(err.Error())
+	} else {
+		switch e.tools.Policy(call.Name) {
+		case tools.Allow:
+			res = e.tools.Run(ctx, call, meta)
+		case tools.Ask:
+			ok, err := in.Host.Approve(ctx, call)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				res = fail("Not run: the turn was stopped while waiting for permission.")
+			case err != nil:
+				return res, err
+			case !ok:
+				res = fail("Not run: the person denied this call.")
+			default:
+				res = e.tools.Run(ctx, call, meta)
+			}
+		default:
+			res = fail(fmt.Sprintf("Not run: the tool %s is not allowed here (policy deny).", call.Name))
+		}
+	}
+	return res, in.Host.CallFinished(call, res)
+}
+
+// handoffUpdate answers the assistant's handoff_update: the record changes
+// only when the arguments are valid, and is stored before the answer.
+func (e *Engine) handoffUpdate(in *TurnInput, call provider.ToolCall) ToolResult {
+	next, _ := in.Host.Handoff()
+	if err := boundary.ApplyUpdate(&next, json.RawMessage(call.Arguments)); err != nil {
+		return ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
+	}
+	if _, err := in.Host.HandoffUpdated(next, false, true); err != nil {
+		return ToolResult{Content: "The record could not be stored: " + err.Error(), IsError: true}
+	}
+	const ok = "The handoff is up to date."
+	return ToolResult{Content: ok, Full: ok}
+}
+
+// openCalls returns the calls of the last assistant message that the history
+// gives no result for.
+func openCalls(h []provider.Message) []provider.ToolCall {
+	for i := len(h) - 1; i >= 0; i-- {
+		m := h[i]
+		if m.Role == provider.RoleUser {
+			return nil
+		}
+		if m.Role != provider.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		done := map[string]bool{}
+		for _, r := range h[i+1:] {
+			if r.Role == provider.RoleTool {
+				done[r.ToolCallID] = true
+			}
+		}
+		var open []provider.ToolCall
+		for _, c := range m.ToolCalls {
+			if !done[c.ID] {
+				open = append(open, c)
+			}
+		}
+		return open
+	}
+	return nil
+}
+
+func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
+	return provider.Message{Role: provider.RoleTool, ToolCallID: call.ID, Content: r.Content}
+}
+
+// ProcessJournal is a Host that journals the process group a call's command
+// runs in: durably, before the command starts, so that after a crash the
+// next start can stop a command still running and say so in the recovery.
+type ProcessJournal interface {
+	CallProcess(call provider.ToolCall, g pgroup.Group) error
+}
+
+// ToolLoopError ends a turn whose model kept making the same failing call;
+// the tool-loop breaker it tripped shows on the Monitor.
+type ToolLoopError struct{ Tool string }
+
+func (e *ToolLoopError) Error() string {
+	return fmt.Sprintf("paused: the same %s call kept failing in this turn; look at the tool's error, then tell the assistant how to go on", e.Tool)
+}
+
+func turnID(n uint64) string { return "t" + strconv.FormatUint(n, 10) }
