@@ -167,8 +167,9 @@ func newLongEnvWith(t *testing.T, reply func(wireReq) (string, []provider.ToolCa
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.SetDirs(le.dataDir, "")
-	eng.SetHooks(hk)
+	if err := eng.Provision(runtime.Options{DataDir: le.dataDir, Hooks: hk}); err != nil {
+		t.Fatal(err)
+	}
 	le.db, le.store = db, store
 	le.svc = New(Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: le.dataDir})
 	t.Cleanup(le.stop)

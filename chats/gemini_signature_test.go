@@ -147,7 +147,9 @@ func TestAGeminiCallsSignatureIsKeptAndSentBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.SetDirs(le.dataDir, "")
+	if err := eng.Provision(runtime.Options{DataDir: le.dataDir}); err != nil {
+		t.Fatal(err)
+	}
 	le.db, le.store = db, store
 	le.svc = New(Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: le.dataDir})
 	t.Cleanup(le.stop)

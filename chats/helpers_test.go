@@ -119,7 +119,9 @@ func (e *env) start() {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		eng.SetTools(reg)
+		if err := eng.Provision(runtime.Options{Tools: reg}); err != nil {
+			e.t.Fatal(err)
+		}
 		opt.Ledger, opt.Workspace = e.ledger, reg.Workspace()
 	}
 	e.db, e.store = db, store

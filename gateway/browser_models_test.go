@@ -44,15 +44,14 @@ func newWideStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.UseLimits(db); err != nil {
-		t.Fatal(err)
-	}
 	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
 	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.SetTools(reg)
+	if err := eng.Provision(runtime.Options{Tools: reg, Settings: db}); err != nil {
+		t.Fatal(err)
+	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng})
 	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)

@@ -81,11 +81,10 @@ func newQuotaStack(t *testing.T, clock *quotaClock) (*stack, *quota.Book, *runti
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.UseLimits(db); err != nil {
+	book := quota.New(quota.Options{Clock: clock.Now, NewTimer: clock.NewTimer, Store: quota.NewBoltStore(db)})
+	if err := eng.Provision(runtime.Options{Settings: db, Quota: book}); err != nil {
 		t.Fatal(err)
 	}
-	book := quota.New(quota.Options{Clock: clock.Now, NewTimer: clock.NewTimer, Store: quota.NewBoltStore(db)})
-	eng.SetQuota(book)
 	svc := chats.New(chats.Options{Store: store, Turner: eng})
 	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)

@@ -54,8 +54,9 @@ func newLongStack(t *testing.T) (*stack, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.SetTools(reg)
-	eng.SetDirs(dataDir, "")
+	if err := eng.Provision(runtime.Options{Tools: reg, DataDir: dataDir}); err != nil {
+		t.Fatal(err)
+	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng, DataDir: dataDir})
 	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)

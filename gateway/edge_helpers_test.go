@@ -77,7 +77,9 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.SetTools(reg)
+	if err := eng.Provision(runtime.Options{Tools: reg}); err != nil {
+		t.Fatal(err)
+	}
 	copt := chats.Options{Store: store, Turner: eng, MaxPending: cfg.Limits.PendingPerChat}
 	if o.chatsOpt != nil {
 		o.chatsOpt(&copt)

@@ -59,7 +59,9 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.SetTools(reg)
+	if err := eng.Provision(runtime.Options{Tools: reg}); err != nil {
+		t.Fatal(err)
+	}
 	data, err := datadir.Prepare(filepath.Join(t.TempDir(), "data"))
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -91,6 +92,8 @@ type Engine struct {
 	configDir string              // where a handoff.md beside runtime.yaml overrides the built-in one
 	hooks     *hooks.Runner       // compaction hooks; nil runs none
 	log       *slog.Logger
+
+	provisioned bool // Provision ran: the fields above it set are fixed
 }
 
 // New binds the configured models to providers built from cfg. getenv reads
@@ -165,30 +168,53 @@ func NewEngine(models []*Model, chains map[string][]string, roles config.Roles, 
 	return e, nil
 }
 
-// SetTools offers t to the model in every turn that has a Host. Call it
-// before the first turn.
-func (e *Engine) SetTools(t *tools.Registry) { e.tools = t }
+// Options are what an Engine serves with beyond its models, given once
+// with Provision before the first turn. A zero field leaves its part off.
+type Options struct {
+	// Tools are offered to the model in every turn that has a Host.
+	Tools *tools.Registry
+	// Monitor guards every model with its provider breaker: a chain skips
+	// a model whose breaker is open.
+	Monitor *monitor.Monitor
+	// Quota makes every model request reserve its input tokens under the
+	// quota its provider, model and key have taught the Book, waiting its
+	// turn when the window is full.
+	Quota *quota.Book
+	// Hooks run around checkpoints (the compaction hooks).
+	Hooks *hooks.Runner
+	// Log takes what a turn cannot report to its chat (a failed hook).
+	Log *slog.Logger
+	// DataDir is where boundaries write memory notes and handoff records;
+	// "" writes none. ConfigDir is the folder of runtime.yaml, whose
+	// handoff.md overrides the built-in template.
+	DataDir, ConfigDir string
+	// Settings keeps the model choices made in the browser (context limit,
+	// soft and hard), and the ones made before apply; it is only read
+	// until a choice is made, so a read-only db serves `mirror replay`.
+	// nil keeps them in memory.
+	Settings *bolt.DB
+}
 
-// SetLog logs what a turn cannot report to its chat (a failed hook).
-func (e *Engine) SetLog(l *slog.Logger) { e.log = l }
+// ErrProvisioned is a second Provision: an Engine's options are given once,
+// before any turn reads them.
+var ErrProvisioned = errors.New("the engine was provisioned already")
 
-// SetDirs names where boundaries write: memory notes and handoff records
-// under dataDir, and the handoff.md template overriding the built-in one in
-// configDir (the folder of runtime.yaml). Call it before the first turn.
-func (e *Engine) SetDirs(dataDir, configDir string) { e.dataDir, e.configDir = dataDir, configDir }
-
-// SetMonitor guards every model with its provider breaker: a chain skips a
-// model whose breaker is open. Call it before the first turn.
-func (e *Engine) SetMonitor(m *monitor.Monitor) { e.mon = m }
-
-// SetQuota makes every model request reserve its input tokens in b under
-// the quota its provider, model and key have taught b, waiting its turn
-// when the window is full. Call it before the first turn.
-func (e *Engine) SetQuota(b *quota.Book) { e.quota = b }
-
-// SetHooks runs r's compaction hooks around checkpoints. Call it before
-// the first turn.
-func (e *Engine) SetHooks(r *hooks.Runner) { e.hooks = r }
+// Provision gives the Engine its options. Call it once, before the first
+// turn; without it the Engine offers no tools and guards nothing.
+func (e *Engine) Provision(o Options) error {
+	if e.provisioned {
+		return ErrProvisioned
+	}
+	if o.Settings != nil {
+		if err := e.useSettings(o.Settings); err != nil {
+			return err
+		}
+	}
+	e.provisioned = true
+	e.tools, e.mon, e.quota, e.hooks, e.log = o.Tools, o.Monitor, o.Quota, o.Hooks, o.Log
+	e.dataDir, e.configDir = o.DataDir, o.ConfigDir
+	return nil
+}
 
 // DataDir is where boundaries write memory notes and handoff records.
 func (e *Engine) DataDir() string { return e.dataDir }

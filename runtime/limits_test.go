@@ -25,7 +25,7 @@ func TestContextLimitChoicesAreKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.UseLimits(db); err != nil {
+		if err := e.Provision(Options{Settings: db}); err != nil {
 			t.Fatal(err)
 		}
 		return e, db

@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 )
 
@@ -115,5 +117,24 @@ func TestAfterToolsAndBoundary(t *testing.T) {
 	}
 	if got := phase(42).String(); got != "phase(42)" {
 		t.Errorf("unknown phase reads %q", got)
+	}
+}
+
+func TestProvisionOnce(t *testing.T) {
+	e, err := NewEngine([]*Model{{Name: "m", Window: 8000}}, map[string][]string{"c": {"m"}}, config.Roles{Chat: "c"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Provision(Options{DataDir: "data"}); err != nil {
+		t.Fatal(err)
+	}
+	if e.DataDir() != "data" {
+		t.Errorf("DataDir = %q after Provision", e.DataDir())
+	}
+	if err := e.Provision(Options{DataDir: "other"}); !errors.Is(err, ErrProvisioned) {
+		t.Errorf("a second Provision: %v, want ErrProvisioned", err)
+	}
+	if e.DataDir() != "data" {
+		t.Errorf("a second Provision changed DataDir to %q", e.DataDir())
 	}
 }

@@ -215,7 +215,9 @@ func TestQuotaSharedKeyWaitsInsteadOfFailing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetQuota(book)
+	if err := e.Provision(Options{Quota: book}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The driver moves the fake clock to the next timer whenever the server
 	// is idle: every waiter then recomputes.

@@ -225,7 +225,9 @@ func testHeaderQuota(t *testing.T, anth bool, chats int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetQuota(book)
+	if err := e.Provision(Options{Quota: book}); err != nil {
+		t.Fatal(err)
+	}
 	stop := driveClock(clock, srv.quiet)
 	host := &waitHost{}
 	runChats(t, e, host, 0, chats)
@@ -289,7 +291,9 @@ func TestQuotaExpiryFindsRaisedLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetQuota(book)
+	if err := e.Provision(Options{Quota: book}); err != nil {
+		t.Fatal(err)
+	}
 
 	stop := driveClock(clock, srv.quiet)
 	runChats(t, e, &waitHost{}, 0, 6)
@@ -356,7 +360,9 @@ func TestQuotaDailyFailsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetQuota(book)
+	if err := e.Provision(Options{Quota: book}); err != nil {
+		t.Fatal(err)
+	}
 	host := &waitHost{}
 	done := make(chan error, 1)
 	go func() {

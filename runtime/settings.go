@@ -23,11 +23,10 @@ type modelSettings struct {
 	HardRatio    float64 `json:"hard_ratio,omitempty"`
 }
 
-// UseLimits keeps the choices made in the browser (context limit, soft
+// useSettings keeps the choices made in the browser (context limit, soft
 // and hard) in db, and applies the ones made before; it only reads until
-// a choice is made, so a read-only db serves `mirror replay`. Call it
-// before the first turn.
-func (e *Engine) UseLimits(db *bolt.DB) error {
+// a choice is made, so a read-only db serves `mirror replay`.
+func (e *Engine) useSettings(db *bolt.DB) error {
 	chosen := map[string]modelSettings{}
 	err := db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSettings)

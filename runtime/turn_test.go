@@ -62,7 +62,9 @@ func TestChainMovesOnWhenABreakerOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	mon := openMonitor(t)
-	e.SetMonitor(mon)
+	if err := e.Provision(Options{Monitor: mon}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 8 {
 		res, err := e.Run(context.Background(), TurnInput{Chain: "default", History: []provider.Message{{Role: "user", Content: "hi"}}},
 			func(string) error { return nil })
@@ -173,9 +175,10 @@ func TestTheSameFailingCallPausesTheTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetTools(reg)
 	mon := openMonitor(t)
-	e.SetMonitor(mon)
+	if err := e.Provision(Options{Tools: reg, Monitor: mon}); err != nil {
+		t.Fatal(err)
+	}
 	j := &journal{}
 	_, err = e.Run(context.Background(), TurnInput{Chat: "c1", Turn: 7, Chain: "default", Host: j,
 		History: []provider.Message{{Role: "user", Content: "read it"}}}, func(string) error { return nil })

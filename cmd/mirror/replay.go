@@ -60,12 +60,13 @@ func replay(ctx context.Context, args []string, stdout io.Writer, getenv func(st
 	if err != nil {
 		return usageError{err}
 	}
-	if err := engine.UseLimits(db); err != nil {
-		return err
-	}
+	opt := mruntime.Options{Settings: db}
 	// The same tools as serve offers, so the fixed overhead is the same.
 	if reg, err := toolsFor(cfg); err == nil {
-		engine.SetTools(reg)
+		opt.Tools = reg
+	}
+	if err := engine.Provision(opt); err != nil {
+		return err
 	}
 	return writeReplay(stdout, db, engine, chat)
 }

@@ -192,14 +192,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := mon.Start(); err != nil {
 		return usageError{err}
 	}
-	engine.SetMonitor(mon)
 	book := quota.New(quota.Options{Store: quota.NewBoltStore(db), Log: log})
 	if err := book.Load(); err != nil {
 		// A row that cannot be read loses only its own quota: the
 		// provider teaches it again with its next 429 or headers.
 		log.Warn("quota: saved observations", "err", err)
 	}
-	engine.SetQuota(book)
 	ledger, err := tools.NewLedger(db)
 	if err != nil {
 		return err
@@ -209,13 +207,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return usageError{err}
 	}
-	engine.SetTools(toolbox)
-	engine.SetDirs(dir, cfg.Dir)
-	if err := engine.UseLimits(db); err != nil {
+	err = engine.Provision(mruntime.Options{Tools: toolbox, Monitor: mon, Quota: book, Hooks: hooks.New(cfg.Hooks, cfg.Dir),
+		Log: log, DataDir: dir, ConfigDir: cfg.Dir, Settings: db})
+	if err != nil {
 		return err
 	}
-	engine.SetHooks(hooks.New(cfg.Hooks, cfg.Dir))
-	engine.SetLog(log)
 	store, err := chats.NewStore(db)
 	if err != nil {
 		return err

@@ -130,9 +130,8 @@ func (st *stack) open(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.SetTools(reg)
-	if st.so.quota != nil {
-		eng.SetQuota(st.so.quota)
+	if err := eng.Provision(runtime.Options{Tools: reg, Quota: st.so.quota}); err != nil {
+		t.Fatal(err)
 	}
 	if st.so.thresholds != nil {
 		if st.mon, err = monitor.Open(db, st.cfg, monitor.Options{Thresholds: *st.so.thresholds}); err != nil {
