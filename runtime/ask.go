@@ -12,17 +12,17 @@ import (
 // answer asks the chain: models in order, falling over only when nothing was
 // streamed yet and the failure is one another model may not share. With a
 // quota Book, each attempt first reserves its estimated input tokens in the
-// model's key window (waiting its turn, shown through host), and a
+// model's key window (waiting its turn, shown to p), and a
 // rate-limit refusal that says when it passes is tried again on the same
 // model, the next Reserve doing the waiting. It returns the answer, the
 // model that gave it, and the local estimate of the request's input (what
 // the quota reserved, and what calibration compares the bill with).
-func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, host Host, onDelta func(string) error) (provider.Result, string, int, error) {
+func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, p Person, onDelta func(string) error) (provider.Result, string, int, error) {
 	var lastErr error
 	est := e.estimate(req)
 	var onWait func(quota.Wait)
-	if e.quota != nil && host != nil {
-		onWait = host.QuotaWait
+	if e.quota != nil && p != nil {
+		onWait = p.QuotaWait
 	}
 models:
 	for _, m := range chain {

@@ -48,7 +48,7 @@ func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolC
 	var res ToolResult
 	switch call.Name {
 	case boundary.ToolHandoffUpdate:
-		res = e.handoffUpdate(in, call)
+		res = e.handoffUpdate(in.Host, call)
 		return res, in.Host.CallFinished(call, res)
 	case boundary.ToolTaskList:
 		res = e.taskList(call)
@@ -96,12 +96,12 @@ func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolC
 
 // handoffUpdate answers the assistant's handoff_update: the record changes
 // only when the arguments are valid, and is stored before the answer.
-func (e *Engine) handoffUpdate(in *TurnInput, call provider.ToolCall) ToolResult {
-	next, _ := in.Host.Handoff()
+func (e *Engine) handoffUpdate(rec Record, call provider.ToolCall) ToolResult {
+	next, _ := rec.Handoff()
 	if err := boundary.ApplyUpdate(&next, json.RawMessage(call.Arguments)); err != nil {
 		return ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
 	}
-	if _, err := in.Host.HandoffUpdated(next, false, true); err != nil {
+	if _, err := rec.HandoffUpdated(next, false, true); err != nil {
 		return ToolResult{Content: "The record could not be stored: " + err.Error(), IsError: true}
 	}
 	const ok = "The handoff is up to date."

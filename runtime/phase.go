@@ -195,7 +195,7 @@ func (t *turn) view() (phase, error) {
 		}
 	}
 	t.out.Context = info(reading, t.chain[0].Name)
-	v, err := t.e.materialize(t.ctx, &t.in, t.chain[0], t.sz, t.rows, t.out.Context, true)
+	v, err := t.e.materialize(t.ctx, t.in.Host, &t.in, t.chain[0], t.sz, t.rows, t.out.Context, true)
 	if err != nil {
 		return phaseDone, err
 	}
@@ -309,7 +309,7 @@ func (t *turn) rerun() (phase, error) {
 	t.overflowed = true
 	t.in.Signals.Overflow = true
 	t.rows = withStored(t.rows, t.v, t.in.Host.Last())
-	v, err := t.e.materialize(t.ctx, &t.in, t.chain[0], t.sz, t.rows, t.out.Context, false)
+	v, err := t.e.materialize(t.ctx, t.in.Host, &t.in, t.chain[0], t.sz, t.rows, t.out.Context, false)
 	if err != nil {
 		return phaseDone, err
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -137,4 +138,24 @@ func TestProvisionOnce(t *testing.T) {
 	if e.DataDir() != "data" {
 		t.Errorf("a second Provision changed DataDir to %q", e.DataDir())
 	}
+}
+
+// The turn's roles stay small, and Host is exactly their union: a method
+// added to Host belongs to one of them.
+func TestHostRoles(t *testing.T) {
+	host := reflect.TypeFor[Host]()
+	n := 0
+	for _, role := range []reflect.Type{reflect.TypeFor[Journal](), reflect.TypeFor[Person](), reflect.TypeFor[Record]()} {
+		if role.NumMethod() > 7 {
+			t.Errorf("%s has %d methods; split it", role.Name(), role.NumMethod())
+		}
+		if !host.Implements(role) {
+			t.Errorf("Host does not play %s", role.Name())
+		}
+		n += role.NumMethod()
+	}
+	if n != host.NumMethod() {
+		t.Errorf("Host has %d methods, its roles %d: each method belongs to one role", host.NumMethod(), n)
+	}
+	var _ Host = (*journal)(nil)
 }

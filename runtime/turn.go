@@ -14,26 +14,42 @@ import (
 // tools is stopped rather than left to loop.
 const MaxSteps = 50
 
-// Host is what a turn needs from the chat it runs in: a journal that is
-// durable when each method returns, the person's approvals, and the redirect
-// messages waiting at a tool boundary.
+// Host is what a turn needs from the chat it runs in, in three roles: the
+// journal of its steps, the person it answers, and the chat's record.
 type Host interface {
+	Journal
+	Person
+	Record
+}
+
+// Journal stores a turn's steps and calls; each is durable when its
+// method returns.
+type Journal interface {
 	// Step stores an assistant message that asks for tool calls.
 	Step(text string, calls []provider.ToolCall) error
 	// CallStarted journals a call before it runs.
 	CallStarted(call provider.ToolCall) error
+	// CallFinished journals a call's result.
+	CallFinished(call provider.ToolCall, res ToolResult) error
+}
+
+// Person is the one the turn answers: their approvals, the messages they
+// send to steer the turn, and what they are shown while it waits.
+type Person interface {
 	// Approve asks the person about a call; it blocks until they answer or
 	// ctx is done.
 	Approve(ctx context.Context, call provider.ToolCall) (bool, error)
-	// CallFinished journals a call's result.
-	CallFinished(call provider.ToolCall, res ToolResult) error
 	// Redirects returns the messages sent to steer the running turn, now
 	// picked up.
 	Redirects() ([]provider.Message, error)
 	// QuotaWait shows that a model request waits for its key's quota
 	// window; it must not block the turn.
 	QuotaWait(w quota.Wait)
+}
 
+// Record is the chat's record of the conversation, as the turn reads and
+// writes it: the reading, checkpoints, the handoff, boundaries, lookups.
+type Record interface {
 	// Context stores the reading the turn starts with and the runtime
 	// context sections its view carries (whole; nil when none changed),
 	// before the first request is sent. A turn that was Prepared had them

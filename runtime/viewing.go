@@ -36,7 +36,7 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 // stored (a block skips it), PostCompact after; then it stores the
 // checkpoint and the runtime context before anything is sent. withContext
 // is false on a rerun, whose context is stored already.
-func (e *Engine) materialize(ctx context.Context, in *TurnInput, m *Model, sz sizer, rows []view.Row, ci ContextInfo, withContext bool) (view.View, error) {
+func (e *Engine) materialize(ctx context.Context, rec Record, in *TurnInput, m *Model, sz sizer, rows []view.Row, ci ContextInfo, withContext bool) (view.View, error) {
 	session := hooks.Session{SessionID: in.Chat}
 	extra := ""
 	if withContext && in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
@@ -72,18 +72,18 @@ func (e *Engine) materialize(ctx context.Context, in *TurnInput, m *Model, sz si
 			}
 		}
 	}
-	if in.Host != nil {
+	if rec != nil {
 		// The context first: storing it takes up the signals this view
 		// answered; the checkpoint after it asks the next turn to run the
 		// SessionStart hooks.
 		if withContext {
 			ci.Request, ci.Ceiling, ci.NextCheckpoint = v.Size, sz.budget.Ceiling, sz.budget.Mark
-			if err := in.Host.Context(ci, v.Context, v.ContextTokens); err != nil {
+			if err := rec.Context(ci, v.Context, v.ContextTokens); err != nil {
 				return v, err
 			}
 		}
 		if v.Checkpoint != nil {
-			if err := in.Host.Checkpoint(v.Checkpoint); err != nil {
+			if err := rec.Checkpoint(v.Checkpoint); err != nil {
 				return v, err
 			}
 			in.Checkpoint, in.Signals = v.Checkpoint, view.Signals{}
