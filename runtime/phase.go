@@ -124,12 +124,12 @@ type pendingBoundary struct {
 
 // newTurn opens a turn: its chain, tools, sizer and rows. Prepare and Run
 // both open turns with it, so they see the same conversation the same way.
-func (e *Engine) newTurn(ctx context.Context, in TurnInput, onDelta func(string) error) (*turn, error) {
+func (e *Engine) newTurn(ctx context.Context, in TurnInput, onDelta func(string) error) (turn, error) {
 	chain := e.chains[in.Chain]
 	if len(chain) == 0 {
-		return nil, fmt.Errorf("no chain %q", in.Chain)
+		return turn{}, fmt.Errorf("no chain %q", in.Chain)
 	}
-	t := &turn{e: e, ctx: ctx, in: in, onDelta: onDelta, chain: chain}
+	t := turn{e: e, ctx: ctx, in: in, onDelta: onDelta, chain: chain}
 	t.defs = e.offered(in.Host != nil)
 	t.sz = e.sizer(chain[0], t.defs)
 	t.rows = in.rows()
@@ -255,13 +255,13 @@ func (t *turn) ask() (phase, error) {
 	if t.in.Host != nil {
 		last = t.in.Host.Last()
 	}
-	streamed := false
-	res, model, est, err := t.e.answer(t.ctx, t.chain, req, t.in.Host, func(text string) error { streamed = true; return t.onDelta(text) })
+	streamed, onDelta := false, t.onDelta
+	res, model, est, err := t.e.answer(t.ctx, t.chain, req, t.in.Host, func(text string) error { streamed = true; return onDelta(text) })
 	t.account(res, model, est, last)
 	t.answer = res
 	next := afterAsk(askOutcome{
 		host: t.in.Host != nil, step: t.out.Steps, overflowed: t.overflowed, streamed: streamed,
-		stopped: t.ctx.Err() != nil, failed: err != nil, overflow: provider.ClassOf(err) == provider.ClassContextLength,
+		stopped: t.ctx.Err() != nil, failed: err != nil, overflow: err != nil && provider.ClassOf(err) == provider.ClassContextLength,
 		text: res.Text != "", calls: len(res.ToolCalls),
 	})
 	if next == phaseDone {

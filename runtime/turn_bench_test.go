@@ -1,0 +1,46 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
+)
+
+// BenchmarkTurn is one turn of a 40-message conversation against the
+// builtin provider: the runtime's own cost per turn (the opening, the view,
+// the phases), without the network or the chat's store.
+func BenchmarkTurn(b *testing.B) {
+	e, err := NewEngine([]*Model{{Name: "m", ProvName: "builtin", Provider: builtin.New(0), Remote: "echo", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var hist []provider.Message
+	for i := range 40 {
+		role := provider.RoleUser
+		if i%2 == 1 {
+			role = provider.RoleAssistant
+		}
+		text := fmt.Sprintf("message %d: a sentence of ordinary length about the work at hand", i)
+		hist = append(hist, provider.Message{Role: role, Content: text, Tokens: 16})
+	}
+	for _, host := range []bool{false, true} {
+		b.Run(fmt.Sprintf("host=%t", host), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				in := TurnInput{Chat: "c", Turn: 1, Chain: "default", History: hist, Picked: len(hist) - 1}
+				if host {
+					in.Host = &journal{}
+					e.Prepare(&in)
+				}
+				if _, err := e.Run(context.Background(), in, func(string) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
