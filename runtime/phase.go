@@ -187,8 +187,8 @@ func (t *turn) view() (phase, error) {
 	if p := t.in.Prepared; p != nil {
 		return t.usePrepared(p)
 	}
-	reading := t.sz.readRows(t.rows, t.in.Checkpoint)
-	if t.in.Host != nil && crossesFirst(reading, t.picked, t.end) {
+	reading, first := t.opening()
+	if first {
 		var err error
 		if reading, err = t.boundaryFirst(reading); err != nil {
 			return phaseDone, err
@@ -201,6 +201,14 @@ func (t *turn) view() (phase, error) {
 	}
 	t.v, t.conv = v, v.Messages
 	return phaseAsk, nil
+}
+
+// opening is the reading the turn opens with, the person's messages
+// already counted, and whether they carry the conversation past hard, so
+// that a boundary comes first. Prepare reads it the same way.
+func (t *turn) opening() (boundary.Reading, bool) {
+	r := t.sz.readRows(t.rows, t.in.Checkpoint)
+	return r, t.in.Host != nil && crossesFirst(r, t.picked, t.end)
 }
 
 // usePrepared takes the view Prepare built and stored with the pickup.

@@ -190,9 +190,9 @@ func (e *Engine) Prepare(in *TurnInput) {
 	if err != nil || openAtEnd(t.rows) { // calls wait to be settled first
 		return
 	}
-	r := t.sz.readRows(t.rows, in.Checkpoint)
-	if crossesFirst(r, t.picked, t.end) {
-		return
+	r, first := t.opening()
+	if first {
+		return // a boundary comes first
 	}
 	ci := info(r, t.chain[0].Name)
 	v, err := view.Materialize(e.viewInput(in, t.sz, t.rows, ci, ""))
