@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
@@ -50,6 +53,28 @@ func TestEnding(t *testing.T) {
 		end, class := ending(c.ctx, c.out, c.err)
 		if end != c.end || class != c.class {
 			t.Errorf("%s: ended %s (%q), want %s (%q)", c.name, end, class, c.end, c.class)
+		}
+	}
+}
+
+// A turn stopped while it streams says so itself; one the gateway
+// interrupts says that instead.
+func TestRunNamesAStop(t *testing.T) {
+	e, err := NewEngine([]*Model{{Name: "m", ProvName: "builtin", Provider: builtin.New(time.Millisecond), Remote: "echo", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cause error
+		end   Ending
+		class ErrorClass
+	}{{ErrStopped, Stopped, ""}, {ErrInterrupted, Interrupted, ClassInterrupted}} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		res, err := e.Run(ctx, TurnInput{Chain: "default", History: []provider.Message{{Role: "user", Content: "tell me a long story about the sea"}}},
+			func(string) error { cancel(c.cause); return nil })
+		if err == nil || res.End != c.end || res.Class != c.class {
+			t.Errorf("cancelled with %v: ended %s (%q), %v; want %s (%q)", c.cause, res.End, res.Class, err, c.end, c.class)
 		}
 	}
 }

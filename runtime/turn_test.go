@@ -68,8 +68,8 @@ func TestChainMovesOnWhenABreakerOpens(t *testing.T) {
 	for i := range 8 {
 		res, err := e.Run(context.Background(), TurnInput{Chain: "default", History: []provider.Message{{Role: "user", Content: "hi"}}},
 			func(string) error { return nil })
-		if err != nil || res.Model != "backup" {
-			t.Fatalf("turn %d: model %q, %v", i, res.Model, err)
+		if err != nil || res.Model != "backup" || res.End != Answered {
+			t.Fatalf("turn %d: model %q, ended %s, %v", i, res.Model, res.End, err)
 		}
 	}
 	if n := hits.Load(); n != int32(monitor.DefaultThresholds.Failures) {
@@ -180,11 +180,14 @@ func TestTheSameFailingCallPausesTheTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := &journal{}
-	_, err = e.Run(context.Background(), TurnInput{Chat: "c1", Turn: 7, Chain: "default", Host: j,
+	res, err := e.Run(context.Background(), TurnInput{Chat: "c1", Turn: 7, Chain: "default", Host: j,
 		History: []provider.Message{{Role: "user", Content: "read it"}}}, func(string) error { return nil })
 	var loop *ToolLoopError
 	if !errors.As(err, &loop) || loop.Tool != "read_file" {
 		t.Fatalf("err %v, want a tool loop", err)
+	}
+	if res.End != Failed || res.Class != ClassToolLoop {
+		t.Fatalf("the turn ended %s (%s), want failed (tool_loop)", res.End, res.Class)
 	}
 	if want := monitor.DefaultThresholds.ToolLoopFailures; j.calls != want || j.results != want {
 		t.Fatalf("%d calls, %d results; want %d of each", j.calls, j.results, want)
