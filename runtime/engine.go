@@ -12,7 +12,7 @@
 //	viewing.go                    building the view a request carries
 //	ask.go                        asking the models: quota, breaker, provider, retry
 //	models.go                     the model details the browser shows and sets
-//	sizing.go                     sizing a conversation, and the tool list
+//	sizing.go, reserve.go         sizing a conversation, the answer's cap, the tool list
 //	settings.go                   the model settings chosen in the browser
 //	engine.go                     construction
 package runtime
