@@ -992,6 +992,10 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 			Error: "the gateway stopped while this turn ran; it is answered again at the next start"}, o)
 		a.meta.Resume = true
 	default:
+		if err == nil {
+			// A Turner that named no ending: a failure, said plainly.
+			err, res.Class = fmt.Errorf("the turn ended without saying how (%q)", res.End), runtime.ClassInternal
+		}
 		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: string(res.Class), Error: err.Error()}
 		if reply != "" {
 			seq := a.seq + 1

@@ -42,6 +42,8 @@ const (
 
 // Turner runs one turn; *runtime.Engine implements it.
 type Turner interface {
+	// Run's result says how the turn ended (End, and Class when it
+	// failed); the chat records that, and guesses nothing from the reply.
 	Run(ctx context.Context, in runtime.TurnInput, onDelta func(text string) error) (runtime.TurnResult, error)
 	HasChain(name string) bool
 	ChatChain() string

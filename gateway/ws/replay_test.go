@@ -27,7 +27,7 @@ type quick struct{}
 
 func (quick) Run(ctx context.Context, in runtime.TurnInput, onDelta func(string) error) (runtime.TurnResult, error) {
 	_ = onDelta("ok, ")
-	return runtime.TurnResult{Reply: "ok, noted."}, nil
+	return runtime.TurnResult{Reply: "ok, noted.", End: runtime.Answered}, nil
 }
 func (quick) HasChain(name string) bool            { return name == "default" }
 func (quick) ChatChain() string                    { return "default" }
