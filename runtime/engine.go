@@ -7,8 +7,8 @@
 // from the turn down:
 //
 //	turn.go, phase.go, ending.go  the turn, its phases and how it ended
-//	calls.go                      running tools (settle, policy, approval)
-//	boundaries.go                 boundaries: consolidate, record ask, reflect
+//	calls.go, tasks.go            running tools (settle, policy, approval, the task list)
+//	boundaries.go, fresh.go       boundaries: consolidate, record ask, reflect
 //	viewing.go                    building the view a request carries
 //	ask.go                        asking the models: quota, breaker, provider, retry
 //	models.go                     the model details the browser shows and sets
