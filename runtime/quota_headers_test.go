@@ -42,14 +42,13 @@ type headerTPM struct {
 	refused  map[string]int
 	served   int
 	inflight atomic.Int32
-	last     atomic.Int64
 }
 
 func newHeaderTPM(t *testing.T, clock *fakeClock, anth bool, limit, charge int) *headerTPM {
 	f := &headerTPM{clock: clock, anthropic: anth, limit: limit, charge: charge, refused: map[string]int{}}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.inflight.Add(1)
-		defer func() { f.last.Store(time.Now().UnixNano()); f.inflight.Add(-1) }()
+		defer f.inflight.Add(-1)
 		body, _ := io.ReadAll(r.Body)
 		chat := chatName.FindString(string(body))
 		want := "/v1/chat/completions"
@@ -141,42 +140,27 @@ func newHeaderTPM(t *testing.T, clock *fakeClock, anth bool, limit, charge int) 
 	return f
 }
 
-func (f *headerTPM) quiet() bool {
-	return f.inflight.Load() == 0 && time.Since(time.Unix(0, f.last.Load())) > 20*time.Millisecond
-}
+// idler is a fake provider that says whether a request is inside it.
+type idler interface{ busy() bool }
 
-// driveClock advances clock whenever quiet says the server is idle, until
-// the returned stop function is called.
-func driveClock(clock *fakeClock, quiet func() bool) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if quiet() {
-					clock.advance()
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(done); <-stopped }) }
-}
+func (f *headerTPM) busy() bool { return f.inflight.Load() != 0 }
 
 // runChats runs n chats at once through e and fails t unless all finish
-// in time with the fake reply.
-func runChats(t *testing.T, e *Engine, host Host, first, n int) {
+// in time with the fake reply. With a clock, it moves that clock to its
+// next timer whenever every chat still running waits in e's quota book
+// and srv holds no request: then no request is between its reservation
+// and the server, so the move cannot put a request at a time the book did
+// not plan (a real-time "quiet for 20 ms" guess could, on a loaded
+// machine). Without one, the clock stands still.
+func runChats(t *testing.T, e *Engine, host Host, first, n int, clock *fakeClock, srv idler) {
 	t.Helper()
 	var wg sync.WaitGroup
+	var running atomic.Int32
+	running.Store(int32(n))
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
+			defer running.Add(-1)
 			c := first + i
 			hist := []provider.Message{{Role: provider.RoleUser, Content: fmt.Sprintf("chat-%d: say hello", c), Tokens: 1000}}
 			res, err := e.Run(context.Background(), TurnInput{Chat: fmt.Sprintf("chat-%d", c), Chain: "default", History: hist, Host: host},
@@ -189,14 +173,35 @@ func runChats(t *testing.T, e *Engine, host Host, first, n int) {
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the chats did not finish")
+	parked := func() bool {
+		left := running.Load()
+		if left == 0 || srv.busy() {
+			return false
+		}
+		waiting := 0
+		for _, st := range e.Quotas() {
+			waiting += st.Waiting
+		}
+		return int32(waiting) == left
 	}
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("chat-%d: %v", first+i, err)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case <-finished:
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("chat-%d: %v", first+i, err)
+				}
+			}
+			return
+		case <-deadline:
+			t.Fatal("the chats did not finish")
+		case <-tick.C:
+			if clock != nil && parked() {
+				clock.advance()
+			}
 		}
 	}
 }
@@ -228,10 +233,8 @@ func testHeaderQuota(t *testing.T, anth bool, chats int) {
 	if err := e.Provision(Options{Quota: book}); err != nil {
 		t.Fatal(err)
 	}
-	stop := driveClock(clock, srv.quiet)
 	host := &waitHost{}
-	runChats(t, e, host, 0, chats)
-	stop()
+	runChats(t, e, host, 0, chats, clock, srv)
 
 	srv.mu.Lock()
 	served, refused := srv.served, srv.refused
@@ -295,9 +298,7 @@ func TestQuotaExpiryFindsRaisedLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := driveClock(clock, srv.quiet)
-	runChats(t, e, &waitHost{}, 0, 6)
-	stop()
+	runChats(t, e, &waitHost{}, 0, 6, clock, srv)
 	st := e.Quotas()
 	if len(st) != 1 || st[0].Quota == nil || !st[0].Quota.Active || st[0].Quota.Limit != int64(srv.limit) {
 		t.Fatalf("no quota learned: %+v", st)
@@ -317,7 +318,7 @@ func TestQuotaExpiryFindsRaisedLimit(t *testing.T) {
 	// The clock stands still now: a wait would never end, so every chat
 	// must go out at once.
 	host := &waitHost{}
-	runChats(t, e, host, 100, 8)
+	runChats(t, e, host, 100, 8, nil, srv)
 	srv.mu.Lock()
 	served, refusedAfter := srv.served-before, len(srv.refused)
 	srv.mu.Unlock()
