@@ -7,7 +7,6 @@ import (
 	"flag"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -361,19 +361,7 @@ func TestRequestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := append(f.requests()[0].Body, '\n')
-	path := filepath.Join("testdata", "request.golden.json")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("request body differs from %s:\n got %s\nwant %s", path, got, want)
-	}
+	want := providertest.Golden(t, filepath.Join("testdata", "request.golden.json"), got, *update)
 	again, err := encodeRequest(goldenRequest())
 	if err != nil || !bytes.Equal(append(again, '\n'), want) {
 		t.Fatalf("second encoding differs (%v)", err)

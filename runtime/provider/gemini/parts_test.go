@@ -1,14 +1,12 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -114,19 +112,7 @@ func TestPartsRequestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	path := filepath.Join("testdata", "parts.golden.json")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("request differs from %s:\n got %s\nwant %s", path, got, want)
-	}
+	providertest.Golden(t, filepath.Join("testdata", "parts.golden.json"), got, *update)
 }
 
 // The image estimate before calibration is within 10 % of what a server

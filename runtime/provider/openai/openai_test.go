@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -580,19 +580,7 @@ func TestRequestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := append(f.requests()[0].Body, '\n')
-	path := filepath.Join("testdata", "request.golden.json")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("request body differs from %s:\n got %s\nwant %s", path, got, want)
-	}
+	want := providertest.Golden(t, filepath.Join("testdata", "request.golden.json"), got, *update)
 	// Same request, same bytes: the provider's prefix cache depends on it.
 	again, err := encodeRequest(goldenRequest(), false)
 	if err != nil || !bytes.Equal(append(again, '\n'), want) {

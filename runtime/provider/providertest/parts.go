@@ -8,7 +8,9 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"os"
 	"sync/atomic"
+	"testing"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
@@ -123,4 +125,24 @@ func BillGemini(w, h int) int {
 		}
 	}
 	return 258 * tiles
+}
+
+// Golden compares got with the golden file path (rewriting it first when
+// update is set) and returns the file's bytes: a request body that must not
+// drift, since the provider's prefix cache depends on it.
+func Golden(t testing.TB, path string, got []byte, update bool) []byte {
+	t.Helper()
+	if update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("request body differs from %s:\n got %s\nwant %s", path, got, want)
+	}
+	return want
 }
