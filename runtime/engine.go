@@ -45,8 +45,11 @@ const SystemPrompt = "You are Mirror, a helpful assistant reached through a chat
 
 // Model is one configured model bound to its provider.
 type Model struct {
-	Name      string // config models[].name
-	ProvName  string // config providers[].name, for its breaker
+	Name     string // config models[].name
+	ProvName string // config providers[].name, for its breaker
+	// ProvKind is config providers[].kind: the rule attachments are sized
+	// by (provider.PartTokens); "" sizes them at seed 000's flat allowance.
+	ProvKind  string
 	Provider  provider.Provider
 	Remote    string // the provider's own model name
 	Window    int
@@ -110,8 +113,10 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 	}
 	provs := make(map[string]provider.Provider, len(cfg.Providers))
 	prints := make(map[string]string, len(cfg.Providers))
+	kinds := make(map[string]string, len(cfg.Providers))
 	for _, p := range cfg.Providers {
 		prints[p.Name] = provider.Fingerprint(secret(p))
+		kinds[p.Name] = p.Kind
 		switch p.Kind {
 		case "builtin":
 			delay := 30 * time.Millisecond
@@ -133,7 +138,7 @@ func New(cfg *config.Config, getenv func(string) string) (*Engine, error) {
 	}
 	models := make([]*Model, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
-		models = append(models, &Model{Name: m.Name, ProvName: m.Provider, Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput,
+		models = append(models, &Model{Name: m.Name, ProvName: m.Provider, ProvKind: kinds[m.Provider], Provider: provs[m.Provider], Remote: m.Model, Window: m.Window, MaxOutput: m.MaxOutput,
 			Fingerprint: prints[m.Provider], SoftRatio: m.Compaction.SoftRatio, HardRatio: m.Compaction.HardRatio,
 			ContextLimit: m.ContextLimit, ContinuityBudget: m.Boundary.ContinuityBudgetTokens})
 	}

@@ -28,7 +28,7 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 		roster = e.roster
 	}
 	return view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
-		Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count}
+		Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind}
 }
 
 // materialize builds the turn's view on the turn's goroutine: SessionStart
