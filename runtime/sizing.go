@@ -110,7 +110,15 @@ func (s sizer) readRows(rows []view.Row, cp *view.Checkpoint) boundary.Reading {
 	return s.limits.Assess(n, s.fixed)
 }
 
+// rowTokens is a row's tokens as the first model's request carries it:
+// its stored count (or a count of its text), plus its attachments sized by
+// that model's provider rule, which the stored count never includes (the
+// same row costs differently per provider), as the view sizes them.
 func (s sizer) rowTokens(r *view.Row) int {
+	return s.textTokens(r) + provider.PartsTokens(s.m.ProvKind, r.Parts)
+}
+
+func (s sizer) textTokens(r *view.Row) int {
 	if r.Tokens > 0 {
 		return r.Tokens
 	}
