@@ -919,7 +919,9 @@ func (a *actor) rows() []view.Row {
 		case RoleClear:
 			r.Kind = view.KindClear
 		case provider.RoleUser:
-			r.Kind = view.KindUser
+			// Attachments go as parts over their blobs, read only when a
+			// request is encoded.
+			r.Kind, r.Parts = view.KindUser, a.s.parts(m.Attachments)
 			switch {
 			case m.Mode == ModeRedirect:
 				r.Origin = view.OriginAmendment

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/config/datadir"
+	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
@@ -701,4 +702,37 @@ func keepAttachments(have []Attachment, keep []string) ([]Attachment, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// blobSource opens one blob when an adapter encodes a request: a row's
+// parts hold only this reference, so rows are cheap to build every turn
+// and a blob is read only while the body that carries it is written.
+type blobSource struct {
+	b   *Blobs
+	sum string
+}
+
+// Open opens the blob.
+func (s blobSource) Open() (io.ReadCloser, error) {
+	if s.b == nil {
+		return nil, fmt.Errorf("%w: attachments are not enabled (no data dir)", ErrBadInput)
+	}
+	return s.b.Open(s.sum)
+}
+
+// parts is a message's attachments as the parts a request carries: the
+// stored metadata (so sizing a request opens no file) and a Source over the
+// blob, which Part.Bytes checks against the stored size and sha256. The
+// same attachments always give the same parts, so a reloaded chat sends
+// the same bytes.
+func (s *Service) parts(atts []Attachment) []provider.Part {
+	if len(atts) == 0 {
+		return nil
+	}
+	out := make([]provider.Part, len(atts))
+	for i, a := range atts {
+		out[i] = provider.Part{Kind: provider.KindOf(a.Type, a.Name), MediaType: a.Type, Name: a.Name, Size: a.Size,
+			SHA256: a.SHA256, Width: a.Width, Height: a.Height, Source: blobSource{b: s.opt.Blobs, sum: a.SHA256}}
+	}
+	return out
 }
