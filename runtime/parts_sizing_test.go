@@ -49,6 +49,13 @@ func TestAttachmentsAreSizedByTheFirstModelsProvider(t *testing.T) {
 			if got := sz.readRows(with, nil).Used - sz.readRows(plain, nil).Used; got != tc.want {
 				t.Errorf("reading: the image adds %d tokens, want %d", got, tc.want)
 			}
+			// Outside the view (the boundary's ask, the rows a boundary
+			// leaves) an image sent without text is still the image.
+			alone := []view.Row{{Seq: 1, Kind: view.KindUser, Parts: []provider.Part{img}}}
+			msgs := sz.messagesOf(alone)
+			if len(msgs) != 1 || len(msgs[0].Parts) != 1 || msgs[0].Tokens != tc.want {
+				t.Errorf("messagesOf an image without text: %+v, want its part and %d tokens", msgs, tc.want)
+			}
 			in := &TurnInput{Rows: with}
 			vin := e.viewInput(in, sz, with, ContextInfo{}, "")
 			if vin.Provider != tc.kind {

@@ -169,7 +169,7 @@ func (t *turn) do(p phase) (phase, error) {
 // settle: each open call is run, repeated or skipped, and its result
 // joins the rows.
 func (t *turn) settle() (phase, error) {
-	for _, call := range openCalls(messagesOf(t.rows)) {
+	for _, call := range openCalls(t.sz.messagesOf(t.rows)) {
 		res, err := t.e.settle(t.ctx, &t.in, call)
 		if err != nil {
 			return phaseDone, err
@@ -231,7 +231,7 @@ func (t *turn) usePrepared(p *Prepared) (phase, error) {
 // fits, and the next turn tries again.
 func (t *turn) boundaryFirst(reading boundary.Reading) (boundary.Reading, error) {
 	t.crossed = true
-	b, fresh, err := t.e.consolidate(t.ctx, &t.in, messagesOf(t.rows[:t.picked]), ReasonHard, nil, t.rows[t.picked].Seq, t.in.Last)
+	b, fresh, err := t.e.consolidate(t.ctx, &t.in, t.sz.messagesOf(t.rows[:t.picked]), ReasonHard, nil, t.rows[t.picked].Seq, t.in.Last)
 	switch {
 	case err == nil:
 		t.out.Boundary, t.rows = &b, fresh
@@ -408,7 +408,7 @@ func (t *turn) boundary() (phase, error) {
 		t.out.Reply = ""
 		return phaseDone, nil
 	}
-	t.conv, t.sent = messagesOf(fresh), 0
+	t.conv, t.sent = t.sz.messagesOf(fresh), 0
 	return phaseAsk, nil
 }
 

@@ -137,13 +137,20 @@ func (in *TurnInput) rows() []view.Row {
 }
 
 // messagesOf is rows as plain messages, for the requests that read a
-// conversation outside its view (the forced ask, reflect).
-func messagesOf(rows []view.Row) []provider.Message {
+// conversation outside its view (the forced ask, reflect, the rows a
+// boundary leaves). A user row keeps its attachments, counted as rowTokens
+// counts them: an image sent without text is the image, never an empty
+// message.
+func (s sizer) messagesOf(rows []view.Row) []provider.Message {
 	out := make([]provider.Message, 0, len(rows))
-	for _, r := range rows {
+	for i, r := range rows {
 		switch r.Kind {
 		case view.KindUser:
-			out = append(out, provider.Message{Role: provider.RoleUser, Content: r.Text, Tokens: r.Tokens, Seq: r.Seq})
+			toks := r.Tokens
+			if len(r.Parts) > 0 {
+				toks = s.rowTokens(&rows[i])
+			}
+			out = append(out, provider.Message{Role: provider.RoleUser, Content: r.Text, Parts: r.Parts, Tokens: toks, Seq: r.Seq})
 		case view.KindAssistant:
 			out = append(out, provider.Message{Role: provider.RoleAssistant, Content: r.Text, ToolCalls: r.ToolCalls, Tokens: r.Tokens, Seq: r.Seq})
 		case view.KindTool:
