@@ -168,17 +168,63 @@ func (l layout) forge(off int, v uint64) {
 	l.resum(i)
 }
 
-// find returns a tree page with flags and at least two elements; the
-// database's own pages only (below the high-water mark).
+// find returns a tree page with flags and at least two elements that the
+// tree in use reaches: a freed page below the high-water mark may still
+// look like one, but neither bbolt nor the check ever reads it, so
+// damaging it would prove nothing (and which pages are free varies from
+// one healthy database to the next).
 func (l layout) find(flags uint16) int {
+	live := l.reachable()
 	hwm := int(ne.Uint64(l.meta(l.newest())[40:]))
 	for id := hwm - 1; id >= 2; id-- {
 		p := l.page(id)
-		if ne.Uint64(p) == uint64(id) && ne.Uint16(p[8:]) == flags && ne.Uint16(p[10:]) > 1 {
+		if live[id] && ne.Uint64(p) == uint64(id) && ne.Uint16(p[8:]) == flags && ne.Uint16(p[10:]) > 1 {
 			return id
 		}
 	}
 	return -1
+}
+
+// reachable is the set of tree pages the meta page in use reaches: the
+// root bucket's tree and every nested bucket's, as bbolt lays them out.
+func (l layout) reachable() map[int]bool {
+	seen := map[int]bool{}
+	var walk func(id int)
+	leaf := func(p []byte) { // descend into the buckets a leaf holds
+		for i := range int(ne.Uint16(p[10:])) {
+			e := p[16+16*i:]
+			if ne.Uint32(e[0:])&1 == 0 {
+				continue
+			}
+			at := 16 + 16*i + int(ne.Uint32(e[4:])) + int(ne.Uint32(e[8:]))
+			if at+16 > len(p) {
+				continue
+			}
+			// Root 0 is an inline bucket: it holds no pages (and, as bbolt
+			// inlines only buckets without buckets, no nested ones).
+			if root := ne.Uint64(p[at:]); root != 0 {
+				walk(int(root))
+			}
+		}
+	}
+	walk = func(id int) {
+		if id < 2 || seen[id] || (id+1)*l.ps() > len(l.b) {
+			return
+		}
+		seen[id] = true
+		end := min((id+1+int(ne.Uint32(l.page(id)[12:])))*l.ps(), len(l.b))
+		p := l.b[id*l.ps() : end]
+		switch ne.Uint16(p[8:]) {
+		case 0x01:
+			for i := range int(ne.Uint16(p[10:])) {
+				walk(int(ne.Uint64(p[16+16*i+8:])))
+			}
+		case 0x02:
+			leaf(p)
+		}
+	}
+	walk(int(ne.Uint64(l.meta(l.newest())[16:])))
+	return seen
 }
 
 // inline returns the bytes of an inline bucket's page (the value of a leaf
