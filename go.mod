@@ -16,7 +16,7 @@ require (
 
 require github.com/go-telegram-bot-api/telegram-bot-api/v5 v5.5.1
 
-require golang.org/x/time v0.16.0 // indirect
+require golang.org/x/time v0.16.0
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
