@@ -150,7 +150,7 @@ func putArchive(tx *bolt.Tx, s *Store, chat string, e *archiveEntry) error {
 		return err
 	}
 	b.FillPercent = 1.0 // appended in seq order
-	return b.Put(seqKey(e.Boundary), marshal(e))
+	return b.Put(seqKey(e.Boundary), Marshal(e))
 }
 
 // Lookup answers recall_history and handoff_history from the chat's

@@ -3,7 +3,6 @@ package chats
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -124,7 +123,7 @@ type Blobs struct {
 }
 
 // tmpPrefix names temp files; startup removes those a crash left.
-const tmpPrefix = ".tmp-"
+const tmpPrefix = datadir.TempPrefix
 
 // OpenBlobs opens (creating 0700 if needed) dataDir/blobs and removes the
 // temp files a crash left in it.
@@ -133,7 +132,7 @@ func OpenBlobs(dataDir string, limits BlobLimits, ttl time.Duration) (*Blobs, er
 	if err := os.Mkdir(b.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("create %s: %w", b.dir, err)
 	}
-	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -168,12 +167,12 @@ func (b *Blobs) Put(r io.Reader, declared, name string) (Attachment, error) {
 	}
 	name = cleanName(name)
 	limit := b.limits.For(mt)
-	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)
 	if err != nil {
 		return Attachment{}, err
 	}
 	defer unix.Close(dfd)
-	tmp, f, err := createTempIn(dfd, b.dir)
+	tmp, f, err := datadir.CreateTemp(dfd, b.dir, "")
 	if err != nil {
 		return Attachment{}, err
 	}
@@ -249,16 +248,16 @@ func (b *Blobs) place(dfd int, tmp, sum string) error {
 	if err := unix.Mkdirat(dfd, sub, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("create %s: %w", filepath.Join(b.dir, sub), err)
 	}
-	sfd, err := openPrivateDir(dfd, sub, filepath.Join(b.dir, sub))
+	sfd, err := datadir.OpenDirAt(dfd, sub, filepath.Join(b.dir, sub))
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sfd)
-	if fd, err := openBlobAt(sfd, sum, filepath.Join(b.dir, sub, sum)); err == nil {
+	if f, err := datadir.OpenAt(sfd, filepath.Join(b.dir, sub), sum, os.O_RDONLY); err == nil {
 		now := b.now()
 		ts := []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}
 		err := unix.UtimesNanoAt(sfd, sum, ts, unix.AT_SYMLINK_NOFOLLOW)
-		unix.Close(fd)
+		f.Close()
 		if err != nil {
 			return fmt.Errorf("touch blob: %w", err)
 		}
@@ -286,29 +285,24 @@ func (b *Blobs) Open(sum string) (*os.File, error) {
 	if !validSum(sum) {
 		return nil, fmt.Errorf("%w: %q is not a sha256", ErrBadInput, sum)
 	}
-	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(dfd)
-	sfd, err := openPrivateDir(dfd, sum[:2], filepath.Join(b.dir, sum[:2]))
+	sfd, err := datadir.OpenDirAt(dfd, sum[:2], filepath.Join(b.dir, sum[:2]))
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(sfd)
-	shown := filepath.Join(b.dir, sum[:2], sum)
-	fd, err := openBlobAt(sfd, sum, shown)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), shown), nil
+	return datadir.OpenAt(sfd, filepath.Join(b.dir, sum[:2]), sum, os.O_RDONLY)
 }
 
 // collect removes the blobs not in keep and older than ttl, and reports
 // how many went. A blob is removed only while mu is held and after its
 // mtime is read again, so one Put just found (and freshened) stays.
 func (b *Blobs) collect(keep map[string]bool) (int, error) {
-	dfd, err := openPrivateDir(unix.AT_FDCWD, b.dir, b.dir)
+	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)
 	if err != nil {
 		return 0, err
 	}
@@ -323,7 +317,7 @@ func (b *Blobs) collect(keep map[string]bool) (int, error) {
 		if len(sub) != 2 || !isHex(sub) {
 			continue // temp files, and anything not ours, are left alone
 		}
-		sfd, err := openPrivateDir(dfd, sub, filepath.Join(b.dir, sub))
+		sfd, err := datadir.OpenDirAt(dfd, sub, filepath.Join(b.dir, sub))
 		if err != nil {
 			firstErr = cmpErr(firstErr, err)
 			continue
@@ -390,7 +384,7 @@ func (s *Service) Upload(ctx context.Context, r io.Reader, mediaType, name strin
 	if err != nil {
 		return Attachment{}, err
 	}
-	u := marshal(upload{Attachment: a, Time: b.now().UTC()})
+	u := Marshal(upload{Attachment: a, Time: b.now().UTC()})
 	err = s.store.Write(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketUploads).Put([]byte(a.SHA256), u)
 	})
@@ -591,80 +585,6 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d MB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// openPrivateDir opens name in dirfd as a directory without following a
-// link, and checks the opened directory: ours, 0700 or stricter.
-func openPrivateDir(dirfd int, name, shown string) (int, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return -1, &datadir.UnsafeError{Kind: "data dir", Path: shown, Problem: "is a symlink or not a directory",
-				Fix: "move it away; Mirror recreates it"}
-		}
-		return -1, &fs.PathError{Op: "open", Path: shown, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, &fs.PathError{Op: "stat", Path: shown, Err: err}
-	}
-	if int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
-		unix.Close(fd)
-		return -1, &datadir.UnsafeError{Kind: "data dir", Path: shown,
-			Problem: fmt.Sprintf("is not private to you (uid %d, %04o)", st.Uid, st.Mode&0o777), Fix: "chmod 700 " + shown}
-	}
-	return fd, nil
-}
-
-// openBlobAt opens a stored blob read-only without following a link, and
-// checks the opened file: a regular file of ours, 0600 or stricter.
-func openBlobAt(sfd int, name, shown string) (int, error) {
-	fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return -1, &datadir.UnsafeError{Kind: "data file", Path: shown, Problem: "is a symlink", Fix: "remove it"}
-		}
-		return -1, &fs.PathError{Op: "open", Path: shown, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, &fs.PathError{Op: "stat", Path: shown, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
-		unix.Close(fd)
-		return -1, &datadir.UnsafeError{Kind: "data file", Path: shown,
-			Problem: fmt.Sprintf("is not a private regular file of yours (%o)", st.Mode), Fix: "remove it"}
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
-}
-
-// createTempIn creates a fresh 0600 temp file in the directory dfd.
-func createTempIn(dfd int, dir string) (string, *os.File, error) {
-	for range 10 {
-		var r [12]byte
-		rand.Read(r[:])
-		tmp := tmpPrefix + hex.EncodeToString(r[:])
-		fd, err := unix.Openat(dfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if errors.Is(err, unix.EEXIST) {
-			continue
-		}
-		if err != nil {
-			return "", nil, &fs.PathError{Op: "create", Path: filepath.Join(dir, tmp), Err: err}
-		}
-		if err := unix.Fchmod(fd, 0o600); err != nil {
-			unix.Close(fd)
-			unix.Unlinkat(dfd, tmp, 0)
-			return "", nil, err
-		}
-		return tmp, os.NewFile(uintptr(fd), filepath.Join(dir, tmp)), nil
-	}
-	return "", nil, fmt.Errorf("%s: no free temp name", dir)
 }
 
 // readDirNames lists the directory dfd without closing it.

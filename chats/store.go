@@ -307,7 +307,7 @@ func rowBytes(ev *Event) []byte {
 	}
 	ref := *m
 	ref.Text, ref.TextAt = "", at
-	return marshal(struct {
+	return Marshal(struct {
 		*eventJSON
 		Message *Message `json:"message"`
 	}{(*eventJSON)(ev), &ref})

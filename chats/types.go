@@ -268,22 +268,22 @@ func (e *Event) JSON() []byte {
 		if e.Type == EvQuotaWait {
 			// "usage" is the window's token count here, not a turn's
 			// provider.Usage: the shallower field wins.
-			e.raw = marshal(struct {
+			e.raw = Marshal(struct {
 				*eventJSON
 				Usage int `json:"usage"`
 			}{(*eventJSON)(e), e.QuotaUsage})
 			return
 		}
-		e.raw = marshal((*eventJSON)(e))
+		e.raw = Marshal((*eventJSON)(e))
 	})
 	return e.raw
 }
 
-// marshal is json.Marshal without HTML escaping: frames and rows are JSON
+// Marshal is json.Marshal without HTML escaping: frames and rows are JSON
 // read by JSON parsers, never pasted into HTML, and escaping every <, > and
 // & of a message as \u003c (6 bytes for 1) made code-heavy text much larger
 // on disk and on the wire.
-func marshal(v any) []byte {
+func Marshal(v any) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -74,7 +74,7 @@ func Prepare(path string) (string, error) {
 	} else if err != nil {
 		return "", fmt.Errorf("data dir %s: %w", path, err)
 	}
-	fd, err := openDir(abs, path)
+	fd, err := OpenDirAt(unix.AT_FDCWD, abs, path)
 	if err != nil {
 		return "", err
 	}
@@ -85,7 +85,7 @@ func Prepare(path string) (string, error) {
 // CheckDir checks an existing data dir without creating it: for commands
 // that only read (replay), where a missing dir means there is nothing yet.
 func CheckDir(path string) error {
-	fd, err := openDir(path, path)
+	fd, err := OpenDirAt(unix.AT_FDCWD, path, path)
 	if err != nil {
 		return err
 	}
@@ -100,12 +100,12 @@ func OpenFile(dir, name string, flag int) (*os.File, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	dfd, err := openDir(dir, dir)
+	dfd, err := OpenDirAt(unix.AT_FDCWD, dir, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(dfd)
-	return openIn(dfd, dir, name, flag)
+	return OpenAt(dfd, dir, name, flag)
 }
 
 // ReadFile reads the file name in the data dir dir. A missing file gives an
@@ -128,7 +128,7 @@ func WriteFile(dir, name string, data []byte) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	dfd, err := openDir(dir, dir)
+	dfd, err := OpenDirAt(unix.AT_FDCWD, dir, dir)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func WriteFile(dir, name string, data []byte) error {
 	if err := checkAt(dfd, dir, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	tmp, f, err := createTemp(dfd, dir, name)
+	tmp, f, err := CreateTemp(dfd, dir, name)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func CheckFile(path string) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	dfd, err := openDir(filepath.Clean(dir), filepath.Clean(dir))
+	dfd, err := OpenDirAt(unix.AT_FDCWD, filepath.Clean(dir), filepath.Clean(dir))
 	if err != nil {
 		return err
 	}

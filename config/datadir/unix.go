@@ -17,23 +17,26 @@ const (
 	kindFile = "data file"
 )
 
-// openDir opens the directory path without following a link in its last
-// element, and checks the opened directory itself. shown is the path as the
-// user wrote it, for messages.
-func openDir(path, shown string) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// OpenDirAt opens the directory name in dirfd (unix.AT_FDCWD: name is a
+// path) without following a link in its last element, and checks the
+// opened directory itself: a directory of yours, 0700. shown is the path
+// for messages. Parts of the data dir that keep their own folders (the
+// blob store) open each level with it, so nothing is reached through a link.
+func OpenDirAt(dirfd int, name, shown string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		// Classify by what is there: the errno for a link differs between
 		// systems (ELOOP, ENOTDIR).
-		if fi, lerr := os.Lstat(path); lerr == nil {
-			if fi.Mode()&fs.ModeSymlink != 0 {
+		var st unix.Stat_t
+		if lerr := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); lerr == nil {
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 				fix := "point data_dir at the real directory instead of the link"
-				if target, err := os.Readlink(path); err == nil {
+				if target, err := os.Readlink(shown); err == nil {
 					fix += fmt.Sprintf(" (it links to %s)", target)
 				}
 				return -1, &UnsafeError{kindDir, shown, "is a symlink", fix}
 			}
-			if !fi.IsDir() {
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				return -1, &UnsafeError{kindDir, shown, "is not a directory",
 					"move it away, or point data_dir at a directory"}
 			}
@@ -102,8 +105,10 @@ func checkAt(dfd int, dir, name string) error {
 	return checkFile(&st, shown)
 }
 
-// openIn opens name in the checked directory dfd.
-func openIn(dfd int, dir, name string, flag int) (*os.File, error) {
+// OpenAt opens name in the checked directory dfd (see OpenDirAt; dir is its
+// path, for messages) without following a link, and checks the opened
+// file: a regular file of yours, 0600. A missing one wraps fs.ErrNotExist.
+func OpenAt(dfd int, dir, name string, flag int) (*os.File, error) {
 	shown := filepath.Join(dir, name)
 	// Check before opening, so O_TRUNC never touches a file we refuse.
 	err := checkAt(dfd, dir, name)
@@ -143,8 +148,14 @@ func openIn(dfd int, dir, name string, flag int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), shown), nil
 }
 
-// createTemp creates a fresh 0600 temp file next to name for WriteFile.
-func createTemp(dfd int, dir, name string) (string, *os.File, error) {
+// TempPrefix starts the name of every temp file CreateTemp makes, so what
+// a crash left can be found and removed.
+const TempPrefix = ".tmp-"
+
+// CreateTemp creates a fresh 0600 temp file, open for reading and writing,
+// in the checked directory dfd, named TempPrefix, random hex and name; it
+// returns its name in dfd.
+func CreateTemp(dfd int, dir, name string) (string, *os.File, error) {
 	base := name
 	if len(base) > 200 {
 		base = base[:200] // keep the temp name within NAME_MAX
@@ -152,8 +163,8 @@ func createTemp(dfd int, dir, name string) (string, *os.File, error) {
 	for range 10 {
 		var r [8]byte
 		rand.Read(r[:])
-		tmp := ".tmp-" + hex.EncodeToString(r[:]) + "-" + base
-		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		tmp := TempPrefix + hex.EncodeToString(r[:]) + "-" + base
+		fd, err := unix.Openat(dfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}

@@ -300,7 +300,7 @@ func (c *conn) Deliver(d chats.Delivery) {
 	case d.Event != nil:
 		c.push(item{raw: d.Event.WithReq(d.Req)})
 	case d.Snapshot != nil:
-		c.push(item{raw: encode(d.Snapshot)})
+		c.push(item{raw: chats.Marshal(d.Snapshot)})
 	case d.Closed != "":
 		c.send(map[string]any{"type": "chat.closed", "chat": d.Closed})
 	}
@@ -766,7 +766,7 @@ func (c *conn) handle(data []byte) bool {
 		if need(f.Chat != "" && f.Before != nil, "chat and before") {
 			var h *chats.History
 			if h, err = svc.History(ctx, f.Chat, *f.Before, f.Req); err == nil {
-				c.push(item{raw: encode(h)})
+				c.push(item{raw: chats.Marshal(h)})
 			}
 		}
 	case "chat.close":
