@@ -51,44 +51,17 @@ var TaskListTool = provider.Tool{
 // Errors are *tools.ArgError naming every problem; nothing is set then.
 func ParseTasks(raw json.RawMessage) ([]Step, error) {
 	p := newArgs(ToolTaskList, raw, "tasks")
-	items, ok := p.array("tasks")
+	out, ok := p.stepList("tasks", taskSteps)
 	if !ok {
 		if p.obj != nil && len(p.problems) == 0 {
 			p.problem(`argument "tasks" is required: the whole list, [] to clear it`)
 		}
 		return nil, p.err()
 	}
-	out := make([]Step, 0, len(items))
 	var busy []string
-	for i, raw := range items {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil || obj == nil {
-			p.problem(fmt.Sprintf(`argument "tasks" item %d must be an object such as {"text": "...", "status": "pending"}, not %s`, i+1, kind(raw)))
-			continue
-		}
-		sub := &args{tool: p.tool, obj: obj}
-		for _, k := range sortedKeys(obj) {
-			if k != "text" && k != "status" {
-				sub.problem(fmt.Sprintf("has unknown field %s (fields: text, status)", quote(k)))
-			}
-		}
-		var st Step
-		if s := sub.text("status", 1, 40); s != nil {
-			if st.State = TaskState(*s); st.State == "" {
-				sub.problem(fmt.Sprintf(`argument "status" must be "pending", "in_progress" or "completed", not %s`, quote(*s)))
-			}
-		}
-		if s := sub.text("text", 1, maxItem); s != nil {
-			st.Text = strings.TrimSpace(*s)
-		}
-		for _, prob := range sub.problems {
-			p.problem(fmt.Sprintf(`argument "tasks" item %d: %s`, i+1, prob))
-		}
-		if len(sub.problems) == 0 {
-			if st.State == StepInProgress {
-				busy = append(busy, fmt.Sprint(i+1))
-			}
-			out = append(out, st)
+	for i, st := range out {
+		if st.State == StepInProgress {
+			busy = append(busy, fmt.Sprint(i+1))
 		}
 	}
 	if len(busy) > 1 {
@@ -100,6 +73,10 @@ func ParseTasks(raw json.RawMessage) ([]Step, error) {
 	}
 	return out, nil
 }
+
+// taskSteps is task_list's wording of a step.
+var taskSteps = stepVocab{key: "status", fields: "text, status", state: TaskState,
+	allowed: `"pending", "in_progress" or "completed"`, example: `{"text": "...", "status": "pending"}`}
 
 // TaskState is the step state of a task_list status, "" when s is none.
 // Case and the separator between words do not matter; the record's own

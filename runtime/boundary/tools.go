@@ -448,33 +448,56 @@ func (p *args) array(name string) ([]json.RawMessage, bool) {
 	return items, true
 }
 
-// steps reads the steps list. States are read leniently ("In_Progress"
-// is "in progress"): the meaning is plain, and refusing it would only cost
-// the model another call.
+// steps reads the handoff's steps list. States are read leniently
+// ("In_Progress" is "in progress"): the meaning is plain, and refusing it
+// would only cost the model another call.
 func (p *args) steps(name string) *[]Step {
-	items, ok := p.array(name)
+	out, ok := p.stepList(name, handoffSteps)
 	if !ok {
 		return nil
 	}
-	out := make([]Step, 0, len(items))
+	return &out
+}
+
+// stepVocab is how one tool words a step: the key of its state, how a
+// state is read (a step state, "" when it is none), and the words for
+// messages. handoff_update says state done|in progress|pending;
+// task_list, as coding assistants do, status completed|in_progress|pending.
+type stepVocab struct {
+	key, fields, allowed, example string
+	state                         func(string) string
+}
+
+var handoffSteps = stepVocab{key: "state", fields: "state, text", state: stepState,
+	allowed: `"done", "in progress" or "pending"`, example: `{"state": "pending", "text": "..."}`}
+
+// stepList reads the list name of step objects worded as v: every item
+// an object of text and v.key. ok is false when anything was wrong (each
+// problem named on p).
+func (p *args) stepList(name string, v stepVocab) (out []Step, ok bool) {
+	items, ok := p.array(name)
+	if !ok {
+		return nil, false
+	}
+	out = make([]Step, 0, len(items))
 	bad := false
 	for i, raw := range items {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) != nil || obj == nil {
-			p.problem(fmt.Sprintf(`argument %s item %d must be an object such as {"state": "pending", "text": "..."}, not %s`, quote(name), i+1, kind(raw)))
+			p.problem(fmt.Sprintf(`argument %s item %d must be an object such as %s, not %s`, quote(name), i+1, v.example, kind(raw)))
 			bad = true
 			continue
 		}
 		sub := &args{tool: p.tool, obj: obj}
-		for k := range obj {
-			if k != "state" && k != "text" {
-				sub.problem(fmt.Sprintf("has unknown field %s (fields: state, text)", quote(k)))
+		for _, k := range sortedKeys(obj) {
+			if k != v.key && k != "text" {
+				sub.problem(fmt.Sprintf("has unknown field %s (fields: %s)", quote(k), v.fields))
 			}
 		}
 		var st Step
-		if s := sub.text("state", 1, 40); s != nil {
-			if st.State = stepState(*s); st.State == "" {
-				sub.problem(fmt.Sprintf(`argument "state" must be "done", "in progress" or "pending", not %s`, quote(*s)))
+		if s := sub.text(v.key, 1, 40); s != nil {
+			if st.State = v.state(*s); st.State == "" {
+				sub.problem(fmt.Sprintf(`argument %s must be %s, not %s`, quote(v.key), v.allowed, quote(*s)))
 			}
 		}
 		if s := sub.text("text", 1, maxItem); s != nil {
@@ -488,10 +511,7 @@ func (p *args) steps(name string) *[]Step {
 			out = append(out, st)
 		}
 	}
-	if bad {
-		return nil
-	}
-	return &out
+	return out, !bad
 }
 
 func stepState(s string) string {
