@@ -11,14 +11,12 @@ package main
 // memory and start benchmarks run it as a child process.
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -210,21 +208,8 @@ func heapOf(b *testing.B, cfg, data string) (started, helloed heapStats, hello t
 		b.Fatal(err)
 	}
 	measure := func() heapStats {
-		time.Sleep(300 * time.Millisecond)
-		if _, err := c.stdin.Write([]byte("measure\n")); err != nil {
-			b.Fatal(err)
-		}
-		var st heapStats
-		select {
-		case l, ok := <-c.lines:
-			js, found := strings.CutPrefix(l, "heap ")
-			if !ok || !found || json.Unmarshal([]byte(js), &st) != nil {
-				b.Fatalf("heap child said %q; stderr %s", l, c.stderr)
-			}
-		case <-time.After(benchWait):
-			b.Fatalf("heap child did not answer; stderr %s", c.stderr)
-		}
-		return st
+		time.Sleep(300 * time.Millisecond) // a benchmark's settling time, not synchronisation
+		return measureChild(b, c)
 	}
 	started = measure()
 	t0 := time.Now()
