@@ -227,10 +227,15 @@ func (f *fakeAPI) notifyLocked() {
 	f.changed = make(chan struct{})
 }
 
-// waitFor waits until cond (run under the lock) holds, woken by changes.
+// waitFor waits until cond (run under the lock) holds, woken by changes
+// to the fake and, since a cond may also read the bot's own state (a chat
+// gone idle, a follow landed) which changes without a call reaching the
+// fake, re-checked every few milliseconds; bounded by 20 s.
 func (f *fakeAPI) waitFor(what string, cond func() bool) {
 	f.t.Helper()
 	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		f.mu.Lock()
 		ok, ch := cond(), f.changed
@@ -240,6 +245,7 @@ func (f *fakeAPI) waitFor(what string, cond func() bool) {
 		}
 		select {
 		case <-ch:
+		case <-tick.C:
 		case <-deadline:
 			f.t.Fatalf("timed out waiting for %s", what)
 		}
