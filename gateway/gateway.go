@@ -182,6 +182,7 @@ func New(opt Options) *Server {
 	s.modelRoutes()
 	s.settingsRoutes()
 	s.uploadRoutes()
+	s.blobRoutes()
 	for _, rt := range opt.Routes {
 		h := rt.Handler
 		if rt.Private {
