@@ -15,7 +15,8 @@
 //	               its DOM contract is described at the top of static/monitor.js)
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
 //	               /static/app.js, /static/markdown.js, /static/quota.js,
-//	               /static/settings.js, /static/favicon.svg)
+//	               /static/settings.js, /static/attach.js, /static/media.js,
+//	               /static/favicon.svg)
 //
 // The login page is self-contained (inline style, inline icon), so it renders
 // even when /static is behind auth.

@@ -90,6 +90,9 @@
 //   .notice.quota-wait            a quota wait in the live reply (see quota.js)
 //   #settings-open                opens #panel on Settings: Chat and Chains (see
 //                                 settings.js)
+//   #attach, #attachments         the composer's files (see attach.js); a message's
+//                                 files under its text, removable while queued
+//                                 (see media.js)
 //
 // The open chat is kept in location.hash as "#" + encodeURIComponent(chat id).
 //
@@ -108,6 +111,8 @@
 import { renderMarkdown } from './markdown.js';
 import { modelQuotaSection, startTicker, waitFrom, waitNotice } from './quota.js';
 import { settingsView } from './settings.js';
+import { initAttach } from './attach.js';
+import { attachmentsEl, attachmentsSig, withTranscripts } from './media.js';
 
 const IN_USE_TEXT = 'Already in use — the assistant picked this message up.';
 const OUTBOX_KEY = 'mirror.outbox.v1';
@@ -230,7 +235,7 @@ function loadOutbox() {
 
 function saveOutbox() {
   try {
-    sessionStorage.setItem(OUTBOX_KEY, JSON.stringify(S.outbox.map(({ chat, text, client_id, mode, error }) => ({ chat, text, client_id, mode, error }))));
+    sessionStorage.setItem(OUTBOX_KEY, JSON.stringify(S.outbox.map(({ chat, text, client_id, mode, error, attachments }) => ({ chat, text, client_id, mode, error, attachments }))));
   } catch {
     // storage full or disabled: the outbox still lives in memory
   }
@@ -452,7 +457,7 @@ function onChatCreated(f) {
   upsertChat(f.chat);
   if (meta && meta.kind === 'create' && f.chat && f.chat.id) {
     selectChat(f.chat.id);
-    if (meta.then) sendMessage(f.chat.id, meta.then.text, meta.then.mode);
+    if (meta.then) sendMessage(f.chat.id, meta.then.text, meta.then.mode, meta.then.attachments);
     dom.input.focus();
   }
   render();
@@ -623,6 +628,15 @@ function applyEvent(v, ev) {
       else if (v.index.has(m.id)) v.index.get(m.id).m = { ...v.index.get(m.id).m, ...m };
       if (v.editing.get(m.id)?.saving) v.editing.delete(m.id);
       v.errors.delete(m.id);
+      v.busy.delete(m.id);
+      return;
+    case 'message.transcribed':
+      if (!m || !m.id) return;
+      if (v.pending.has(m.id)) v.pending.set(m.id, withTranscripts(v.pending.get(m.id), ev));
+      else if (v.index.has(m.id)) v.index.get(m.id).m = withTranscripts(v.index.get(m.id).m, ev);
+      return;
+    case 'file.sent':
+      if (m && m.id) addHistory(v, { role: 'assistant', state: 'done', ...m });
       return;
     case 'message.deleted':
       if (!m || !m.id) return;
@@ -1079,16 +1093,16 @@ function createChat(then) {
 // Chat commands the gateway runs itself rather than the model.
 const COMMAND = /^\/(changes|rewind|stop|status|compact|clear|pin|unpin|new|prune-sessions)(\s|$)/;
 
-function sendMessage(chat, text, mode) {
-  if (chat && COMMAND.test(text.trim())) {
+function sendMessage(chat, text, mode, attachments = []) {
+  if (chat && COMMAND.test(text.trim()) && !attachments.length) {
     if (!request({ type: 'chat.command', chat, text: text.trim() }, { kind: 'command', chat })) toast('Not connected — try again in a moment.');
     return;
   }
   if (!chat) {
-    createChat({ text, mode });
+    createChat({ text, mode, attachments });
     return;
   }
-  const e = { chat, text, client_id: uuid(), mode: mode === 'redirect' ? 'redirect' : 'queue', error: null };
+  const e = { chat, text, client_id: uuid(), mode: mode === 'redirect' ? 'redirect' : 'queue', error: null, attachments };
   S.outbox.push(e);
   saveOutbox();
   transmit(e);
@@ -1099,6 +1113,7 @@ function sendMessage(chat, text, mode) {
 function transmit(e) {
   const frame = { type: 'message.send', chat: e.chat, text: e.text, client_id: e.client_id };
   if (e.mode === 'redirect') frame.mode = 'redirect';
+  if (e.attachments?.length) frame.attachments = e.attachments.map((a) => a.sha256);
   request(frame, { kind: 'send', chat: e.chat, client_id: e.client_id });
 }
 
@@ -1127,7 +1142,7 @@ function saveEdit(v, id, text) {
   text = text.trim();
   ed.draft = text;
   const m = v.pending.get(id) || v.index.get(id)?.m;
-  if (!text) {
+  if (!text && !m?.attachments?.length) {
     ed.error = 'A message cannot be empty — use Delete to remove it.';
     return render();
   }
@@ -1157,6 +1172,19 @@ function deleteMessage(v, id) {
   const req = request({ type: 'message.delete', chat: v.id, message: id }, { kind: 'delete', chat: v.id, message: id });
   if (!req) v.errors.set(id, 'Not connected — try again in a moment.');
   else v.busy.set(id, 'deleting');
+  render();
+}
+
+// removeAttachment drops one file of a queued message: message.edit with
+// the attachments it keeps.
+function removeAttachment(v, id, sha) {
+  const m = v.pending.get(id);
+  if (!m || v.busy.get(id)) return;
+  const keep = (m.attachments || []).map((a) => a.sha256).filter((x) => x !== sha);
+  v.errors.delete(id);
+  if (!keep.length && !String(m.text || '').trim()) v.errors.set(id, 'The message would be empty — use Delete to remove it.');
+  else if (request({ type: 'message.edit', chat: v.id, message: id, attachments: keep }, { kind: 'edit', chat: v.id, message: id })) v.busy.set(id, 'saving');
+  else v.errors.set(id, 'Not connected — try again in a moment.');
   render();
 }
 
@@ -1967,9 +1995,11 @@ function messageItem(v, m) {
         const md = h('div', { class: 'md' });
         md.append(renderMarkdown(m.text || ''));
         body.append(md);
-      } else {
+      } else if (m.text || !m.attachments?.length) {
         body.append(h('div', { class: 'text' }, m.text || ''));
       }
+      const files = attachmentsEl(m, { large: role === 'assistant' });
+      if (files) body.append(files);
       el.classList.toggle('pinned', Boolean(m.pinned));
       const meta = h('div', { class: 'meta' });
       if (m.stopped) meta.append(h('span', { class: 'stopped-mark' }, 'Stopped'));
@@ -2169,7 +2199,7 @@ function pendingItem(v, m) {
   const mode = m.mode === 'redirect' ? 'redirect' : 'queue';
   return {
     key: `m:${m.id}`,
-    sig: JSON.stringify(['pending', m.text, mode, busy, ed ? [ed.saving, ed.picked, ed.error] : null, v.notices.get(m.id) || '', v.errors.get(m.id) || '']),
+    sig: JSON.stringify(['pending', m.text, mode, busy, ed ? [ed.saving, ed.picked, ed.error] : null, v.notices.get(m.id) || '', v.errors.get(m.id) || '', attachmentsSig(m)]),
     render(el) {
       el.className = 'msg pending' + (ed ? ' editing' : '') + (busy ? ' ' + busy : '');
       el.dataset.message = m.id;
@@ -2214,7 +2244,9 @@ function pendingItem(v, m) {
         h('span', { class: 'spacer' }),
         h('button', { class: 'edit btn btn-ghost btn-sm', type: 'button', disabled: Boolean(busy), 'aria-label': 'Edit queued message' }, 'Edit'),
         h('button', { class: 'delete btn btn-ghost btn-sm', type: 'button', disabled: Boolean(busy), 'aria-label': 'Delete queued message' }, 'Delete'));
-      el.replaceChildren(h('div', { class: 'col' }, h('div', { class: 'bubble' }, h('div', { class: 'text' }, m.text || '')), bar, ...noticeEls(v, m.id)));
+      const bubble = h('div', { class: 'bubble' }, m.text || !m.attachments?.length ? h('div', { class: 'text' }, m.text || '') : null,
+        attachmentsEl(m, { removable: true, busy: Boolean(busy) }));
+      el.replaceChildren(h('div', { class: 'col' }, bubble, bar, ...noticeEls(v, m.id)));
     },
   };
 }
@@ -2223,7 +2255,7 @@ function outboxItem(e) {
   const waiting = !S.connected;
   return {
     key: `o:${e.client_id}`,
-    sig: JSON.stringify(['outbox', e.text, e.error, waiting]),
+    sig: JSON.stringify(['outbox', e.text, e.error, waiting, attachmentsSig(e)]),
     render(el) {
       el.className = 'msg outbox' + (e.error ? ' failed' : '');
       el.dataset.clientId = e.client_id;
@@ -2236,7 +2268,7 @@ function outboxItem(e) {
       } else {
         bar.append(h('span', { class: 'pending-label' }, h('span', { class: 'spinner sm', 'aria-hidden': 'true' }), waiting ? 'Waiting for the connection…' : 'Sending…'));
       }
-      const col = h('div', { class: 'col' }, h('div', { class: 'bubble' }, h('div', { class: 'text' }, e.text)), bar);
+      const col = h('div', { class: 'col' }, h('div', { class: 'bubble' }, e.text ? h('div', { class: 'text' }, e.text) : null, attachmentsEl(e)), bar);
       if (e.error) col.append(h('p', { class: 'notice error', role: 'alert' }, e.error));
       el.replaceChildren(col);
     },
@@ -2379,11 +2411,13 @@ function bind() {
     if (item && item.dataset.chat) selectChat(item.dataset.chat);
   });
 
+  const files = initAttach({ form: dom.composer, input: dom.input, onChange: render });
   dom.composer.addEventListener('submit', (e) => {
     e.preventDefault();
     const text = dom.input.value.trim();
-    if (!text) return;
-    sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue');
+    if (!text && !files.count()) return;
+    if (files.busy()) return files.say('Wait for the files to finish uploading, then send.');
+    sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue', COMMAND.test(text) ? [] : files.take());
     dom.input.value = '';
     if (S.current) S.drafts.delete(S.current);
     S.redirect = false;
@@ -2437,6 +2471,7 @@ function bind() {
       if (btn.classList.contains('delete')) return deleteMessage(v, id);
       if (btn.classList.contains('save')) return saveEdit(v, id, msg.querySelector('textarea').value);
       if (btn.classList.contains('cancel')) return cancelEdit(v, id);
+      if (btn.classList.contains('remove-attachment')) return removeAttachment(v, id, btn.dataset.sha256);
     }
     const ob = btn.closest('.msg.outbox');
     if (ob) {
