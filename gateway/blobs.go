@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -47,7 +49,7 @@ func (s *Server) blob(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := r.PathValue("sha256")
 	want := r.URL.Query().Get("name")
-	ref, found, err := s.opt.Chats.BlobRefs(r.Context(), sum, want)
+	ref, found, err := s.blobRef(r, sum, want)
 	if err != nil {
 		s.log.Error("blob lookup failed", "err", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "message": "the file could not be looked up"})
@@ -89,6 +91,55 @@ func (s *Server) blob(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Disposition", contentDisposition(disposition, name, sum))
 	http.ServeContent(w, r, "", time.Time{}, f)
+}
+
+// blobRefTTL is how long a found reference is trusted without a new scan:
+// a thumbnail shown in many places costs one scan of the rows, and a blob a
+// pruned chat alone named stops being served within this time (or at once,
+// when its file is collected).
+const blobRefTTL = time.Minute
+
+// maxBlobRefs bounds the references kept; past it they are all dropped.
+const maxBlobRefs = 4096
+
+type cachedRef struct {
+	ref   chats.BlobRef
+	until time.Time
+}
+
+// blobCache holds found blob references for blobRefTTL.
+type blobCache struct {
+	mu sync.Mutex
+	m  map[string]cachedRef
+}
+
+// blobRef looks up what names sum (chats.Service.BlobRefs), through a short
+// cache of found references; a name the cached one lacks is looked up again.
+func (s *Server) blobRef(r *http.Request, sum, want string) (chats.BlobRef, bool, error) {
+	now := time.Now()
+	bc := &s.blobCache
+	bc.mu.Lock()
+	c, ok := bc.m[sum]
+	bc.mu.Unlock()
+	if ok && now.Before(c.until) && (want == "" || slices.Contains(c.ref.Names, want)) {
+		ref := c.ref
+		ref.Names = slices.Clone(ref.Names)
+		if i := slices.Index(ref.Names, want); i > 0 {
+			ref.Names[0], ref.Names[i] = ref.Names[i], ref.Names[0]
+		}
+		return ref, true, nil
+	}
+	ref, found, err := s.opt.Chats.BlobRefs(r.Context(), sum, want)
+	if err != nil || !found {
+		return ref, found, err
+	}
+	bc.mu.Lock()
+	if bc.m == nil || len(bc.m) >= maxBlobRefs {
+		bc.m = map[string]cachedRef{}
+	}
+	bc.m[sum] = cachedRef{ref: chats.BlobRef{Type: ref.Type, Names: slices.Clone(ref.Names)}, until: now.Add(blobRefTTL)}
+	bc.mu.Unlock()
+	return ref, true, nil
 }
 
 // contentDisposition is the header for a file named name; a name the

@@ -99,6 +99,8 @@ type Server struct {
 	limits config.Limits
 	// unsubscribe stops the breaker events to sockets.
 	unsubscribe func()
+	// blobCache keeps found attachment references (blobs.go).
+	blobCache blobCache
 }
 
 // edgeLimits fills the edge bounds a Config built in code may leave at
