@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"testing"
@@ -170,4 +171,29 @@ func TestUploadLimitsRoute(t *testing.T) {
 	if l["max_image_bytes"] != 12345 || l["max_document_bytes"] == 0 || l["max_audio_bytes"] == 0 || l["max_attachments"] != 20 {
 		t.Fatalf("limits %v", l)
 	}
+}
+
+// Whatever name a row gives a file, the header carries it back exactly
+// (or, when it cannot, the hash): never a second parameter, never a
+// broken header.
+func FuzzContentDisposition(f *testing.F) {
+	for _, s := range []string{"cat.png", "résumé.txt", `a"b.txt`, "a;b=c", "x\r\nSet-Cookie: y", "", "\xff", "名前.pdf"} {
+		f.Add(s)
+	}
+	sum := strings.Repeat("ab", 32)
+	f.Fuzz(func(t *testing.T, name string) {
+		for _, kind := range []string{"inline", "attachment"} {
+			h := contentDisposition(kind, name, sum)
+			if strings.ContainsAny(h, "\r\n") {
+				t.Fatalf("%q: header %q", name, h)
+			}
+			d, params, err := mime.ParseMediaType(h)
+			if err != nil || d != kind || len(params) != 1 {
+				t.Fatalf("%q: header %q parses as %q %v %v", name, h, d, params, err)
+			}
+			if got := params["filename"]; got != name && got != sum {
+				t.Fatalf("%q: header %q names %q", name, h, got)
+			}
+		}
+	})
 }
