@@ -266,6 +266,18 @@ func TestBrowserAttachments(t *testing.T) {
 	do(t, ctx, chromedp.Reload())
 	until(t, ctx, "connected again", `document.querySelector('#status').dataset.state === 'connected'`)
 	until(t, ctx, "thumbnail after reload", `[...document.querySelectorAll('.msg.user[data-message] .attachments img.thumb')].some(i => i.complete && i.naturalWidth === 4 && i.alt === 'image.png')`)
+	// Send pressed while a file is still going up sends once it is up.
+	do(t, ctx, chromedp.SetValue(chromedp.CSS("#input"), "late file"))
+	js[bool](t, ctx, `(() => { const o = new MutationObserver(() => {
+		if (!document.querySelector('#attachments li.upload[data-state=uploading]')) return;
+		o.disconnect(); document.querySelector('#send').click();
+	}); o.observe(document.querySelector('#attachments'), {childList: true, subtree: true}); return true })()`)
+	drop(t, ctx, fileJS(red, "late.png", "image/png"))
+	if got := model.next(t); got.text != "late file" || len(got.images) != 1 {
+		t.Fatalf("model read %q with %d images", got.text, len(got.images))
+	}
+	until(t, ctx, "sent with its file", `[...document.querySelectorAll('.msg.user[data-message]')].some(m => m.textContent.includes('late file') && m.querySelector('img.thumb[alt="late.png"]'))
+		&& document.querySelector('#attach-status').hidden && document.querySelector('#attachments').hidden`)
 	userMsg := js[string](t, ctx, `document.querySelector('.msg.user[data-message] .attachments').closest('.msg').dataset.message`)
 
 	// What the assistant sends: an image inline (full size in a new tab)

@@ -2416,7 +2416,7 @@ function bind() {
     e.preventDefault();
     const text = dom.input.value.trim();
     if (!text && !files.count()) return;
-    if (files.busy()) return files.say('Wait for the files to finish uploading, then send.');
+    if (files.busy()) return files.afterUploads(() => dom.composer.requestSubmit());
     sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue', COMMAND.test(text) ? [] : files.take());
     dom.input.value = '';
     if (S.current) S.drafts.delete(S.current);

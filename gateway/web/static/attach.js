@@ -79,6 +79,7 @@ export function initAttach({ form, input, onChange = () => {} }) {
   const items = []; // {id, file, name, size, type, state, progress, attachment, error, xhr}
   let limits = null;
   let limitsAsked = null;
+  let whenUp = null; // what Send asked for while files were still going up
 
   function askLimits() {
     limitsAsked ??= fetch('/api/uploads/limits', { credentials: 'same-origin' })
@@ -91,6 +92,15 @@ export function initAttach({ form, input, onChange = () => {} }) {
   function changed() {
     draw();
     onChange();
+    if (!whenUp || busy()) return;
+    const go = whenUp;
+    whenUp = null;
+    if (items.some((x) => x.state === 'error')) {
+      say('A file was refused — remove it (×), then send.');
+      return;
+    }
+    say('');
+    go();
   }
 
   function say(text) {
@@ -101,7 +111,7 @@ export function initAttach({ form, input, onChange = () => {} }) {
   async function add(files) {
     files = [...files].filter((f) => f && typeof f.size === 'number');
     if (!files.length) return;
-    say('');
+    if (!whenUp) say('');
     await askLimits();
     for (const file of files) {
       const type = declaredType(file);
@@ -152,7 +162,6 @@ export function initAttach({ form, input, onChange = () => {} }) {
         it.state = 'error';
         it.error = refusal(xhr.status, xhr.responseText);
       }
-      if (!busy()) say('');
       changed();
     });
     const failed = (why) => () => {
@@ -175,7 +184,7 @@ export function initAttach({ form, input, onChange = () => {} }) {
       it.state = 'removed';
       it.xhr.abort();
     }
-    if (!busy()) say('');
+    if (!busy() && !whenUp) say('');
     changed();
   }
 
@@ -259,6 +268,14 @@ export function initAttach({ form, input, onChange = () => {} }) {
     add,
     busy,
     say,
+    // afterUploads runs send once every file is up (at once if none is
+    // going), unless one was refused meanwhile: the tray then says so and
+    // nothing is sent.
+    afterUploads(send) {
+      whenUp = send;
+      say('Sending once the files are up…');
+      changed();
+    },
     // count is how many files would go with the next message.
     count: () => items.filter((x) => x.state === 'done').length,
     // take returns the uploaded attachments for message.send and empties
