@@ -244,6 +244,7 @@ func TestBrowserAttachments(t *testing.T) {
 	// Queued with both thumbnails; one is removed while it waits.
 	until(t, ctx, "queued with two thumbnails", `[...document.querySelectorAll('.msg.pending[data-message] .attachments img.thumb')].filter(i => i.complete && i.naturalWidth > 0).length === 2`)
 	until(t, ctx, "composer tray emptied", `document.querySelector('#attachments').hidden`)
+	shot(t, ctx, "queued")
 	if got := attachmentNames(storedMessage(t, st, chat, "two pictures")); strings.Join(got, ",") != "dropped.png,image.png" {
 		t.Fatalf("stored attachments %v", got)
 	}
