@@ -486,18 +486,22 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 					if !bytes.Contains(v, attachmentsKey) {
 						return nil
 					}
+					// A record row is an event carrying a message; a
+					// pending row is the bare message.
 					var row struct {
 						Message *struct {
 							Attachments []Attachment `json:"attachments"`
 						} `json:"message"`
+						Attachments []Attachment `json:"attachments"`
 					}
 					if err := json.Unmarshal(v, &row); err != nil {
 						return fmt.Errorf("chat %s: corrupt row naming attachments: %w", chat, err)
 					}
 					if row.Message != nil {
-						for _, a := range row.Message.Attachments {
-							keep[a.SHA256] = true
-						}
+						row.Attachments = append(row.Attachments, row.Message.Attachments...)
+					}
+					for _, a := range row.Attachments {
+						keep[a.SHA256] = true
 					}
 					return nil
 				})
