@@ -51,6 +51,9 @@ type Attachment struct {
 	// unknown.
 	Width  int `json:"width,omitempty"`
 	Height int `json:"height,omitempty"`
+	// Transcript is what a voice note or audio file says, once the
+	// transcribe role has read it (message.transcribed).
+	Transcript string `json:"transcript,omitempty"`
 }
 
 // Attachment kinds, by media type; each has its own size limit.

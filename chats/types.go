@@ -75,6 +75,10 @@ const (
 	EvMessagePinned  = "message.pinned"
 	EvClear          = "clear"   // a /clear topic boundary: requests start after it
 	EvCompact        = "compact" // a /compact request: a checkpoint on the next turn
+
+	// Media (issue 16).
+	EvMessageTranscribed = "message.transcribed" // a person's audio attachments, with their transcripts
+	EvFileSent           = "file.sent"           // a file the assistant delivers (send_file, or a reply's image)
 )
 
 // MsgStep is the state of an assistant message that asked for tool calls.
