@@ -400,6 +400,10 @@ func (f *follower) apply(d chats.Delivery) error {
 				return f.save()
 			}
 		}
+	case chats.EvFileSent:
+		return f.sendFile(ev)
+	case chats.EvMessageTranscribed:
+		return f.transcribed(ev)
 	case chats.EvApprovalRequested:
 		if ap := ev.Approval; ap != nil {
 			return f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), "y:", "n:", "Allow", "Deny")

@@ -52,8 +52,16 @@ const maxUncertainSends = 2
 // it is sent again once, and after a second such loss call gives up with
 // errUncertain rather than risk a second duplicate.
 func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbotapi.APIResponse, error) {
-	backoff := 250 * time.Millisecond
 	_, isSend := c.(tgbotapi.MessageConfig)
+	return b.callDo(ctx, o, method(c), isSend, func(api *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) { return api.Request(c) })
+}
+
+// callDo is call for any request: do makes it once on the API it is
+// given (bound to the attempt's context). name is the method, for errors
+// and logs; isSend says a repeat would show a message twice, so a lost
+// answer is retried at most once.
+func (b *Bot) callDo(ctx context.Context, o callOpts, name string, isSend bool, do func(api *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error)) (*tgbotapi.APIResponse, error) {
+	backoff := 250 * time.Millisecond
 	uncertain := 0
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -95,7 +103,7 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 		var wrote atomic.Bool
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		var resp *tgbotapi.APIResponse
-		resp, err = b.withTrace(rctx, &wrote).Request(c)
+		resp, err = do(b.withTrace(rctx, &wrote))
 		cancel()
 		b.global.finish(slot)
 		if o.paced {
@@ -129,26 +137,26 @@ func (b *Bot) call(ctx context.Context, o callOpts, c tgbotapi.Chattable) (*tgbo
 				class = monitor.ClassAuth
 			}
 			done(err, class)
-			return nil, fmt.Errorf("telegram %s: %w", method(c), err)
+			return nil, fmt.Errorf("telegram %s: %w", name, err)
 		default:
 			done(err, monitor.ClassNetwork)
 			wait = backoff
 			if isSend && wrote.Load() {
 				// Written, unanswered: Telegram may have it.
 				if uncertain++; uncertain >= maxUncertainSends {
-					b.log.Warn("telegram: sendMessage answer lost twice; not sent again", "chat", o.chat, "err", err)
-					return nil, fmt.Errorf("telegram %s: %w (last: %w)", method(c), errUncertain, err)
+					b.log.Warn("telegram: "+name+" answer lost twice; not sent again", "chat", o.chat, "err", err)
+					return nil, fmt.Errorf("telegram %s: %w (last: %w)", name, errUncertain, err)
 				}
 			}
 		}
 		if o.once {
-			return nil, fmt.Errorf("telegram %s: %w", method(c), err)
+			return nil, fmt.Errorf("telegram %s: %w", name, err)
 		}
 		if wait == backoff {
 			backoff = min(backoff*2, 30*time.Second)
 		}
 		if attempt == 0 || attempt%10 == 9 {
-			b.log.Warn("telegram request failed; retrying", "method", method(c), "err", err, "retry_in", wait)
+			b.log.Warn("telegram request failed; retrying", "method", name, "err", err, "retry_in", wait)
 		}
 		if err := b.pause(ctx, wait); err != nil {
 			return nil, err
@@ -168,6 +176,8 @@ func method(c tgbotapi.Chattable) string {
 		return "sendChatAction"
 	case tgbotapi.DeleteMessageConfig:
 		return "deleteMessage"
+	case tgbotapi.FileConfig:
+		return "getFile"
 	}
 	return "request"
 }

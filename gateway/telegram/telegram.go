@@ -93,6 +93,9 @@ type Options struct {
 	PollTimeout time.Duration
 	// Now is the clock of pairing expiry (nil: time.Now).
 	Now func() time.Time
+	// AlbumQuiet is how long an album gathers after its last part came
+	// before it is passed on (0: DefaultAlbumQuiet).
+	AlbumQuiet time.Duration
 }
 
 // Bot is the running Telegram channel.
@@ -130,6 +133,14 @@ type Bot struct {
 	closed    bool
 
 	sends *limit.Keyed[int64] // limits.messages_per_minute per Telegram user
+
+	// clk times the gathering of albums (tests put a manual clock here
+	// before Start).
+	clk clock
+	// albumMu orders an album part's record against its album's flush.
+	albumMu  sync.Mutex
+	groupsMu sync.Mutex
+	groups   map[groupKey]*gathering
 }
 
 // New connects to the Bot API (the library calls getMe, so a wrong token or
@@ -173,7 +184,8 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 	b := &Bot{opt: opt, cfg: opt.Config.Telegram, log: opt.Log, svc: opt.Chats, store: opt.Store,
 		secret: opt.WebhookSecret, ctx: bctx, cancel: cancel,
 		global: newLimiter(realClock{}, opt.GlobalRate, time.Second), pacers: map[int64]*pacer{},
-		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command}
+		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command,
+		clk: realClock{}, groups: map[groupKey]*gathering{}}
 	b.sends = sendLimit(opt.Config)
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
@@ -208,6 +220,7 @@ func (b *Bot) Start(ctx context.Context) error {
 	for _, st := range states {
 		b.follow(st.TG, st.Chat, &st)
 	}
+	b.resumeGroups()
 	if b.cfg.Mode == config.ModeWebhook {
 		if err := b.setWebhook(ctx); err != nil {
 			return err
@@ -231,6 +244,7 @@ func (b *Bot) Close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.cancel()
+	b.stopGroups()
 	b.wg.Wait()
 }
 

@@ -227,10 +227,14 @@ func (b *Bot) tellBad(raw []byte) {
 // write with what the handler records.
 func (b *Bot) handle(u tgbotapi.Update) error {
 	var rec func(bk *bolt.Bucket) error
+	var after func()
 	var err error
 	switch {
 	case u.Message != nil:
-		rec, err = b.onMessage(u.Message)
+		rec, after, err = b.onMessage(u.Message)
+		if after != nil {
+			defer after() // also when what follows fails, or panics
+		}
 	case u.EditedMessage != nil:
 		err = b.onEdit(u.EditedMessage)
 	case u.CallbackQuery != nil:
@@ -240,7 +244,7 @@ func (b *Bot) handle(u tgbotapi.Update) error {
 		return err
 	}
 	next := strconv.Itoa(u.UpdateID + 1)
-	return b.write(func(bk *bolt.Bucket) error {
+	err = b.write(func(bk *bolt.Bucket) error {
 		if rec != nil {
 			if err := rec(bk); err != nil {
 				return err
@@ -248,6 +252,7 @@ func (b *Bot) handle(u tgbotapi.Update) error {
 		}
 		return bk.Put([]byte("offset"), []byte(next))
 	})
+	return err
 }
 
 // transient says whether an error is worth handling the update again.
@@ -256,57 +261,137 @@ func transient(err error) bool {
 		errors.Is(err, chats.ErrTooLarge)) // a full queue: say so ("Not sent: ...") rather than handle the update again
 }
 
-func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, error) {
+func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, func(), error) {
 	if m.From == nil || m.From.IsBot || m.Chat == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tg, user := m.Chat.ID, m.From.ID
+	var imageLimit int64 = MaxBotDownload
+	if bl := b.svc.Blobs(); bl != nil {
+		imageLimit = bl.Limits().Image
+	}
+	md := mediaOf(m, imageLimit)
+	group := m.MediaGroupID
+	if !validGroup(group) {
+		group = ""
+	}
 	text := m.Text
+	if text == "" {
+		text = m.Caption
+	}
 	if !m.Chat.IsPrivate() {
 		var addressed bool
 		text, addressed = b.addressed(m)
-		if !addressed || !b.allowed(user) {
-			return nil, nil // groups: only when addressed, only allowed users
+		if !b.allowed(user) {
+			return nil, nil, nil
+		}
+		if !addressed && group != "" && len(md.files) > 0 {
+			// A later part of an album whose first part was addressed.
+			addressed = b.gatheringGroup(tg, group)
+		}
+		if !addressed {
+			return nil, nil, nil // groups: only when addressed, only allowed users
 		}
 	} else if !b.allowed(user) {
-		return nil, b.pair(m)
+		return nil, nil, b.pair(m)
 	}
-	if m.Text == "" {
-		// Media, perhaps with a caption addressed to the bot: only text
-		// reaches the assistant, and the caption alone would mislead it.
-		b.notify(tg, "I can read text messages only, for now.", nil, m.MessageID)
-		return nil, nil
+	if md.standIn != "" {
+		text = md.standIn
+	}
+	if md.unsupported != "" {
+		note := "I cannot read " + md.unsupported + " yet, so it did not reach the assistant (I read text, photos, files, voice and audio messages, video messages and stickers)."
+		if strings.TrimSpace(text) == "" {
+			b.notify(tg, note, nil, m.MessageID)
+			return nil, nil, nil
+		}
+		// Its caption is passed on: nothing else of the message is lost.
+		b.notify(tg, note+" Its caption was passed on.", nil, m.MessageID)
+		return b.passOn(m, text, nil)
+	}
+	if len(md.files) > 0 {
+		return b.onFiles(m, text, md.files, group)
 	}
 	if strings.TrimSpace(text) == "" {
 		if strings.TrimSpace(m.Text) != "" {
 			b.notify(tg, "Write your message along with the mention.", nil, m.MessageID)
-		} else {
-			b.notify(tg, "I can read text messages only, for now.", nil, m.MessageID)
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
-	if strings.HasPrefix(text, "/") {
+	if strings.HasPrefix(text, "/") && md.standIn == "" {
 		if handled, err := b.command(m, text); handled || err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if !b.admitSend(tg, user, m.MessageID) {
-		return nil, nil
+	return b.passOn(m, text, nil)
+}
+
+// onFiles fetches a message's files into the blob store and passes the
+// message on with them; each file that cannot be passed on is told to the
+// person, and the rest (its caption, the other files) still goes. A part
+// of an album is recorded to be passed on with its other parts.
+func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group string) (func(bk *bolt.Bucket) error, func(), error) {
+	tg := m.Chat.ID
+	var sums, problems []string
+	for _, f := range files {
+		a, problem, err := b.fetch(b.ctx, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		if problem != "" {
+			b.log.Info("telegram: a file was not passed on", "tg", tg, "kind", f.what, "reason", problem)
+			problems = append(problems, problem)
+			continue
+		}
+		sums = append(sums, a.SHA256)
+	}
+	if len(problems) > 0 {
+		b.notify(tg, strings.Join(problems, "\n"), nil, m.MessageID)
+	}
+	if strings.TrimSpace(text) == "" {
+		text = ""
+	}
+	if group != "" {
+		part, _ := json.Marshal(groupPart{Msg: m.MessageID, User: m.From.ID, Caption: text, Sums: sums})
+		k := groupKey{tg, group}
+		b.albumMu.Lock()
+		rec := func(bk *bolt.Bucket) error { return bk.Put(groupPartKey(tg, group, m.MessageID), part) }
+		return rec, func() { b.albumMu.Unlock(); b.armGroup(k, b.albumQuiet()) }, nil
+	}
+	if len(sums) == 0 && text == "" {
+		return nil, nil, nil
+	}
+	return b.passOn(m, text, sums)
+}
+
+// passOn sends the person's message to the Telegram chat's current chat
+// and returns the record of it, to commit with the offset.
+func (b *Bot) passOn(m *tgbotapi.Message, text string, sums []string) (func(bk *bolt.Bucket) error, func(), error) {
+	tg := m.Chat.ID
+	if !b.admitSend(tg, m.From.ID, m.MessageID) {
+		return nil, nil, nil
 	}
 	chat, err := b.ensureChat(tg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	msg, err := b.svc.Send(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", tg, m.MessageID), chats.ModeQueue, chats.Origin{})
+	msg, err := b.svc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", tg, m.MessageID), chats.ModeQueue, sums, chats.Origin{})
 	if err != nil {
-		if transient(err) {
-			return nil, err
+		if transient(err) && !errors.Is(err, chats.ErrUnknownAttachment) {
+			return nil, nil, err
 		}
 		b.notify(tg, "Not sent: "+err.Error(), nil, m.MessageID)
-		return nil, nil
+		return nil, nil, nil
 	}
-	v, _ := json.Marshal(sentRecord{Chat: chat, Msg: msg.ID, Text: text})
-	return func(bk *bolt.Bucket) error { return bk.Put(tgKey("m", tg, m.MessageID), v) }, nil
+	v, _ := json.Marshal(sentRecord{Chat: chat, Msg: msg.ID, Text: text, Atts: sums})
+	return func(bk *bolt.Bucket) error {
+		if len(sums) > 0 {
+			// For replies about the message's files (a transcript).
+			if err := bk.Put(tgKey("mm", chat, msg.ID), []byte(fmt.Sprintf("%d:%d", tg, m.MessageID))); err != nil {
+				return err
+			}
+		}
+		return bk.Put(tgKey("m", tg, m.MessageID), v)
+	}, nil, nil
 }
 
 // sentRecord maps a Telegram message to the Mirror message it shows: a
@@ -317,6 +402,9 @@ type sentRecord struct {
 	Msg   string `json:"msg"`
 	Text  string `json:"text,omitempty"`
 	Reply bool   `json:"reply,omitempty"`
+	// Atts are the sha256s of the message's attachments (for Redirect and
+	// for an edit that empties the caption).
+	Atts []string `json:"atts,omitempty"`
 }
 
 // addressed reports whether a group message is for the bot, and its text
@@ -461,13 +549,30 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 		return nil
 	})
 	text := m.Text
+	caption := text == ""
+	if caption {
+		text = m.Caption // a file's caption is its message's text
+	}
 	if !m.Chat.IsPrivate() {
 		text, _ = b.addressed(m) // the mention was not passed on either
 	}
-	if !found || rec.Reply || m.Text == "" || strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" {
+		text = ""
+	}
+	if !found && caption && m.MediaGroupID != "" {
+		// A part of an album still gathering: its record takes the caption.
+		if ok, err := b.editGathered(tg, m.MediaGroupID, m.MessageID, text); ok || err != nil {
+			return err
+		}
+	}
+	if !found || rec.Reply || text == "" && (!caption || len(rec.Atts) == 0) {
 		return nil
 	}
-	_, err := b.svc.Edit(b.ctx, rec.Chat, rec.Msg, text, chats.Origin{})
+	var keep []string
+	if text == "" {
+		keep = rec.Atts // the caption was removed: the files stay
+	}
+	_, err := b.svc.EditAttached(b.ctx, rec.Chat, rec.Msg, &text, keep, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
 		b.notify(tg, "Already in use: the assistant picked this message up before the edit, so the edit was not applied.", nil, m.MessageID)
@@ -575,8 +680,9 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 // pending message: the text to send again and the Telegram message that
 // maps to it.
 type redirectIntent struct {
-	Text string `json:"text"`
-	Key  string `json:"key"`
+	Text string   `json:"text"`
+	Key  string   `json:"key"`
+	Atts []string `json:"atts,omitempty"`
 }
 
 // redirect turns pending message msg of chat into a redirect: chats has no
@@ -601,10 +707,10 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, err
 	})
 	if !begun {
 		rec, key := b.findSent(tg, chat, msg)
-		if rec.Text == "" {
+		if rec.Text == "" && len(rec.Atts) == 0 {
 			return "I do not know that message's text here, so I cannot redirect it; it stays queued.", nil
 		}
-		in = redirectIntent{Text: rec.Text, Key: string(key)}
+		in = redirectIntent{Text: rec.Text, Key: string(key), Atts: rec.Atts}
 		v, _ := json.Marshal(in)
 		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(ikey, v) }); err != nil {
 			return "Could not redirect: " + err.Error(), nil
@@ -622,7 +728,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, err
 	case err != nil:
 		return "Could not redirect: " + err.Error(), nil
 	}
-	m, err := b.svc.Send(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, chats.Origin{})
+	m, err := b.svc.SendAttached(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, in.Atts, chats.Origin{})
 	if err != nil {
 		// The message is deleted but not yet sent again: handle the press
 		// again (its intent is kept and its client id is the same, so a
@@ -638,7 +744,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, err
 	}
 	if in.Key != "" {
 		// Edits of the person's Telegram message now change the redirect.
-		v, _ := json.Marshal(sentRecord{Chat: chat, Msg: m.ID, Text: in.Text})
+		v, _ := json.Marshal(sentRecord{Chat: chat, Msg: m.ID, Text: in.Text, Atts: in.Atts})
 		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put([]byte(in.Key), v) }); err != nil {
 			b.log.Warn("telegram: redirect mapping not stored", "err", err)
 		}
