@@ -31,6 +31,14 @@ type tgFake struct {
 	msgs    []*tgMsg
 	hold    bool
 	held    int
+	// offsets are the offsets getUpdates was asked for; files what getFile
+	// and the download path serve, by file_id; holdFile, when set, is a
+	// file whose download stops after half its bytes until the hold is
+	// lifted or the process that asked dies (fileHeld counts them).
+	offsets  []int
+	files    map[string][]byte
+	holdFile string
+	fileHeld int
 }
 
 type tgMsg struct {
@@ -112,12 +120,32 @@ func (f *tgFake) answer(w http.ResponseWriter, result string) {
 }
 
 func (f *tgFake) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/file/bot") {
+		f.serveFile(w, r)
+		return
+	}
 	_ = r.ParseForm()
 	switch path.Base(r.URL.Path) {
+	case "getFile":
+		id := r.Form.Get("file_id")
+		f.mu.Lock()
+		data, ok := f.files[id]
+		f.mu.Unlock()
+		if !ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			fmt.Fprint(w, `{"ok":false,"error_code":400,"description":"Bad Request: invalid file_id"}`)
+			return
+		}
+		f.answer(w, fmt.Sprintf(`{"file_id":%q,"file_unique_id":"u%s","file_size":%d,"file_path":"photos/%s.jpg"}`, id, id, len(data), id))
 	case "getMe":
 		f.answer(w, `{"id":42,"is_bot":true,"first_name":"Fake","username":"fake_bot"}`)
 	case "getUpdates":
 		offset, _ := strconv.Atoi(r.Form.Get("offset"))
+		f.mu.Lock()
+		f.offsets = append(f.offsets, offset)
+		f.notifyLocked()
+		f.mu.Unlock()
 		for {
 			f.mu.Lock()
 			var out []string

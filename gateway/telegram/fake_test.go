@@ -1,9 +1,12 @@
 package telegram
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"html"
+	"image"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -59,6 +62,132 @@ type fakeAPI struct {
 	// lose, when it says so, has a request done but its answer lost: the
 	// connection closes instead (Telegram got it, the network broke).
 	lose func(method string, chat int64) bool
+	// files are what getFile and the download path serve, by file_id;
+	// sent are the files the bot sent (sendPhoto, sendDocument).
+	files     map[string]*fakeFile
+	sent      []*fakeSent
+	downloads map[string]int
+}
+
+// fakeFile is a file Telegram holds: its bytes, or (for a file too big to
+// build) only its size. failDownload answers its download with that status.
+type fakeFile struct {
+	data         []byte
+	size         int64
+	failDownload int
+}
+
+// fakeSent is a file the bot sent, as the server parsed it.
+type fakeSent struct {
+	Method  string
+	Chat    int64
+	ID      int
+	Caption string
+	Name    string
+	Type    string // the part's Content-Type
+	Data    []byte
+}
+
+// addFile makes a file Telegram holds and returns its file_id.
+func (f *fakeAPI) addFile(data []byte, size int64) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files == nil {
+		f.files = map[string]*fakeFile{}
+	}
+	id := fmt.Sprintf("BQAC%d", len(f.files)+1)
+	if size == 0 {
+		size = int64(len(data))
+	}
+	f.files[id] = &fakeFile{data: data, size: size}
+	return id
+}
+
+// sentFiles returns the files the bot sent so far.
+func (f *fakeAPI) sentFiles() []*fakeSent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*fakeSent(nil), f.sent...)
+}
+
+// serveFile serves /file/bot<token>/<file_path>, as the Bot API does for
+// a path getFile gave.
+func (f *fakeAPI) serveFile(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, "/file/bot")
+	token, fp, _ := strings.Cut(rest, "/")
+	f.mu.Lock()
+	dead := f.dead[token]
+	id := strings.TrimPrefix(fp, "documents/")
+	file := f.files[id]
+	if f.downloads == nil {
+		f.downloads = map[string]int{}
+	}
+	f.downloads[id]++
+	f.notifyLocked()
+	f.mu.Unlock()
+	switch {
+	case dead:
+		drop(w)
+	case token != botToken && !strings.HasPrefix(token, "123456:"), file == nil:
+		http.NotFound(w, r)
+	case file.failDownload != 0:
+		w.WriteHeader(file.failDownload)
+	default:
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(len(file.data)))
+		w.Write(file.data)
+	}
+}
+
+// serveUpload parses a sendPhoto or sendDocument as the server does
+// (multipart/form-data with the file under "photo" or "document"), checks
+// the Bot API's limits and records what a person would see.
+func (f *fakeAPI) serveUpload(w http.ResponseWriter, r *http.Request, m string, chat int64) {
+	field, limit := "document", int64(50<<20)
+	if m == "sendPhoto" {
+		field, limit = "photo", 10<<20
+	}
+	file, hdr, err := r.FormFile(field)
+	if err != nil {
+		f.fail(w, 400, "Bad Request: there is no "+field+" in the request", "")
+		return
+	}
+	defer file.Close()
+	data := make([]byte, hdr.Size)
+	if _, err := io.ReadFull(file, data); err != nil {
+		f.fail(w, 400, "Bad Request: can't read the file", "")
+		return
+	}
+	if int64(len(data)) > limit {
+		f.fail(w, 400, "Bad Request: file is too big", "")
+		return
+	}
+	if m == "sendPhoto" {
+		cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+		if err != nil {
+			f.fail(w, 400, "Bad Request: IMAGE_PROCESS_FAILED", "")
+			return
+		}
+		if cfg.Width+cfg.Height > 10000 || cfg.Width > 20*cfg.Height || cfg.Height > 20*cfg.Width {
+			f.fail(w, 400, "Bad Request: PHOTO_INVALID_DIMENSIONS", "")
+			return
+		}
+	}
+	caption := r.FormValue("caption")
+	if utf16Len(caption) > 1024 {
+		f.fail(w, 400, "Bad Request: message caption is too long", "")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.limitLocked(w, chat) {
+		return
+	}
+	f.nextID++
+	f.sent = append(f.sent, &fakeSent{Method: m, Chat: chat, ID: f.nextID, Caption: caption, Name: hdr.Filename, Type: hdr.Header.Get("Content-Type"), Data: data})
+	f.msgs[chat] = append(f.msgs[chat], &fakeMsg{ID: f.nextID, Text: caption, At: time.Now()})
+	f.notifyLocked()
+	f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"caption":%q}`, f.nextID, chat, caption))
 }
 
 // kill makes the bot of token dead to the fake, from now on.
@@ -375,6 +504,16 @@ func (f *fakeAPI) limitLocked(w http.ResponseWriter, chat int64) bool {
 }
 
 func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/file/bot") {
+		f.serveFile(w, r)
+		return
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if err := r.ParseMultipartForm(64 << 20); err != nil {
+			f.fail(w, 400, "Bad Request: can't parse multipart request", "")
+			return
+		}
+	}
 	if err := r.ParseForm(); err != nil {
 		f.fail(w, 400, "Bad Request: can't parse request", "")
 		return
@@ -546,6 +685,21 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		f.fail(w, 400, "Bad Request: message to delete not found", "")
+	case "getFile":
+		id := r.Form.Get("file_id")
+		f.mu.Lock()
+		file := f.files[id]
+		f.mu.Unlock()
+		switch {
+		case file == nil:
+			f.fail(w, 400, "Bad Request: invalid file_id", "")
+		case file.size > 20<<20:
+			f.fail(w, 400, "Bad Request: file is too big", "")
+		default:
+			f.reply(w, fmt.Sprintf(`{"file_id":%q,"file_unique_id":"u%s","file_size":%d,"file_path":"documents/%s"}`, id, id, file.size, id))
+		}
+	case "sendPhoto", "sendDocument":
+		f.serveUpload(w, r, m, chat)
 	case "answerCallbackQuery":
 		f.mu.Lock()
 		f.answers = append(f.answers, r.Form.Get("text"))

@@ -48,8 +48,10 @@ type stack struct {
 	mon   *monitor.Monitor
 	so    stackOpts
 	path  string
-	now   time.Time
-	nowMu sync.Mutex
+	// blobDir holds the attachments (data_dir/blobs).
+	blobDir string
+	now     time.Time
+	nowMu   sync.Mutex
 }
 
 // stackOpts say how a test stack is built; the zero value of a field is the
@@ -139,7 +141,16 @@ func (st *stack) open(t testing.TB) {
 		}
 	}
 	st.db, st.store = db, store
-	st.svc = chats.New(chats.Options{Store: store, Turner: eng})
+	if st.blobDir == "" {
+		// Kept across a crash's copy of the database, as the data dir is.
+		st.blobDir = filepath.Dir(st.path)
+	}
+	at := st.cfg.Attachments
+	blobs, err := chats.OpenBlobs(st.blobDir, chats.BlobLimits{Image: at.MaxImageBytes, Document: at.MaxDocumentBytes, Audio: at.MaxAudioBytes}, at.UnreferencedTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.svc = chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs})
 }
 
 func (st *stack) closeService() {

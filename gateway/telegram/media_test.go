@@ -1,0 +1,511 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats"
+	bolt "go.etcd.io/bbolt"
+)
+
+// pngOf is a w×h PNG whose pixels depend on seed, so each seed is a
+// different file.
+func pngOf(w, h int, seed byte) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = seed + byte(i%7)
+	}
+	img.Set(0, 0, color.RGBA{seed, 1, 2, 255})
+	var buf bytes.Buffer
+	_ = png.Encode(&buf, img)
+	return buf.Bytes()
+}
+
+// jpegOf is a w×h JPEG, as Telegram stores every photo.
+func jpegOf(w, h int, seed byte) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = seed + byte(i%13)
+	}
+	var buf bytes.Buffer
+	_ = jpeg.Encode(&buf, img, nil)
+	return buf.Bytes()
+}
+
+// pdfBytes is a small PDF (the sniffer knows it by its header).
+func pdfBytes(text string) []byte {
+	return []byte("%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n% " + text + "\n%%EOF\n")
+}
+
+// oggBytes is the start of an Ogg Opus stream, as a voice note begins.
+func oggBytes(n int) []byte {
+	b := append([]byte("OggS\x00\x02"), bytes.Repeat([]byte{7}, 20)...)
+	b = append(b, []byte("OpusHead")...)
+	return append(b, bytes.Repeat([]byte{9}, n)...)
+}
+
+// mp4Bytes is the start of an MP4 file (an ftyp box), as a video note is.
+func mp4Bytes(n int) []byte {
+	b := []byte("\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom")
+	return append(b, bytes.Repeat([]byte{3}, n)...)
+}
+
+// pushMedia pushes a private message of user to chat whose other fields
+// are fields (JSON members, such as "photo":[...]); it returns its id.
+func (f *fakeAPI) pushMedia(chat, user int64, fields string) int {
+	id := nextMsgID()
+	f.push("message", fmt.Sprintf(`{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"U"},"chat":{"id":%d,"type":"private"},"date":1767225600,%s}`,
+		id, user, chat, fields))
+	return id
+}
+
+// photoSizes stores a photo at two sizes (a 90×60 thumbnail and the
+// w×h original) and returns its PhotoSize list as Telegram sends it.
+func (f *fakeAPI) photoSizes(w, h int, seed byte) string {
+	small, big := jpegOf(90, 60, seed), jpegOf(w, h, seed)
+	return fmt.Sprintf(`[{"file_id":%q,"file_unique_id":"s%d","width":90,"height":60,"file_size":%d},{"file_id":%q,"file_unique_id":"b%d","width":%d,"height":%d,"file_size":%d}]`,
+		f.addFile(small, 0), seed, len(small), f.addFile(big, 0), seed, w, h, len(big))
+}
+
+// passedMessage returns the Mirror message Telegram message id of tg was
+// passed on as (pending or done), if it was.
+func (st *stack) passedMessage(t *testing.T, tg int64, id int) (chats.Message, bool) {
+	t.Helper()
+	rec, ok := st.bot.mapped(tg, id)
+	if !ok {
+		return chats.Message{}, false
+	}
+	sn := st.snapshot(t, rec.Chat)
+	for _, m := range append(sn.Messages, sn.Pending...) {
+		if m.ID == rec.Msg {
+			return m, true
+		}
+	}
+	return chats.Message{}, false
+}
+
+// waitPassed waits until Telegram message id of tg was passed on.
+func (st *stack) waitPassed(t *testing.T, tg int64, id int) chats.Message {
+	t.Helper()
+	var m chats.Message
+	st.fake.waitFor(fmt.Sprintf("message %d passed on", id), func() bool {
+		st.fake.mu.Unlock()
+		defer st.fake.mu.Lock()
+		var ok bool
+		m, ok = st.passedMessage(t, tg, id)
+		return ok
+	})
+	return m
+}
+
+// TestAlbumReachesChatAsOneMessage: the three photos of an album, sent as
+// three updates with the caption on the first, reach the chat as one
+// message with three images (each the largest size) and the caption, once
+// no part came for the quiet interval on the bot's clock; and the parts
+// gathered survive a kill -9 in the middle of the album (their updates
+// were confirmed to Telegram, so they come from the database).
+func TestAlbumReachesChatAsOneMessage(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
+			var clk *manualClock
+			st := newStackWith(t, stackOpts{delay: time.Millisecond, prep: func(b *Bot) {
+				clk = newManualClock()
+				b.clk = clk
+			}})
+			const caption = "Which of these is sharpest?"
+			part := func(i int, capt string) (int, int) {
+				fields := fmt.Sprintf(`"media_group_id":"13579","photo":%s`, st.fake.photoSizes(320+i, 240, byte(10*i+1)))
+				if capt != "" {
+					fields += fmt.Sprintf(`,"caption":%q`, capt)
+				}
+				id := st.fake.pushMedia(111, 111, fields)
+				st.fake.mu.Lock()
+				upd := st.fake.nextUpdate
+				st.fake.mu.Unlock()
+				return id, upd
+			}
+			first, _ := part(0, caption)
+			_, u2 := part(1, "")
+			st.fake.polledPast(t, u2)
+			if n := passedOn(st.db); n != 0 {
+				t.Fatalf("%d messages passed on while the album gathers", n)
+			}
+			if crash {
+				st.crash(t, botToken, restartToken)
+			}
+			_, u3 := part(2, "")
+			st.fake.polledPast(t, u3)
+			if n := passedOn(st.db); n != 0 {
+				t.Fatalf("%d messages passed on before the quiet interval ended", n)
+			}
+			clk.step(clk.Now().Add(DefaultAlbumQuiet))
+			m := st.waitPassed(t, 111, first)
+			if m.Text != caption || len(m.Attachments) != 3 {
+				t.Fatalf("the album reached the chat as %q with %d attachments, want the caption and 3", m.Text, len(m.Attachments))
+			}
+			for i, a := range m.Attachments {
+				if a.Type != "image/jpeg" || a.Width != 320+i || a.Height != 240 {
+					t.Errorf("attachment %d is %s %dx%d, want the 320+%d×240 original", i, a.Type, a.Width, a.Height, i)
+				}
+			}
+			if n := passedOn(st.db); n != 3 {
+				t.Errorf("%d Telegram messages map to the album, want its 3 parts", n)
+			}
+			if st.bot.gatheringGroup(111, "13579") {
+				t.Error("the album's parts are still stored after it was passed on")
+			}
+			st.waitReply(t, 111, "You said")
+		})
+	}
+}
+
+// TestMediaKinds passes each kind of Telegram message on (or refuses it)
+// and checks what reaches the chat and what the person is told.
+func TestMediaKinds(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	f := st.fake
+	tooBig := f.addFile(nil, 25<<20)
+	notFound := f.addFile([]byte("gone"), 0)
+	f.mu.Lock()
+	f.files[notFound].failDownload = 404
+	f.mu.Unlock()
+	cases := []struct {
+		name   string
+		fields string
+		text   string // the passed-on message's text; "-" for nothing passed on
+		types  []string
+		note   string // what the person is told; "" for nothing
+	}{
+		{"pdf document", fmt.Sprintf(`"document":{"file_id":%q,"file_unique_id":"d1","file_name":"report.pdf","mime_type":"application/pdf","file_size":%d},"caption":"summarise this"`,
+			f.addFile(pdfBytes("a"), 0), len(pdfBytes("a"))), "summarise this", []string{"application/pdf"}, ""},
+		{"image sent as a document", fmt.Sprintf(`"document":{"file_id":%q,"file_unique_id":"d2","file_name":"shot.png","mime_type":"image/png"}`,
+			f.addFile(pngOf(40, 30, 3), 0)), "", []string{"image/png"}, ""},
+		{"document without a type", fmt.Sprintf(`"document":{"file_id":%q,"file_unique_id":"d3","file_name":"notes.pdf"}`,
+			f.addFile(pdfBytes("b"), 0)), "", []string{"application/pdf"}, ""},
+		{"voice note", fmt.Sprintf(`"voice":{"file_id":%q,"file_unique_id":"v1","duration":2,"mime_type":"audio/ogg","file_size":%d}`,
+			f.addFile(oggBytes(300), 0), len(oggBytes(300))), "", []string{"audio/ogg"}, ""},
+		{"audio file", fmt.Sprintf(`"audio":{"file_id":%q,"file_unique_id":"a1","duration":2,"file_name":"song.mp3","mime_type":"audio/mpeg"},"caption":"what song?"`,
+			f.addFile(append([]byte("ID3\x04\x00\x00\x00\x00\x00\x00"), bytes.Repeat([]byte{1}, 200)...), 0)), "what song?", []string{"audio/mpeg"}, ""},
+		{"video note as its audio", fmt.Sprintf(`"video_note":{"file_id":%q,"file_unique_id":"n1","length":240,"duration":3}`,
+			f.addFile(mp4Bytes(400), 0)), "", []string{"audio/mp4"}, ""},
+		{"sticker", `"sticker":{"file_id":"CAAC","file_unique_id":"AgAD","type":"regular","width":512,"height":512,"is_animated":false,"is_video":false,"emoji":"😀"}`,
+			"😀 sticker", nil, ""},
+		{"over 20 MB by its size", `"document":{"file_id":"huge","file_unique_id":"h1","file_name":"movie.pdf","mime_type":"application/pdf","file_size":26214400},"caption":"see attached"`,
+			"see attached", nil, "Telegram does not let bots download files over 20 MB"},
+		{"over 20 MB by getFile", fmt.Sprintf(`"document":{"file_id":%q,"file_unique_id":"h2","file_name":"big.pdf","mime_type":"application/pdf"}`, tooBig),
+			"-", nil, "Telegram does not let bots download files over 20 MB"},
+		{"failed download", fmt.Sprintf(`"voice":{"file_id":%q,"file_unique_id":"v2","duration":1},"caption":"listen"`, notFound),
+			"listen", nil, "could not be downloaded from Telegram"},
+		{"corrupt image", fmt.Sprintf(`"document":{"file_id":%q,"file_unique_id":"c1","file_name":"x.png","mime_type":"image/png"}`,
+			f.addFile([]byte("\x89PNG\r\n\x1a\nnot really a png"), 0)), "-", nil, "cannot be read"},
+		{"image declared, content not", fmt.Sprintf(`"document":{"file_id":%q,"file_unique_id":"c2","file_name":"x.png","mime_type":"image/png"}`,
+			f.addFile([]byte("plain words, not an image"), 0)), "-", nil, "did not reach the assistant"},
+		{"video with a caption", `"video":{"file_id":"vid","file_unique_id":"v","width":1,"height":1,"duration":1},"caption":"look"`,
+			"look", nil, "I cannot read a video yet"},
+		{"location", `"location":{"latitude":1.5,"longitude":2.5}`, "-", nil, "I cannot read a location yet"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := int64(5000 + i)
+			id := f.pushMedia(tg, 111, tc.fields)
+			f.mu.Lock()
+			upd := f.nextUpdate
+			f.mu.Unlock()
+			f.polledPast(t, upd)
+			if tc.note != "" {
+				f.waitFor("the note: "+tc.note, func() bool { return f.hasTextLocked(tg, tc.note) })
+			}
+			m, ok := st.passedMessage(t, tg, id)
+			if tc.text == "-" {
+				if ok {
+					t.Fatalf("passed on as %q with %d attachments, want nothing", m.Text, len(m.Attachments))
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("not passed on; the chat shows %q", f.texts(tg))
+			}
+			if m.Text != tc.text || len(m.Attachments) != len(tc.types) {
+				t.Fatalf("passed on as %q with %d attachments, want %q with %d", m.Text, len(m.Attachments), tc.text, len(tc.types))
+			}
+			for j, a := range m.Attachments {
+				if a.Type != tc.types[j] {
+					t.Errorf("attachment %d is %s, want %s", j, a.Type, tc.types[j])
+				}
+				if tc.types[j] == "audio/ogg" && chats.KindOf(a.Type) != chats.KindAudio {
+					t.Errorf("a voice note is of kind %s", chats.KindOf(a.Type))
+				}
+			}
+			if tc.note == "" {
+				for _, s := range f.texts(tg) {
+					if strings.Contains(s, "did not reach") || strings.Contains(s, "cannot read") {
+						t.Errorf("the person was told %q", s)
+					}
+				}
+			}
+		})
+	}
+	if n := f.count("getFile"); n == 0 {
+		t.Fatal("no getFile was made")
+	}
+	f.mu.Lock()
+	huge := f.downloads["huge"]
+	f.mu.Unlock()
+	if huge != 0 {
+		t.Error("a file over 20 MB was downloaded")
+	}
+	// No half-written file is left by the refusals.
+	if left := tempFiles(t, st); len(left) > 0 {
+		t.Errorf("temp files left in the blob store: %v", left)
+	}
+}
+
+// tempFiles lists the blob store's temp files.
+func tempFiles(t testing.TB, st *stack) []string {
+	t.Helper()
+	var out []string
+	entries, _ := os.ReadDir(filepath.Join(st.blobDir, "blobs"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestEditedCaptionEditsPendingMessage: a photo sent while a reply runs
+// waits in the queue; editing its caption edits the queued message (its
+// photo stays), as a text edit does; and editing the caption of an album
+// part still gathering changes the album's text.
+func TestEditedCaptionEditsPendingMessage(t *testing.T) {
+	var clk *manualClock
+	st := newStackWith(t, stackOpts{delay: 100 * time.Millisecond, prep: func(b *Bot) { clk = newManualClock(); b.clk = clk }})
+	f := st.fake
+	f.pushText(111, 111, "long please")
+	f.waitFor("the reply streaming", func() bool { return f.hasTextLocked(111, "Here is a longer answer") })
+	photo := f.photoSizes(64, 48, 7)
+	id := f.pushMedia(111, 111, `"photo":`+photo+`,"caption":"old caption"`)
+	m := st.waitPassed(t, 111, id)
+	if m.State != chats.MsgPending {
+		t.Skipf("the photo was picked up at once (state %s); the reply ended too soon on this machine", m.State)
+	}
+	f.push("edited_message", fmt.Sprintf(`{"message_id":%d,"from":{"id":111,"is_bot":false,"first_name":"U"},"chat":{"id":111,"type":"private"},"date":1767225600,"edit_date":1767225700,"photo":%s,"caption":"new caption"}`, id, photo))
+	f.waitFor("the edit acknowledged", func() bool {
+		return f.hasTextLocked(111, "Updated the queued message") || f.hasTextLocked(111, "Already in use")
+	})
+	if f.texts(111); !f.hasText(111, "Updated the queued message") {
+		t.Skip("the assistant picked the photo up before the edit (a slow machine)")
+	}
+	m, _ = st.passedMessage(t, 111, id)
+	if m.Text != "new caption" || len(m.Attachments) != 1 {
+		t.Fatalf("the queued message is %q with %d attachments, want the new caption and its photo", m.Text, len(m.Attachments))
+	}
+
+	// An album part's caption edited while the album gathers.
+	a1 := f.pushMedia(111, 111, `"media_group_id":"777","photo":`+f.photoSizes(50, 40, 21)+`,"caption":"first thought"`)
+	f.pushMedia(111, 111, `"media_group_id":"777","photo":`+f.photoSizes(51, 40, 22))
+	f.push("edited_message", fmt.Sprintf(`{"message_id":%d,"media_group_id":"777","from":{"id":111,"is_bot":false,"first_name":"U"},"chat":{"id":111,"type":"private"},"date":1767225600,"edit_date":1767225700,"photo":[],"caption":"second thought"}`, a1))
+	f.mu.Lock()
+	upd := f.nextUpdate
+	f.mu.Unlock()
+	f.polledPast(t, upd)
+	clk.step(clk.Now().Add(DefaultAlbumQuiet))
+	m = st.waitPassed(t, 111, a1)
+	if m.Text != "second thought" || len(m.Attachments) != 2 {
+		t.Fatalf("the album is %q with %d attachments, want the edited caption and 2", m.Text, len(m.Attachments))
+	}
+}
+
+func (f *fakeAPI) hasText(chat int64, sub string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hasTextLocked(chat, sub)
+}
+
+// follower returns the bot's follower of (tg, chat), waiting for it.
+func (st *stack) follower(t testing.TB, tg int64, chat string) *follower {
+	t.Helper()
+	var f *follower
+	st.fake.waitFor("the follower", func() bool {
+		st.bot.mu.Lock()
+		f = st.bot.followers[followKey{tg, chat}]
+		st.bot.mu.Unlock()
+		return f != nil
+	})
+	return f
+}
+
+// savedSeq is the last seq the follower of (tg, chat) committed.
+func (st *stack) savedSeq(tg int64, chat string) uint64 {
+	fs, _ := st.bot.loadFollow(tg, chat)
+	return fs.LastSeq
+}
+
+// TestVoiceNoteTranscriptIsAReply: a voice note reaches the chat as an
+// audio attachment, and when its transcript comes (message.transcribed)
+// the bot replies to the voice message with it; a failed transcription is
+// said as plainly.
+func TestVoiceNoteTranscriptIsAReply(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	f := st.fake
+	voice := oggBytes(500)
+	id := f.pushMedia(111, 111, fmt.Sprintf(`"voice":{"file_id":%q,"file_unique_id":"v1","duration":3,"mime_type":"audio/ogg","file_size":%d}`, f.addFile(voice, 0), len(voice)))
+	m := st.waitPassed(t, 111, id)
+	if len(m.Attachments) != 1 || chats.KindOf(m.Attachments[0].Type) != chats.KindAudio {
+		t.Fatalf("the voice note reached the chat as %+v, want one audio attachment", m.Attachments)
+	}
+	chat := st.bot.currentChat(111)
+	st.waitReply(t, 111, "You said")
+	fl := st.follower(t, 111, chat)
+	seq := st.snapshot(t, chat).Seq
+	heard := m
+	heard.Attachments = []chats.Attachment{m.Attachments[0]}
+	heard.Attachments[0].Transcript = "Buy milk & <eggs> on the way home"
+	fl.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageTranscribed, Seq: seq + 1, Message: &heard}})
+	f.waitFor("the transcript as a reply", func() bool {
+		for _, x := range f.msgs[111] {
+			if x.ReplyTo == id && strings.Contains(x.Text, "Buy milk & <eggs> on the way home") {
+				return strings.Contains(x.Raw, "<i>")
+			}
+		}
+		return false
+	})
+	failed := m
+	fl.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageTranscribed, Seq: seq + 2, Message: &failed, Error: "the transcription server answered 503"}})
+	f.waitFor("the failure as a reply", func() bool {
+		for _, x := range f.msgs[111] {
+			if x.ReplyTo == id && strings.Contains(x.Text, "could not transcribe") && strings.Contains(x.Text, "503") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestFileSentArrivesOnce: a file.sent event is rendered as sendPhoto (an
+// image within the photo limits) or sendDocument (a PDF; an image past
+// the limits), with its caption, streamed from the blob store; each
+// arrives once, and again not after a restart that replays the events
+// after the follower's last saved one.
+func TestFileSentArrivesOnce(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	f := st.fake
+	f.pushText(111, 111, "hello")
+	chat := st.waitReply(t, 111, "You said")
+	ctx := context.Background()
+	photo, err := st.svc.Upload(ctx, bytes.NewReader(pngOf(120, 80, 5)), "image/png", "chart.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdf, err := st.svc.Upload(ctx, bytes.NewReader(pdfBytes("report")), "application/pdf", "report.pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide, err := st.svc.Upload(ctx, bytes.NewReader(pngOf(4200, 2, 9)), "image/png", "") // ratio past 20: a document
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a long caption ", 80) // past 1024: sent after the file
+	seq := st.snapshot(t, chat).Seq
+	evs := []*chats.Event{
+		{Type: chats.EvFileSent, Seq: seq + 1, Turn: "t1", Message: &chats.Message{ID: "m_f1", Role: "assistant", Text: "Here is the chart", Attachments: []chats.Attachment{photo}}},
+		{Type: chats.EvFileSent, Seq: seq + 2, Turn: "t1", Message: &chats.Message{ID: "m_f2", Role: "assistant", Attachments: []chats.Attachment{pdf}}},
+		{Type: chats.EvFileSent, Seq: seq + 3, Turn: "t1", Message: &chats.Message{ID: "m_f3", Role: "assistant", Text: long, Attachments: []chats.Attachment{wide}}},
+	}
+	fl := st.follower(t, 111, chat)
+	for _, ev := range evs {
+		fl.Deliver(chats.Delivery{Event: ev})
+	}
+	f.waitFor("three files sent, the follower saved past them", func() bool {
+		f.mu.Unlock()
+		defer f.mu.Lock()
+		return len(st.fake.sentFiles()) >= 3 && st.savedSeq(111, chat) == seq+3
+	})
+	f.waitFor("the long caption", func() bool { return f.hasTextLocked(111, "a long caption a long caption") })
+	check := func(when string) {
+		t.Helper()
+		sent := f.sentFiles()
+		if len(sent) != 3 {
+			t.Fatalf("%s: %d files sent, want 3", when, len(sent))
+		}
+		want := []struct {
+			method, caption string
+			data            []byte
+			name            string
+		}{
+			{"sendPhoto", "Here is the chart", pngOf(120, 80, 5), "chart.png"},
+			{"sendDocument", "", pdfBytes("report"), "report.pdf"},
+			{"sendDocument", "", pngOf(4200, 2, 9), wide.SHA256[:12] + ".png"},
+		}
+		for i, w := range want {
+			s := sent[i]
+			if s.Method != w.method || s.Caption != w.caption || !bytes.Equal(s.Data, w.data) || s.Name != w.name || s.Chat != 111 {
+				t.Errorf("%s: file %d went as %s %q %q (%d bytes) to %d, want %s %q %q", when, i, s.Method, s.Name, s.Caption, len(s.Data), s.Chat, w.method, w.name, w.caption)
+			}
+		}
+	}
+	check("sent")
+	// The files map to the assistant's messages, so /pin as a reply works.
+	if rec, ok := st.bot.mapped(111, f.sentFiles()[0].ID); !ok || rec.Msg != "m_f1" || !rec.Reply {
+		t.Errorf("the photo maps to %+v, want the assistant's message m_f1", rec)
+	}
+	st.restart(t)
+	fl = st.follower(t, 111, chat)
+	for _, ev := range evs { // a resume replaying what was handled
+		fl.Deliver(chats.Delivery{Event: ev})
+	}
+	f.pushText(111, 111, "and now?")
+	st.waitReply(t, 111, "You said: «and now?»")
+	check("after the restart")
+}
+
+// TestFileSentWithinFloodLimits: many files for one chat go no faster
+// than the chat's pacing (the fake answers 429 to sends closer than its
+// interval).
+func TestFileSentWithinFloodLimits(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	f := st.fake
+	f.pushText(111, 111, "hello")
+	chat := st.waitReply(t, 111, "You said")
+	fl := st.follower(t, 111, chat)
+	seq := st.snapshot(t, chat).Seq
+	const n = 6
+	for i := 0; i < n; i++ {
+		a, err := st.svc.Upload(context.Background(), bytes.NewReader(pngOf(30, 20, byte(40+i))), "image/png", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvFileSent, Seq: seq + uint64(i) + 1,
+			Message: &chats.Message{ID: fmt.Sprintf("m_%d", i), Role: "assistant", Attachments: []chats.Attachment{a}}}})
+	}
+	f.waitFor("all files", func() bool { return len(f.sent) == n })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n429 != 0 {
+		t.Errorf("%d sends were refused with 429", f.n429)
+	}
+}
+
+// groupRecords counts the stored album parts.
+func groupRecords(db *bolt.DB) int {
+	n := 0
+	_ = db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, _ := c.Seek([]byte("g/")); k != nil && bytes.HasPrefix(k, []byte("g/")); k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
