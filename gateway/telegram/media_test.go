@@ -508,4 +508,3 @@ func groupRecords(db *bolt.DB) int {
 	})
 	return n
 }
-
