@@ -115,6 +115,10 @@ func (b *Bot) flushGroupTimer(k groupKey) {
 	b.wg.Add(1)
 	b.mu.Unlock()
 	defer b.wg.Done()
+	// One at a time with update handling: the album's send finds or makes
+	// the Telegram chat's current chat like a message's does.
+	b.handleMu.Lock()
+	defer b.handleMu.Unlock()
 	b.flushGroup(k)
 }
 
@@ -151,10 +155,9 @@ func (b *Bot) albumQuiet() time.Duration {
 // flushGroup passes a gathered album on as one message: every part's
 // attachments, the captions as its text. A transient failure tries again
 // later; a refusal is told to the person. Either way the parts' records
-// go only once the album was passed on or refused.
+// go only once the album was passed on or refused. It runs under
+// handleMu.
 func (b *Bot) flushGroup(k groupKey) {
-	b.albumMu.Lock()
-	defer b.albumMu.Unlock()
 	b.groupsMu.Lock()
 	g := b.groups[k]
 	if g == nil {
@@ -267,8 +270,6 @@ func (b *Bot) editGathered(tg int64, group string, msg int, caption string) (boo
 	if !validGroup(group) {
 		return false, nil
 	}
-	b.albumMu.Lock()
-	defer b.albumMu.Unlock()
 	key := groupPartKey(tg, group, msg)
 	found := false
 	err := b.write(func(bk *bolt.Bucket) error {

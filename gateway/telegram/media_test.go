@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -118,7 +120,8 @@ func TestAlbumReachesChatAsOneMessage(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
 			var clk *manualClock
-			st := newStackWith(t, stackOpts{delay: time.Millisecond, prep: func(b *Bot) {
+			model := &partsModel{}
+			st := newStackWith(t, stackOpts{model: model, prep: func(b *Bot) {
 				clk = newManualClock()
 				b.clk = clk
 			}})
@@ -164,9 +167,50 @@ func TestAlbumReachesChatAsOneMessage(t *testing.T) {
 			if st.bot.gatheringGroup(111, "13579") {
 				t.Error("the album's parts are still stored after it was passed on")
 			}
-			st.waitReply(t, 111, "You said")
+			// The model got one message: the caption and three images, the
+			// bytes Telegram served.
+			st.fake.waitFor("the model's answer", func() bool { return st.fake.hasTextLocked(111, "I see 3 attachments") })
+			got := model.last()
+			if len(got) != 1 || got[0].Content != caption || len(got[0].Parts) != 3 {
+				t.Fatalf("the model got %d user messages (%+v), want one with the caption and 3 parts", len(got), got)
+			}
+			for i, p := range got[0].Parts {
+				data, err := p.Bytes()
+				if err != nil || p.Kind != "image" || !bytes.Equal(data, jpegOf(320+i, 240, byte(10*i+1))) {
+					t.Errorf("part %d is a %s of %d bytes (%v), want the original photo", i, p.Kind, len(data), err)
+				}
+			}
 		})
 	}
+}
+
+// partsModel answers with how many attachments the person's messages of
+// the request carried, and keeps those messages.
+type partsModel struct {
+	mu   sync.Mutex
+	user []provider.Message
+}
+
+func (m *partsModel) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	var user []provider.Message
+	n := 0
+	for _, x := range req.Messages {
+		if x.Role == "user" {
+			user = append(user, x)
+			n += len(x.Parts)
+		}
+	}
+	m.mu.Lock()
+	m.user = user
+	m.mu.Unlock()
+	text := fmt.Sprintf("I see %d attachments", n)
+	return provider.Result{Text: text, FinishReason: "stop"}, emit(provider.Delta{Text: text})
+}
+
+func (m *partsModel) last() []provider.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.user
 }
 
 // TestMediaKinds passes each kind of Telegram message on (or refuses it)
@@ -507,4 +551,38 @@ func groupRecords(db *bolt.DB) int {
 		return nil
 	})
 	return n
+}
+
+// TestRedirectKeepsAttachments: Redirect on a queued photo sends it
+// again as a redirect with its photo, not just its caption.
+func TestRedirectKeepsAttachments(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: 60 * time.Millisecond})
+	f := st.fake
+	f.pushText(111, 111, "long please")
+	f.waitFor("the reply streaming", func() bool { return f.hasTextLocked(111, "Here is a longer answer") })
+	id := f.pushMedia(111, 111, `"photo":`+f.photoSizes(64, 48, 9)+`,"caption":"look now"`)
+	m := st.waitPassed(t, 111, id)
+	if m.State != chats.MsgPending {
+		t.Skipf("the photo was picked up at once (state %s)", m.State)
+	}
+	chat := st.bot.currentChat(111)
+	f.pushCallback(111, 111, 1, "x:"+chat+":"+m.ID)
+	f.waitFor("the redirect answered", func() bool {
+		for _, a := range f.answers {
+			if strings.Contains(a, "Redirected") || strings.Contains(a, "Already in use") {
+				return true
+			}
+		}
+		return false
+	})
+	f.mu.Lock()
+	last := f.answers[len(f.answers)-1]
+	f.mu.Unlock()
+	if !strings.Contains(last, "Redirected") {
+		t.Skipf("the assistant picked the photo up first: %q", last)
+	}
+	r, ok := st.passedMessage(t, 111, id)
+	if !ok || r.ID == m.ID || r.Text != "look now" || len(r.Attachments) != 1 || r.Attachments[0].SHA256 != m.Attachments[0].SHA256 {
+		t.Fatalf("after Redirect the message is %+v, want a new one with the caption and the photo", r)
+	}
 }

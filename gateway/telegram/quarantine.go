@@ -106,6 +106,8 @@ func shortPath(p string) string {
 // a transient failure of its handling, or a quarantine that could not be
 // stored.
 func (b *Bot) process(p polled) error {
+	b.handleMu.Lock()
+	defer b.handleMu.Unlock()
 	id := p.u.UpdateID
 	if p.bad != nil {
 		return b.quarantine(id, p.raw, quarantined{Kind: kindUnreadable, Error: p.bad.Error()})

@@ -137,8 +137,9 @@ type Bot struct {
 	// clk times the gathering of albums (tests put a manual clock here
 	// before Start).
 	clk clock
-	// albumMu orders an album part's record against its album's flush.
-	albumMu  sync.Mutex
+	// handleMu makes update handling and the passing on of albums one at
+	// a time (polling handles one update at a time anyway).
+	handleMu sync.Mutex
 	groupsMu sync.Mutex
 	groups   map[groupKey]*gathering
 }

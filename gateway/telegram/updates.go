@@ -353,9 +353,8 @@ func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group s
 	if group != "" {
 		part, _ := json.Marshal(groupPart{Msg: m.MessageID, User: m.From.ID, Caption: text, Sums: sums})
 		k := groupKey{tg, group}
-		b.albumMu.Lock()
 		rec := func(bk *bolt.Bucket) error { return bk.Put(groupPartKey(tg, group, m.MessageID), part) }
-		return rec, func() { b.albumMu.Unlock(); b.armGroup(k, b.albumQuiet()) }, nil
+		return rec, func() { b.armGroup(k, b.albumQuiet()) }, nil
 	}
 	if len(sums) == 0 && text == "" {
 		return nil, nil, nil
