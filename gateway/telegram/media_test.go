@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
@@ -584,5 +585,50 @@ func TestRedirectKeepsAttachments(t *testing.T) {
 	r, ok := st.passedMessage(t, 111, id)
 	if !ok || r.ID == m.ID || r.Text != "look now" || len(r.Attachments) != 1 || r.Attachments[0].SHA256 != m.Attachments[0].SHA256 {
 		t.Fatalf("after Redirect the message is %+v, want a new one with the caption and the photo", r)
+	}
+}
+
+// TestPickPhoto: of a photo's sizes, the largest whose file is within the
+// limit; the smallest when none is (fetch then says why).
+func TestPickPhoto(t *testing.T) {
+	sizes := []tgbotapi.PhotoSize{
+		{FileID: "s", Width: 90, Height: 60, FileSize: 1_000},
+		{FileID: "m", Width: 800, Height: 600, FileSize: 80_000},
+		{FileID: "l", Width: 2560, Height: 1920, FileSize: 900_000},
+	}
+	for _, tc := range []struct {
+		limit int64
+		want  string
+	}{
+		{MaxBotDownload, "l"},
+		{900_000, "l"},
+		{899_999, "m"},
+		{80_000, "m"},
+		{5_000, "s"},
+		{10, "s"},
+	} {
+		if got := pickPhoto(sizes, tc.limit); got.FileID != tc.want {
+			t.Errorf("limit %d: picked %s, want %s", tc.limit, got.FileID, tc.want)
+		}
+	}
+	// A size of unknown file size counts as within the limit.
+	if got := pickPhoto([]tgbotapi.PhotoSize{{FileID: "a", Width: 10, Height: 10, FileSize: 5}, {FileID: "b", Width: 100, Height: 100}}, 10); got.FileID != "b" {
+		t.Errorf("picked %s, want the larger one of unknown size", got.FileID)
+	}
+}
+
+// TestFileEndpoint: the download URL pattern follows the configured API
+// endpoint.
+func TestFileEndpoint(t *testing.T) {
+	for _, tc := range []struct{ api, want string }{
+		{"", "https://api.telegram.org/file/bot%s/%s"},
+		{"https://api.telegram.org/bot%s/%s", "https://api.telegram.org/file/bot%s/%s"},
+		{"http://127.0.0.1:8081/bot%s/%s", "http://127.0.0.1:8081/file/bot%s/%s"},
+		{"http://tg.local/proxy/bot%s/%s", "http://tg.local/proxy/file/bot%s/%s"},
+		{"http://tg.local/x?m=%s&t=%s", "http://tg.local/file/bot%s/%s"},
+	} {
+		if got := fileEndpoint(tc.api); got != tc.want {
+			t.Errorf("fileEndpoint(%q) = %q, want %q", tc.api, got, tc.want)
+		}
 	}
 }

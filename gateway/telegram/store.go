@@ -24,6 +24,11 @@ import (
 //	                   (a person's message passed on, or a reply of the bot)
 //	x/<chat>/<msg>     sentRecord: a Redirect of that pending message begun
 //	                   (so a repeated press finishes it instead of losing it)
+//	mm/<chat>/<msg>    "<tg>:<message_id>": the Telegram message a person's
+//	                   message with attachments came from (a transcript
+//	                   replies to it)
+//	g/<tg>/<group>/<message_id>  groupPart: a part of an album still
+//	                   gathering (committed with the offset past its update)
 //	p/<CODE>           Pairing waiting for approval
 //	u/<user>           Pairing approved: that user has access
 //
