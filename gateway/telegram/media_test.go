@@ -632,3 +632,51 @@ func TestFileEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestFileSentAcrossKillMidSend: killed (kill -9, as crash does it) while
+// a file.sent's sendPhoto is held on its way, the next process, given the
+// event again by its resume (the follower's saved seq is before it),
+// sends the photo once; a later graceful restart replaying it sends
+// nothing more.
+func TestFileSentAcrossKillMidSend(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	f := st.fake
+	f.pushText(111, 111, "hello")
+	chat := st.waitReply(t, 111, "You said")
+	photo, err := st.svc.Upload(context.Background(), bytes.NewReader(pngOf(64, 64, 77)), "image/png", "p.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &chats.Event{Type: chats.EvFileSent, Seq: st.snapshot(t, chat).Seq + 1, Turn: "t1",
+		Message: &chats.Message{ID: "m_p", Role: "assistant", Text: "your plot", Attachments: []chats.Attachment{photo}}}
+	f.mu.Lock()
+	f.hold = func(token, method string, _ int64) bool { return method == "sendPhoto" }
+	f.mu.Unlock()
+	st.follower(t, 111, chat).Deliver(chats.Delivery{Event: ev})
+	f.waitFor("the photo on its way", func() bool { return f.held > 0 })
+	if s := st.savedSeq(111, chat); s >= ev.Seq {
+		t.Fatalf("the follower saved seq %d past the file (seq %d) before it was sent", s, ev.Seq)
+	}
+	st.crash(t, botToken, restartToken)
+	f.releaseHeld()
+	if n := len(f.sentFiles()); n != 0 {
+		t.Fatalf("%d files arrived from the killed process", n)
+	}
+	if s := st.savedSeq(111, chat); s >= ev.Seq {
+		t.Fatalf("the restarted follower starts past the file (seq %d ≥ %d): it would be lost", s, ev.Seq)
+	}
+	st.follower(t, 111, chat).Deliver(chats.Delivery{Event: ev}) // the resume's replay
+	f.waitFor("the photo after the restart, the follower saved past it", func() bool {
+		f.mu.Unlock()
+		defer f.mu.Lock()
+		return len(f.sentFiles()) == 1 && st.savedSeq(111, chat) == ev.Seq
+	})
+	st.bot.Close()
+	st.bot = st.startAs(t, restartToken)
+	st.follower(t, 111, chat).Deliver(chats.Delivery{Event: ev})
+	f.pushText(111, 111, "thanks")
+	st.waitReply(t, 111, "You said: «thanks»")
+	if sent := f.sentFiles(); len(sent) != 1 || sent[0].Method != "sendPhoto" || sent[0].Caption != "your plot" {
+		t.Fatalf("files sent: %d, want the photo once", len(sent))
+	}
+}
