@@ -496,27 +496,31 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		b.answerCallback(q.ID, "You have no access to this bot.")
 		return nil
 	}
-	verb, arg, _ := strings.Cut(q.Data, ":")
+	p, err := decodePress(q.Data)
+	if err != nil {
+		b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
+		return nil
+	}
 	ctx := b.ctx
-	switch verb {
-	case "y", "n":
-		err := b.svc.AnswerApproval(ctx, arg, verb == "y", chats.Origin{})
+	switch p.Verb {
+	case verbAllow, verbDeny:
+		err := b.svc.AnswerApproval(ctx, p.ID, p.Verb == verbAllow, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This approval is no longer waiting: it was answered already, or its turn ended.")
 		case err != nil:
 			b.answerCallback(q.ID, "Could not answer: "+err.Error())
-		case verb == "y":
+		case p.Verb == verbAllow:
 			b.answerCallback(q.ID, "Allowed.")
 		default:
 			b.answerCallback(q.ID, "Denied.")
 		}
-	case "r", "s":
+	case verbRepeat, verbSkip:
 		action := runtime.Repeat
-		if verb == "s" {
+		if p.Verb == verbSkip {
 			action = runtime.Skip
 		}
-		delivered, err := b.svc.AnswerRecovery(ctx, arg, action, chats.Origin{})
+		delivered, err := b.svc.AnswerRecovery(ctx, p.ID, action, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This recovery is no longer waiting: it was answered already.")
@@ -527,12 +531,12 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		default:
 			b.answerCallback(q.ID, "Answered: "+action+".")
 		}
-	case "c":
+	case verbSwitch:
 		if q.Message != nil && q.Message.Chat != nil && !q.Message.Chat.IsPrivate() {
 			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
 			return nil
 		}
-		c, err := b.svc.Get(ctx, arg)
+		c, err := b.svc.Get(ctx, p.ID)
 		if err != nil || q.Message == nil || q.Message.Chat == nil {
 			b.answerCallback(q.ID, "That chat no longer exists.")
 			return nil
@@ -543,18 +547,13 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		}
 		b.answerCallback(q.ID, "Switched to "+c.Title)
 		b.notify(q.Message.Chat.ID, "Now in chat: "+c.Title, nil, 0)
-	case "d", "x":
-		chat, msg, _ := strings.Cut(arg, ":")
-		if chat == "" || msg == "" {
-			b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
-			return nil
-		}
-		if verb == "x" {
-			answer, err := b.redirect(q, chat, msg)
+	case verbDelete, verbRedirect:
+		if p.Verb == verbRedirect {
+			answer, err := b.redirect(q, p.Chat, p.Msg)
 			b.answerCallback(q.ID, answer)
 			return err
 		}
-		err := b.svc.Delete(ctx, chat, msg, chats.Origin{})
+		err := b.svc.Delete(ctx, p.Chat, p.Msg, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrInUse):
 			b.answerCallback(q.ID, "Already in use: the assistant picked that message up.")
@@ -703,7 +702,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			return true, err
 		}
 		cur := b.currentChat(tg)
-		var rows [][]tgbotapi.InlineKeyboardButton
+		var rows [][]choice
 		for i, c := range list {
 			if i == 10 {
 				break
@@ -715,13 +714,16 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			if c.State == chats.StateRunning {
 				label += " (running)"
 			}
-			rows = append(rows, tgbotapi.NewInlineKeyboardRow(tgbotapi.NewInlineKeyboardButtonData(label, "c:"+c.ID)))
+			rows = append(rows, []choice{{label, press{Verb: verbSwitch, ID: c.ID}}})
 		}
 		if len(rows) == 0 {
 			b.notify(tg, "No chats yet. Send a message, or /new.", nil, 0)
 			return true, nil
 		}
-		kb := tgbotapi.NewInlineKeyboardMarkup(rows...)
+		kb, err := keyboard(rows...)
+		if err != nil {
+			return true, err
+		}
 		b.notify(tg, "Your chats, most recent first. Tap one to switch:", &kb, 0)
 	case "/stop":
 		chat := b.currentChat(tg)
