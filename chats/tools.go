@@ -377,57 +377,51 @@ func (s *Service) AnswerRecovery(ctx context.Context, id, action string, o Origi
 	return false, nil
 }
 
-// Command runs a slash command of a chat (/changes, /rewind N) and returns
-// what it says.
-func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (string, error) {
-	fields := strings.Fields(text)
-	if len(fields) == 0 || !strings.HasPrefix(fields[0], "/") {
-		return "", fmt.Errorf("%w: a command starts with /, such as /changes", ErrBadInput)
+// cmdChanges is /changes: what the file tools changed, by turn.
+func (s *Service) cmdChanges(ctx context.Context, chat string, _ []string, _ string, _ Origin) (string, error) {
+	if s.opt.Ledger == nil {
+		return "No file tools are configured, so there are no changes.", nil
 	}
-	switch fields[0] {
-	case "/changes":
-		if s.opt.Ledger == nil {
-			return "No file tools are configured, so there are no changes.", nil
+	var out string
+	err := s.do(ctx, chat, func(a *actor) error {
+		list, err := s.opt.Ledger.Changes(a.id)
+		out = describeChanges(list)
+		return err
+	})
+	return out, err
+}
+
+// cmdRewind is /rewind N: the workspace goes back to before turn N.
+func (s *Service) cmdRewind(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
+	if len(fields) != 2 {
+		return "", fmt.Errorf("%w: usage: /rewind N (a turn number from /changes)", ErrBadInput)
+	}
+	n, ok := ids.CitedTurn(fields[1])
+	if !ok || n == 0 {
+		return "", fmt.Errorf("%w: /rewind takes a turn number, such as /rewind 12", ErrBadInput)
+	}
+	if s.opt.Ledger == nil {
+		return "", fmt.Errorf("%w: no file tools are configured", ErrBadInput)
+	}
+	var out string
+	err := s.do(ctx, chat, func(a *actor) error {
+		if a.turn != nil {
+			return fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
 		}
-		var out string
-		err := s.do(ctx, chat, func(a *actor) error {
-			list, err := s.opt.Ledger.Changes(a.id)
-			out = describeChanges(list)
+		report, err := s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
+		if err != nil {
 			return err
-		})
-		return out, err
-	case "/rewind":
-		if len(fields) != 2 {
-			return "", fmt.Errorf("%w: usage: /rewind N (a turn number from /changes)", ErrBadInput)
 		}
-		n, ok := ids.CitedTurn(fields[1])
-		if !ok || n == 0 {
-			return "", fmt.Errorf("%w: /rewind takes a turn number, such as /rewind 12", ErrBadInput)
-		}
-		if s.opt.Ledger == nil {
-			return "", fmt.Errorf("%w: no file tools are configured", ErrBadInput)
-		}
-		var out string
-		err := s.do(ctx, chat, func(a *actor) error {
-			if a.turn != nil {
-				return fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
-			}
-			report, err := s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
-			if err != nil {
-				return err
-			}
-			out = describeRewind(report)
-			a.append(&Event{Type: EvRewind, Turn: ids.Turn(n), Text: out}, o)
-			return a.flush()
-		})
-		return out, err
-	case "/stop":
-		return "Stopped.", s.Stop(ctx, chat, o)
-	}
-	if out, ok, err := s.command(ctx, chat, fields, text, o); ok {
-		return out, err
-	}
-	return "", fmt.Errorf("%w: unknown command %s (known: %s)", ErrBadInput, fields[0], Commands)
+		out = describeRewind(report)
+		a.append(&Event{Type: EvRewind, Turn: ids.Turn(n), Text: out}, o)
+		return a.flush()
+	})
+	return out, err
+}
+
+// cmdStop is /stop.
+func (s *Service) cmdStop(ctx context.Context, chat string, _ []string, _ string, o Origin) (string, error) {
+	return "Stopped.", s.Stop(ctx, chat, o)
 }
 
 // describeChanges lists file changes for /changes: sanitized metadata only.
