@@ -731,7 +731,10 @@ func (c *conn) handle(data []byte) bool {
 		if total > MaxWelcomeChats {
 			list = list[:MaxWelcomeChats] // the most recently updated; the rest stay reachable by id
 		}
-		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "total": total, "req": omit(f.Req)})
+		// The slash commands come from the chats table, so the browser
+		// offers exactly what chat.command runs.
+		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "total": total,
+			"commands": chats.Commands(), "req": omit(f.Req)})
 		return true
 	}
 	if c.auth.Load() != authOK {
