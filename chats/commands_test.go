@@ -17,7 +17,7 @@ func TestCommandTable(t *testing.T) {
 	seen := map[string]bool{}
 	for _, cmd := range Commands() {
 		t.Run(cmd.Name, func(t *testing.T) {
-			if !strings.HasPrefix(cmd.Name, "/") || strings.ContainsAny(cmd.Name, " \t\n") || cmd.Help == "" || seen[cmd.Name] {
+			if !strings.HasPrefix(cmd.Name, "/") || strings.ContainsAny(cmd.Name, " \t\n") || cmd.Help == "" || cmd.run == nil || seen[cmd.Name] {
 				t.Fatalf("malformed or repeated entry %+v", cmd)
 			}
 			seen[cmd.Name] = true

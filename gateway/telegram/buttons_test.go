@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mirror-gateway/mirror/runtime/ids"
@@ -127,4 +128,29 @@ func FuzzDecodePress(f *testing.F) {
 			t.Fatalf("decodePress(%q) = %+v, written back as %q, %v", data, p, back, err)
 		}
 	})
+}
+
+// TestAskWithAnIDTooLongForButtons: a question whose buttons would pass
+// Telegram's 64 bytes (which refuses the whole message, every retry) is
+// asked without them, pointing to the browser; one that fits has them.
+func TestAskWithAnIDTooLongForButtons(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	// A follower of its own, with no goroutine: nothing else touches it.
+	f := &follower{b: st.bot, key: followKey{111, ids.NewChat()}, signal: make(chan struct{}, 1)}
+	long := "a_" + strings.Repeat("c", 60) + "_0123456789abcdef"
+	if err := f.ask(long, "Run ls?", verbAllow, verbDeny, "Allow", "Deny"); err != nil {
+		t.Fatalf("ask with a long id: %v", err)
+	}
+	if err := f.ask("a_c_1_0123456789abcdef", "Run pwd?", verbAllow, verbDeny, "Allow", "Deny"); err != nil {
+		t.Fatal(err)
+	}
+	st.fake.mu.Lock()
+	defer st.fake.mu.Unlock()
+	noButtons, buttons := st.fake.msgWithLocked(111, "Run ls?"), st.fake.msgWithLocked(111, "Run pwd?")
+	if noButtons == nil || !strings.Contains(noButtons.Text, "Answer it in the browser") || strings.Contains(noButtons.Markup, "callback_data") {
+		t.Fatalf("the long question went as %+v", noButtons)
+	}
+	if buttons == nil || !strings.Contains(buttons.Markup, `"y:a_c_1_0123456789abcdef"`) {
+		t.Fatalf("the short question went as %+v", buttons)
+	}
 }
