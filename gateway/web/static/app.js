@@ -2456,7 +2456,8 @@ function bind() {
     const text = dom.input.value.trim();
     if (!text && !files.count()) return;
     if (files.busy()) return files.afterUploads(() => dom.composer.requestSubmit());
-    sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue', COMMAND.test(text) ? [] : files.take());
+    // A command leaves the attached files for the next message.
+    sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue', isCommand(text) !== false ? [] : files.take());
     dom.input.value = '';
     showCommandHints();
     if (S.current) S.drafts.delete(S.current);
