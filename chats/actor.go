@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
@@ -161,7 +161,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 				}
 				delete(started, ev.Result.CallID)
 				delete(a.settled, ev.Result.CallID)
-				a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq,
+				a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: provider.RoleTool, Seq: ev.Seq,
 					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone,
 					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content), textAt: ev.Seq})
 			case EvApprovalRequested:
@@ -612,12 +612,12 @@ func (a *actor) notPending(id string) error {
 // when the record has no message of that id. It serves messages older than
 // the conversation in memory.
 func (a *actor) storedMessage(id string) (*Message, error) {
-	seq, err := strconv.ParseUint(strings.TrimPrefix(id, "m"), 10, 64)
-	if err != nil || !strings.HasPrefix(id, "m") {
+	seq, ok := ids.ParseMessage(id)
+	if !ok {
 		return nil, nil
 	}
 	var m *Message
-	err = a.s.store.db.View(func(tx *bolt.Tx) error {
+	err := a.s.store.db.View(func(tx *bolt.Tx) error {
 		rb, _ := subBucket(tx, bucketRecords, a.id, false)
 		if rb == nil {
 			return nil
@@ -676,7 +676,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 		return Message{}, err
 	}
 	seq := a.seq + 1
-	m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Role: provider.RoleUser, Text: text, Seq: seq,
+	m := &Message{ID: ids.Message(seq), Role: provider.RoleUser, Text: text, Seq: seq,
 		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts}
 	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
 	m.Time = ev.Time
@@ -808,7 +808,7 @@ func (a *actor) maybeStart() {
 	if a.meta.Resume || len(a.reask) > 0 {
 		take = nil
 	}
-	id := "t" + strconv.FormatUint(a.seq+uint64(len(take))+1, 10)
+	id := ids.Turn(a.seq + uint64(len(take)) + 1)
 	last, picked := a.seq, len(take)
 	for _, p := range take {
 		m := *p
@@ -983,7 +983,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
-		m.ID, m.Seq, m.textAt = "m"+strconv.FormatUint(seq, 10), seq, seq
+		m.ID, m.Seq, m.textAt = ids.Message(seq), seq, seq
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
 		m.Time = fin.Time
@@ -1001,7 +1001,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: string(res.Class), Error: err.Error()}
 		if reply != "" {
 			seq := a.seq + 1
-			ev.Message = &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: MsgFailed, Turn: t.id, textAt: seq}
+			ev.Message = &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: MsgFailed, Turn: t.id, textAt: seq}
 		}
 		a.append(ev, o)
 		if ev.Message != nil {

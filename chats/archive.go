@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
@@ -93,7 +93,7 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 	entry := archiveEntry{Boundary: bev.Seq, From: a.conv.from + 1, Through: b.Through, Reason: b.Reason, Time: bev.Time,
 		Record: b.Record, Refs: refs}
 	seq := bev.Seq + 1
-	opening := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleUser, Text: b.Opening,
+	opening := &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleUser, Text: b.Opening,
 		State: MsgContinuity, Turn: t.id, Tokens: a.count(b.Opening), textAt: seq}
 	oev := a.append(&Event{Type: EvContinuity, Turn: t.id, Message: opening}, Origin{})
 	opening.Time = oev.Time
@@ -371,8 +371,8 @@ const (
 // around shows the chat's transcript around one message, whole or nearly:
 // what a checkpoint folded or evicted from the view.
 func (s *Service) around(chat, id string) (string, error) {
-	seq, err := strconv.ParseUint(strings.TrimPrefix(id, "m"), 10, 64)
-	if err != nil {
+	seq, ok := ids.CitedMessage(id)
+	if !ok {
 		return "", fmt.Errorf("%w: %q is not a message id", ErrBadInput, id)
 	}
 	type line struct {
@@ -380,7 +380,7 @@ func (s *Service) around(chat, id string) (string, error) {
 		role, text string
 	}
 	var lines []line
-	err = s.store.db.View(func(tx *bolt.Tx) error {
+	err := s.store.db.View(func(tx *bolt.Tx) error {
 		return eventsSince(tx, chat, 0, func(ev *Event) error {
 			switch {
 			case ev.Message != nil && (ev.Type == EvMessagePicked || ev.Type == EvAssistantStep || ev.Type == EvTurnFinished || ev.Type == EvContinuity):

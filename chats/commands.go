@@ -67,67 +67,145 @@ func (a *actor) pin(id string, pinned bool, o Origin) (Message, error) {
 	return m, a.flush()
 }
 
-// Commands lists the chat commands Command knows, for its error message.
-const Commands = "/status, /compact [text], /clear, /new [title], /pin ID, /unpin ID, /prune-sessions [days], /changes, /rewind N, /stop"
+// A CommandSpec is one slash command of a chat. The table of them,
+// Commands, is the one place a command is defined: Command dispatches from
+// it, Telegram's help lists it and passes on what it does not handle
+// itself, and the browser learns it from the welcome frame.
+type CommandSpec struct {
+	Name string `json:"name"`           // as typed, with its slash: "/compact"
+	Args string `json:"args,omitempty"` // its arguments as usage shows them: "[text]", "N"
+	Help string `json:"help"`           // what it does, one short line
+	// run carries the command out; fields are the command as typed, split
+	// on white space (fields[0] is Name), text the whole of it.
+	run func(s *Service, ctx context.Context, chat string, fields []string, text string, o Origin) (string, error)
+}
 
-// command runs the commands of long conversations; ok is false for a
-// command it does not know.
-func (s *Service) command(ctx context.Context, chat string, fields []string, text string, o Origin) (out string, ok bool, err error) {
-	switch fields[0] {
-	case "/status":
-		err = s.do(ctx, chat, func(a *actor) error { out = a.status(); return nil })
-	case "/compact":
-		instr := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(text), "/compact"))
-		err = s.do(ctx, chat, func(a *actor) error {
-			if err := a.usable(); err != nil {
-				return err
-			}
-			a.compact = &instr
-			a.append(&Event{Type: EvCompact, Text: instr}, o)
-			return a.flush()
-		})
-		out = "A checkpoint will be taken on the next turn; a conversation already below the checkpoint target is left whole."
-	case "/clear":
-		err = s.do(ctx, chat, func(a *actor) error {
-			if err := a.usable(); err != nil {
-				return err
-			}
-			a.replay(a.append(&Event{Type: EvClear}, o))
-			return a.flush()
-		})
-		out = "Cleared: the assistant's next request starts after this point. The transcript above stays, and stays searchable."
-	case "/new":
-		var from Chat
-		if err = s.do(ctx, chat, func(a *actor) error { from = a.info(); return nil }); err != nil {
-			return "", true, err
-		}
-		var c Chat
-		if c, err = s.Create(ctx, strings.Join(fields[1:], " "), from.Chain, Origin{}); err == nil {
-			out = "New chat " + c.ID + ": " + c.Title
-		}
-	case "/pin", "/unpin":
-		if len(fields) != 2 {
-			return "", true, fmt.Errorf("%w: usage: %s MESSAGE_ID", ErrBadInput, fields[0])
-		}
-		if _, err = s.Pin(ctx, chat, fields[1], fields[0] == "/pin", o); err == nil {
-			out = "Pinned " + fields[1] + ": it stays whole in the assistant's view."
-			if fields[0] == "/unpin" {
-				out = "Unpinned " + fields[1] + "."
-			}
-		}
-	case "/prune-sessions":
-		days, perr := PruneDays(fields[1:])
-		if perr != nil {
-			return "", true, perr
-		}
-		var r PruneReport
-		if r, err = s.Prune(ctx, days, chat); err == nil {
-			out = r.String()
-		}
-	default:
-		return "", false, nil
+// Usage is the command as a usage line shows it: "/compact [text]".
+func (c CommandSpec) Usage() string {
+	if c.Args == "" {
+		return c.Name
 	}
-	return out, true, err
+	return c.Name + " " + c.Args
+}
+
+// commands is the table; Commands and LookupCommand hand out copies.
+var commands = []CommandSpec{
+	{Name: "/status", Help: "the Context line: how full the conversation is", run: (*Service).cmdStatus},
+	{Name: "/compact", Args: "[text]", Help: "take a checkpoint on the next turn; the text says what to keep", run: (*Service).cmdCompact},
+	{Name: "/clear", Help: "the assistant's next request starts after this point; the transcript stays", run: (*Service).cmdClear},
+	{Name: "/new", Args: "[title]", Help: "start a new chat with this chat's models", run: (*Service).cmdNew},
+	{Name: "/pin", Args: "ID", Help: "keep a message whole in the assistant's view", run: (*Service).cmdPin},
+	{Name: "/unpin", Args: "ID", Help: "let a pinned message be checkpointed again", run: (*Service).cmdPin},
+	{Name: "/prune-sessions", Args: "[days]", Help: "delete the chats inactive for more than days (default 30)", run: (*Service).cmdPrune},
+	{Name: "/changes", Help: "the file changes of this chat's tools, by turn", run: (*Service).cmdChanges},
+	{Name: "/rewind", Args: "N", Help: "put the workspace back to before turn N", run: (*Service).cmdRewind},
+	{Name: "/stop", Help: "stop the running turn", run: (*Service).cmdStop},
+}
+
+// Commands returns the chat commands Command runs, in the order a help
+// shows them.
+func Commands() []CommandSpec { return append([]CommandSpec(nil), commands...) }
+
+// LookupCommand returns the command named name ("/compact"); ok is false
+// when there is none.
+func LookupCommand(name string) (CommandSpec, bool) {
+	for _, c := range commands {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return CommandSpec{}, false
+}
+
+// usages lists the commands' usage lines, for the error an unknown command
+// gets.
+func usages() string {
+	u := make([]string, len(commands))
+	for i, c := range commands {
+		u[i] = c.Usage()
+	}
+	return strings.Join(u, ", ")
+}
+
+// Command runs a slash command of a chat (one of Commands) and returns
+// what it says.
+func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (string, error) {
+	fields := strings.Fields(text)
+	if len(fields) == 0 || !strings.HasPrefix(fields[0], "/") {
+		return "", fmt.Errorf("%w: a command starts with /, such as /changes", ErrBadInput)
+	}
+	c, ok := LookupCommand(fields[0])
+	if !ok {
+		return "", fmt.Errorf("%w: unknown command %s (known: %s)", ErrBadInput, fields[0], usages())
+	}
+	return c.run(s, ctx, chat, fields, text, o)
+}
+
+func (s *Service) cmdStatus(ctx context.Context, chat string, _ []string, _ string, _ Origin) (out string, err error) {
+	err = s.do(ctx, chat, func(a *actor) error { out = a.status(); return nil })
+	return out, err
+}
+
+func (s *Service) cmdCompact(ctx context.Context, chat string, _ []string, text string, o Origin) (string, error) {
+	instr := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(text), "/compact"))
+	err := s.do(ctx, chat, func(a *actor) error {
+		if err := a.usable(); err != nil {
+			return err
+		}
+		a.compact = &instr
+		a.append(&Event{Type: EvCompact, Text: instr}, o)
+		return a.flush()
+	})
+	return "A checkpoint will be taken on the next turn; a conversation already below the checkpoint target is left whole.", err
+}
+
+func (s *Service) cmdClear(ctx context.Context, chat string, _ []string, _ string, o Origin) (string, error) {
+	err := s.do(ctx, chat, func(a *actor) error {
+		if err := a.usable(); err != nil {
+			return err
+		}
+		a.replay(a.append(&Event{Type: EvClear}, o))
+		return a.flush()
+	})
+	return "Cleared: the assistant's next request starts after this point. The transcript above stays, and stays searchable.", err
+}
+
+func (s *Service) cmdNew(ctx context.Context, chat string, fields []string, _ string, _ Origin) (string, error) {
+	var from Chat
+	if err := s.do(ctx, chat, func(a *actor) error { from = a.info(); return nil }); err != nil {
+		return "", err
+	}
+	c, err := s.Create(ctx, strings.Join(fields[1:], " "), from.Chain, Origin{})
+	if err != nil {
+		return "", err
+	}
+	return "New chat " + c.ID + ": " + c.Title, nil
+}
+
+// cmdPin is /pin and /unpin.
+func (s *Service) cmdPin(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
+	if len(fields) != 2 {
+		return "", fmt.Errorf("%w: usage: %s MESSAGE_ID", ErrBadInput, fields[0])
+	}
+	if _, err := s.Pin(ctx, chat, fields[1], fields[0] == "/pin", o); err != nil {
+		return "", err
+	}
+	if fields[0] == "/unpin" {
+		return "Unpinned " + fields[1] + ".", nil
+	}
+	return "Pinned " + fields[1] + ": it stays whole in the assistant's view.", nil
+}
+
+func (s *Service) cmdPrune(ctx context.Context, chat string, fields []string, _ string, _ Origin) (string, error) {
+	days, err := PruneDays(fields[1:])
+	if err != nil {
+		return "", err
+	}
+	r, err := s.Prune(ctx, days, chat)
+	if err != nil {
+		return "", err
+	}
+	return r.String(), nil
 }
 
 // Marker roles in a chat's messages: rows of the runtime's own that the view

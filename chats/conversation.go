@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strconv"
 
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
@@ -43,7 +43,7 @@ func (a *actor) replay(ev *Event) {
 			}
 		}
 	case EvClear:
-		a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleClear, Seq: ev.Seq, Time: ev.Time, State: MsgDone})
+		a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: RoleClear, Seq: ev.Seq, Time: ev.Time, State: MsgDone})
 	case EvContext:
 		// The view of this reading answered the signals asked before it: a
 		// /compact, a prune, the SessionStart hooks of a checkpoint.
@@ -108,7 +108,7 @@ func (a *actor) appendContext(turn string, ci runtime.ContextInfo, sections []vi
 // addContextRow adds a runtime.context row to the conversation, its
 // sections parsed once (when written, or when loaded).
 func (a *actor) addContextRow(ev *Event, sections []view.Section) {
-	a.msgs = append(a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
+	a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
 		Turn: ev.Turn, State: MsgDone, Sections: ev.Sections, Tokens: ev.Tokens, sections: sections})
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
@@ -260,7 +261,7 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 	default:
 	}
 	now := time.Now().UTC()
-	c := Chat{ID: "c_" + randomID(), Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
+	c := Chat{ID: ids.NewChat(), Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
 	ev := &Event{Type: EvChatCreated, Chat: c.ID, Seq: 1, Time: now, Title: title}
 	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
 		meta, _ := json.Marshal(c)

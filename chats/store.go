@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats/dbcheck"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -373,7 +373,7 @@ func transcriptRow(typ string) bool {
 func transcriptMessage(ev *Event) (Message, bool) {
 	switch ev.Type {
 	case EvBoundary:
-		return Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
+		return Message{ID: ids.Message(ev.Seq), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
 			Text: ev.Record, State: MsgDone}, true
 	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed:
 		if ev.Message == nil {

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -68,7 +68,7 @@ func (h *host) Step(text string, calls []provider.ToolCall) error {
 		for _, c := range calls {
 			toks += h.a.count(c.Name) + h.a.count(c.Arguments)
 		}
-		m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: text,
+		m := &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: text,
 			State: MsgStep, Turn: h.t.id, ToolCalls: calls, Tokens: toks}
 		ev := h.a.append(&Event{Type: EvAssistantStep, Turn: h.t.id, Message: m}, Origin{})
 		m.Time = ev.Time
@@ -94,7 +94,7 @@ func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error
 		if err := h.a.usable(); err != nil {
 			return err
 		}
-		id := "a_" + h.a.id + "_" + randomID()
+		id := ids.NewApproval(h.a.id)
 		if old, ok := h.a.reask[call.ID]; ok {
 			// Asked before a crash and never answered: the same question,
 			// so a card or button showing the old one still answers it.
@@ -147,7 +147,7 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) erro
 			h.a.b.outputs = append(h.a.b.outputs, [2]string{res.Handle, res.Full})
 		}
 		h.a.conv.handoff.Seen.ObserveCall(call.Name, call.Arguments, res.IsError, ev.Seq)
-		h.a.msgs = append(h.a.msgs, Message{ID: "m" + strconv.FormatUint(ev.Seq, 10), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
+		h.a.msgs = append(h.a.msgs, Message{ID: ids.Message(ev.Seq), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
 			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: h.a.count(res.Content),
 			Tool: call.Name, IsError: res.IsError})
 		return h.a.flush()
@@ -276,7 +276,7 @@ func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[strin
 	}
 	sortEvents(open)
 	for _, ev := range open {
-		r := &Recovery{ID: "r_" + a.id + "_" + randomID(), Call: *ev.Call, Turn: ev.Turn, Time: time.Now().UTC(),
+		r := &Recovery{ID: ids.NewRecovery(a.id), Call: *ev.Call, Turn: ev.Turn, Time: time.Now().UTC(),
 			Process: procs[ev.Call.ID]}
 		rc := *r
 		a.append(&Event{Type: EvRecoveryRequested, Turn: ev.Turn, Recovery: &rc, Call: &rc.Call}, Origin{})
@@ -326,7 +326,7 @@ func heldAnswers(tx *bolt.Tx, chat string) [][2]string {
 		return nil
 	}
 	var out [][2]string
-	prefix := []byte("r_" + chat + "_")
+	prefix := []byte(ids.RecoveryPrefix(chat))
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		out = append(out, [2]string{string(k), string(v)})
@@ -334,26 +334,11 @@ func heldAnswers(tx *bolt.Tx, chat string) [][2]string {
 	return out
 }
 
-// chatOf returns the chat an approval or recovery id belongs to.
-func chatOf(id string) (string, bool) {
-	rest, ok := strings.CutPrefix(id, "a_")
-	if !ok {
-		if rest, ok = strings.CutPrefix(id, "r_"); !ok {
-			return "", false
-		}
-	}
-	i := strings.LastIndexByte(rest, '_')
-	if i <= 0 {
-		return "", false
-	}
-	return rest[:i], true
-}
-
 // AnswerApproval allows or denies a call waiting for permission, from any
 // transport; the answer reaches the chat that owns it.
 func (s *Service) AnswerApproval(ctx context.Context, id string, allow bool, o Origin) error {
-	chat, ok := chatOf(id)
-	if !ok || !strings.HasPrefix(id, "a_") {
+	chat, ok := ids.ParseApproval(id)
+	if !ok {
 		return fmt.Errorf("approval %q: %w", id, ErrNotFound)
 	}
 	return s.do(ctx, chat, func(a *actor) error { return a.answerApproval(id, allow, o) })
@@ -367,8 +352,8 @@ func (s *Service) AnswerRecovery(ctx context.Context, id, action string, o Origi
 	if action != runtime.Repeat && action != runtime.Skip {
 		return false, fmt.Errorf("%w: action must be repeat or skip", ErrBadInput)
 	}
-	chat, ok := chatOf(id)
-	if !ok || !strings.HasPrefix(id, "r_") {
+	chat, ok := ids.ParseRecovery(id)
+	if !ok {
 		return false, fmt.Errorf("recovery %q: %w", id, ErrNotFound)
 	}
 	err = s.do(ctx, chat, func(a *actor) error { return a.answerRecovery(id, action, o) })
@@ -392,57 +377,51 @@ func (s *Service) AnswerRecovery(ctx context.Context, id, action string, o Origi
 	return false, nil
 }
 
-// Command runs a slash command of a chat (/changes, /rewind N) and returns
-// what it says.
-func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (string, error) {
-	fields := strings.Fields(text)
-	if len(fields) == 0 || !strings.HasPrefix(fields[0], "/") {
-		return "", fmt.Errorf("%w: a command starts with /, such as /changes", ErrBadInput)
+// cmdChanges is /changes: what the file tools changed, by turn.
+func (s *Service) cmdChanges(ctx context.Context, chat string, _ []string, _ string, _ Origin) (string, error) {
+	if s.opt.Ledger == nil {
+		return "No file tools are configured, so there are no changes.", nil
 	}
-	switch fields[0] {
-	case "/changes":
-		if s.opt.Ledger == nil {
-			return "No file tools are configured, so there are no changes.", nil
+	var out string
+	err := s.do(ctx, chat, func(a *actor) error {
+		list, err := s.opt.Ledger.Changes(a.id)
+		out = describeChanges(list)
+		return err
+	})
+	return out, err
+}
+
+// cmdRewind is /rewind N: the workspace goes back to before turn N.
+func (s *Service) cmdRewind(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
+	if len(fields) != 2 {
+		return "", fmt.Errorf("%w: usage: /rewind N (a turn number from /changes)", ErrBadInput)
+	}
+	n, ok := ids.CitedTurn(fields[1])
+	if !ok || n == 0 {
+		return "", fmt.Errorf("%w: /rewind takes a turn number, such as /rewind 12", ErrBadInput)
+	}
+	if s.opt.Ledger == nil {
+		return "", fmt.Errorf("%w: no file tools are configured", ErrBadInput)
+	}
+	var out string
+	err := s.do(ctx, chat, func(a *actor) error {
+		if a.turn != nil {
+			return fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
 		}
-		var out string
-		err := s.do(ctx, chat, func(a *actor) error {
-			list, err := s.opt.Ledger.Changes(a.id)
-			out = describeChanges(list)
+		report, err := s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
+		if err != nil {
 			return err
-		})
-		return out, err
-	case "/rewind":
-		if len(fields) != 2 {
-			return "", fmt.Errorf("%w: usage: /rewind N (a turn number from /changes)", ErrBadInput)
 		}
-		n, err := strconv.ParseUint(strings.TrimPrefix(fields[1], "t"), 10, 64)
-		if err != nil || n == 0 {
-			return "", fmt.Errorf("%w: /rewind takes a turn number, such as /rewind 12", ErrBadInput)
-		}
-		if s.opt.Ledger == nil {
-			return "", fmt.Errorf("%w: no file tools are configured", ErrBadInput)
-		}
-		var out string
-		err = s.do(ctx, chat, func(a *actor) error {
-			if a.turn != nil {
-				return fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
-			}
-			report, err := s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
-			if err != nil {
-				return err
-			}
-			out = describeRewind(report)
-			a.append(&Event{Type: EvRewind, Turn: "t" + strconv.FormatUint(n, 10), Text: out}, o)
-			return a.flush()
-		})
-		return out, err
-	case "/stop":
-		return "Stopped.", s.Stop(ctx, chat, o)
-	}
-	if out, ok, err := s.command(ctx, chat, fields, text, o); ok {
-		return out, err
-	}
-	return "", fmt.Errorf("%w: unknown command %s (known: %s)", ErrBadInput, fields[0], Commands)
+		out = describeRewind(report)
+		a.append(&Event{Type: EvRewind, Turn: ids.Turn(n), Text: out}, o)
+		return a.flush()
+	})
+	return out, err
+}
+
+// cmdStop is /stop.
+func (s *Service) cmdStop(ctx context.Context, chat string, _ []string, _ string, o Origin) (string, error) {
+	return "Stopped.", s.Stop(ctx, chat, o)
 }
 
 // describeChanges lists file changes for /changes: sanitized metadata only.

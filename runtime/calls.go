@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -154,5 +153,3 @@ type ToolLoopError struct{ Tool string }
 func (e *ToolLoopError) Error() string {
 	return fmt.Sprintf("paused: the same %s call kept failing in this turn; look at the tool's error, then tell the assistant how to go on", e.Tool)
 }
-
-func turnID(n uint64) string { return "t" + strconv.FormatUint(n, 10) }

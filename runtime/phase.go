@@ -7,6 +7,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/view"
@@ -389,7 +390,7 @@ func (t *turn) call(call provider.ToolCall) (ToolResult, *boundary.Consolidate, 
 // loops reports whether a failed call tripped the tool-loop breaker.
 func (t *turn) loops(call provider.ToolCall, r ToolResult) bool {
 	return r.IsError && t.e.mon != nil && t.ctx.Err() == nil &&
-		t.e.mon.ToolFailure(t.in.Chat, turnID(t.in.Turn), monitor.CallSignature(call.Name, []byte(call.Arguments)))
+		t.e.mon.ToolFailure(t.in.Chat, ids.Turn(t.in.Turn), monitor.CallSignature(call.Name, []byte(call.Arguments)))
 }
 
 // boundary: the record, reflect, archive and clear; then the fresh

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/view"
@@ -155,7 +156,7 @@ func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string
 	out, err := e.run(ctx, in, onDelta)
 	out.End, out.Class = ending(ctx, out, err)
 	if e.mon != nil && in.Host != nil {
-		e.mon.ToolTurnEnded(in.Chat, turnID(in.Turn))
+		e.mon.ToolTurnEnded(in.Chat, ids.Turn(in.Turn))
 		if err == nil {
 			e.mon.ToolResolved(in.Chat) // a turn that ends well closes its tool-loop breakers
 		}

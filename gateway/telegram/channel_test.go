@@ -722,7 +722,7 @@ func TestPin(t *testing.T) {
 			}
 		})
 	}
-	if chat2, cmd, problem := st.bot.pinCommand(111, nil); chat2 != "" || cmd != "" || !strings.Contains(problem, "as a reply") {
+	if chat2, cmd, problem := st.bot.pinCommand(111, "/pin", nil); chat2 != "" || cmd != "" || !strings.Contains(problem, "as a reply") {
 		t.Fatalf("pinCommand(nil) = %q %q %q", chat2, cmd, problem)
 	}
 }

@@ -295,12 +295,12 @@ func (f *follower) apply(d chats.Delivery) error {
 			f.reply, f.dirty = sn.Running.Text, sn.Running.Text != ""
 		}
 		for _, ap := range sn.Approvals {
-			if err := f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), "y:", "n:", "Allow", "Deny"); err != nil {
+			if err := f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), verbAllow, verbDeny, "Allow", "Deny"); err != nil {
 				return err
 			}
 		}
 		for _, r := range sn.Recoveries {
-			if err := f.ask(r.ID, recoveryText(&r), "r:", "s:", "Repeat", "Skip"); err != nil {
+			if err := f.ask(r.ID, recoveryText(&r), verbRepeat, verbSkip, "Repeat", "Skip"); err != nil {
 				return err
 			}
 		}
@@ -365,9 +365,15 @@ func (f *follower) apply(d chats.Delivery) error {
 	case chats.EvMessageAccepted:
 		m := ev.Message
 		if m != nil && f.running && strings.HasPrefix(m.ClientID, fmt.Sprintf("tg:%d:", f.key.tg)) && !strings.HasSuffix(m.ClientID, ":r") {
-			kb := tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
-				tgbotapi.NewInlineKeyboardButtonData("Delete", "d:"+f.key.chat+":"+m.ID),
-				tgbotapi.NewInlineKeyboardButtonData("Redirect now", "x:"+f.key.chat+":"+m.ID)))
+			kb, err := keyboard([]choice{
+				{"Delete", press{Verb: verbDelete, Chat: f.key.chat, Msg: m.ID}},
+				{"Redirect now", press{Verb: verbRedirect, Chat: f.key.chat, Msg: m.ID}}})
+			if err != nil {
+				// Cannot happen with Mirror's ids; the ack is a courtesy, the
+				// message is queued either way.
+				b.log.Warn("telegram: queued-message buttons", "chat", f.key.chat, "err", err)
+				return nil
+			}
 			reply := 0
 			if _, id, ok := strings.Cut(strings.TrimPrefix(m.ClientID, "tg:"), ":"); ok {
 				fmt.Sscan(id, &reply)
@@ -406,11 +412,11 @@ func (f *follower) apply(d chats.Delivery) error {
 		return f.transcribed(ev)
 	case chats.EvApprovalRequested:
 		if ap := ev.Approval; ap != nil {
-			return f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), "y:", "n:", "Allow", "Deny")
+			return f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), verbAllow, verbDeny, "Allow", "Deny")
 		}
 	case chats.EvRecoveryRequested:
 		if r := ev.Recovery; r != nil {
-			return f.ask(r.ID, recoveryText(r), "r:", "s:", "Repeat", "Skip")
+			return f.ask(r.ID, recoveryText(r), verbRepeat, verbSkip, "Repeat", "Skip")
 		}
 	case chats.EvApprovalResolved:
 		if ap := ev.Approval; ap != nil {
@@ -463,15 +469,22 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// ask sends a question with two buttons, once per id.
+// ask sends a question with two buttons, the verbs yes and no of id, once
+// per id.
 func (f *follower) ask(id, text, yes, no, yesLabel, noLabel string) error {
 	if _, ok := f.st.Asks[id]; ok {
 		return nil
 	}
-	kb := tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
-		tgbotapi.NewInlineKeyboardButtonData(yesLabel, yes+id),
-		tgbotapi.NewInlineKeyboardButtonData(noLabel, no+id)))
-	msg, err := f.b.sendTextAt(f.b.ctx, f.key.tg, escape(text), text, &kb, 0, prioFinal)
+	kb, err := keyboard([]choice{{yesLabel, press{Verb: yes, ID: id}}, {noLabel, press{Verb: no, ID: id}}})
+	markup := &kb
+	if err != nil {
+		// An id too long for a button: Telegram would refuse the whole
+		// message, and a retry would fail the same way. Ask without them.
+		f.b.log.Warn("telegram: question buttons", "chat", f.key.chat, "err", err)
+		text += "\n(Answer it in the browser: its buttons do not fit in Telegram.)"
+		markup = nil
+	}
+	msg, err := f.b.sendTextAt(f.b.ctx, f.key.tg, escape(text), text, markup, 0, prioFinal)
 	if err != nil {
 		return err
 	}

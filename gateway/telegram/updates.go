@@ -600,27 +600,31 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		b.answerCallback(q.ID, "You have no access to this bot.")
 		return nil
 	}
-	verb, arg, _ := strings.Cut(q.Data, ":")
+	p, err := decodePress(q.Data)
+	if err != nil {
+		b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
+		return nil
+	}
 	ctx := b.ctx
-	switch verb {
-	case "y", "n":
-		err := b.svc.AnswerApproval(ctx, arg, verb == "y", chats.Origin{})
+	switch p.Verb {
+	case verbAllow, verbDeny:
+		err := b.svc.AnswerApproval(ctx, p.ID, p.Verb == verbAllow, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This approval is no longer waiting: it was answered already, or its turn ended.")
 		case err != nil:
 			b.answerCallback(q.ID, "Could not answer: "+err.Error())
-		case verb == "y":
+		case p.Verb == verbAllow:
 			b.answerCallback(q.ID, "Allowed.")
 		default:
 			b.answerCallback(q.ID, "Denied.")
 		}
-	case "r", "s":
+	case verbRepeat, verbSkip:
 		action := runtime.Repeat
-		if verb == "s" {
+		if p.Verb == verbSkip {
 			action = runtime.Skip
 		}
-		delivered, err := b.svc.AnswerRecovery(ctx, arg, action, chats.Origin{})
+		delivered, err := b.svc.AnswerRecovery(ctx, p.ID, action, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This recovery is no longer waiting: it was answered already.")
@@ -631,12 +635,12 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		default:
 			b.answerCallback(q.ID, "Answered: "+action+".")
 		}
-	case "c":
+	case verbSwitch:
 		if q.Message != nil && q.Message.Chat != nil && !q.Message.Chat.IsPrivate() {
 			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
 			return nil
 		}
-		c, err := b.svc.Get(ctx, arg)
+		c, err := b.svc.Get(ctx, p.ID)
 		if err != nil || q.Message == nil || q.Message.Chat == nil {
 			b.answerCallback(q.ID, "That chat no longer exists.")
 			return nil
@@ -647,18 +651,13 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		}
 		b.answerCallback(q.ID, "Switched to "+c.Title)
 		b.notify(q.Message.Chat.ID, "Now in chat: "+c.Title, nil, 0)
-	case "d", "x":
-		chat, msg, _ := strings.Cut(arg, ":")
-		if chat == "" || msg == "" {
-			b.answerCallback(q.ID, "This button is not known (it may be from an older version).")
-			return nil
-		}
-		if verb == "x" {
-			answer, err := b.redirect(q, chat, msg)
+	case verbDelete, verbRedirect:
+		if p.Verb == verbRedirect {
+			answer, err := b.redirect(q, p.Chat, p.Msg)
 			b.answerCallback(q.ID, answer)
 			return err
 		}
-		err := b.svc.Delete(ctx, chat, msg, chats.Origin{})
+		err := b.svc.Delete(ctx, p.Chat, p.Msg, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrInUse):
 			b.answerCallback(q.ID, "Already in use: the assistant picked that message up.")
@@ -808,7 +807,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			return true, err
 		}
 		cur := b.currentChat(tg)
-		var rows [][]tgbotapi.InlineKeyboardButton
+		var rows [][]choice
 		for i, c := range list {
 			if i == 10 {
 				break
@@ -820,13 +819,16 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			if c.State == chats.StateRunning {
 				label += " (running)"
 			}
-			rows = append(rows, tgbotapi.NewInlineKeyboardRow(tgbotapi.NewInlineKeyboardButtonData(label, "c:"+c.ID)))
+			rows = append(rows, []choice{{label, press{Verb: verbSwitch, ID: c.ID}}})
 		}
 		if len(rows) == 0 {
 			b.notify(tg, "No chats yet. Send a message, or /new.", nil, 0)
 			return true, nil
 		}
-		kb := tgbotapi.NewInlineKeyboardMarkup(rows...)
+		kb, err := keyboard(rows...)
+		if err != nil {
+			return true, err
+		}
 		b.notify(tg, "Your chats, most recent first. Tap one to switch:", &kb, 0)
 	case "/stop":
 		chat := b.currentChat(tg)
@@ -857,7 +859,23 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			return true, err
 		}
 		b.notify(tg, b.status(c)+"\n"+out, nil, 0)
-	case "/compact", "/changes", "/rewind":
+	case "/pin", "/unpin":
+		chat, cmd, problem := b.pinCommand(tg, name, m.ReplyToMessage)
+		if problem != "" {
+			b.notify(tg, problem, nil, m.MessageID)
+			return true, nil
+		}
+		out, err := b.runCommand(chat, cmd)
+		if err != nil {
+			return true, err
+		}
+		b.notify(tg, out, nil, m.MessageID)
+	default:
+		// Every other command of the chats table runs on the current
+		// chat as typed, so a command added there works here too.
+		if _, ok := chats.LookupCommand(name); !ok {
+			return false, nil
+		}
 		chat := b.currentChat(tg)
 		if chat == "" {
 			b.notify(tg, "No current chat. Send a message, or /new.", nil, m.MessageID)
@@ -869,19 +887,6 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			return true, err
 		}
 		b.notify(tg, out, nil, m.MessageID)
-	case "/pin":
-		chat, cmd, problem := b.pinCommand(tg, m.ReplyToMessage)
-		if problem != "" {
-			b.notify(tg, problem, nil, m.MessageID)
-			return true, nil
-		}
-		out, err := b.runCommand(chat, cmd)
-		if err != nil {
-			return true, err
-		}
-		b.notify(tg, out, nil, m.MessageID)
-	default:
-		return false, nil
 	}
 	return true, nil
 }
@@ -903,18 +908,20 @@ func (b *Bot) runCommand(chat, text string) (string, error) {
 	return out, nil
 }
 
-// pinCommand makes the /pin command of a reply: the chat that owns the
-// Mirror message the replied-to Telegram message shows, and "/pin <id>".
-// problem is what to tell the person instead when that is impossible.
-func (b *Bot) pinCommand(tg int64, reply *tgbotapi.Message) (chat, cmd, problem string) {
+// pinCommand makes the /pin or /unpin command (name) of a reply: the chat
+// that owns the Mirror message the replied-to Telegram message shows, and
+// "/pin <id>". problem is what to tell the person instead when that is
+// impossible.
+func (b *Bot) pinCommand(tg int64, name string, reply *tgbotapi.Message) (chat, cmd, problem string) {
+	what := strings.TrimPrefix(name, "/")
 	if reply == nil {
-		return "", "", "Send /pin as a reply to the message to pin (one of mine, or one of yours I passed on)."
+		return "", "", "Send " + name + " as a reply to the message to " + what + " (one of mine, or one of yours I passed on)."
 	}
 	rec, ok := b.mapped(tg, reply.MessageID)
 	if !ok || rec.Msg == "" {
-		return "", "", "I cannot pin that message: it is not one I know (only my replies and the messages I passed on to the assistant can be pinned)."
+		return "", "", "I cannot " + what + " that message: it is not one I know (only my replies and the messages I passed on to the assistant can be pinned)."
 	}
-	return rec.Chat, "/pin " + rec.Msg, ""
+	return rec.Chat, name + " " + rec.Msg, ""
 }
 
 // mapped returns the Mirror message a Telegram message of tg shows.
@@ -929,15 +936,51 @@ func (b *Bot) mapped(tg int64, id int) (sentRecord, bool) {
 	return rec, found
 }
 
-const helpText = `Mirror: send a message to talk to the assistant in your current chat.
-/new [title] – start a new chat
-/chats – list chats and switch
-/stop – stop the running reply
-/status – the current chat's state and context
-/compact [what to keep] – compact the conversation now
-/pin – as a reply: pin that message into the assistant's context
-/changes, /rewind N – file changes of the chat
-In a group, mention me (@name) or reply to me.`
+// helpText is what /help and /start answer: the chats table's commands as
+// Telegram takes them, and Telegram's own.
+var helpText = buildHelp(chats.Commands())
+
+// ownCommands act on the Telegram chat itself (which Mirror chat is
+// current), so they are Telegram's, not the chats table's.
+var ownCommands = []chats.CommandSpec{{Name: "/chats", Help: "list chats and switch"}}
+
+// tgUsage is how Telegram takes the table's commands it runs its own way:
+// /new also switches to the new chat, /status adds the chat's state, and
+// /pin and /unpin name their message by being a reply to it.
+var tgUsage = map[string]chats.CommandSpec{
+	"/new":    {Name: "/new", Args: "[title]", Help: "start a new chat and switch to it"},
+	"/status": {Name: "/status", Help: "the current chat's state and context"},
+	"/pin":    {Name: "/pin", Help: "as a reply: pin that message into the assistant's context"},
+	"/unpin":  {Name: "/unpin", Help: "as a reply: unpin that message"},
+}
+
+// buildHelp writes the help: one line per command, Telegram's own after
+// /new, then the rest of the table in its order.
+func buildHelp(table []chats.CommandSpec) string {
+	var b strings.Builder
+	b.WriteString("Mirror: send a message to talk to the assistant in your current chat.\n")
+	line := func(c chats.CommandSpec) {
+		if u, ok := tgUsage[c.Name]; ok {
+			c = u
+		}
+		b.WriteString(c.Usage() + " – " + c.Help + "\n")
+	}
+	for _, c := range table {
+		if c.Name == "/new" {
+			line(c)
+		}
+	}
+	for _, c := range ownCommands {
+		line(c)
+	}
+	for _, c := range table {
+		if c.Name != "/new" {
+			line(c)
+		}
+	}
+	b.WriteString("In a group, mention me (@name) or reply to me.")
+	return b.String()
+}
 
 func (b *Bot) status(c chats.Chat) string {
 	models := b.opt.Config.Chains[c.Chain]

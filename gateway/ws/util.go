@@ -1,8 +1,6 @@
 package ws
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 )
@@ -25,10 +23,4 @@ func jsonProblem(err error) string {
 		return "field " + te.Field + " must be " + te.Type.String()
 	}
 	return err.Error()
-}
-
-func randomID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

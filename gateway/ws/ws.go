@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/gateway/limit"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 )
 
 // Protocol limits and close codes.
@@ -134,7 +135,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	c := &conn{hub: h, ws: wc, principal: principal, wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), session: "s_" + randomID(), opened: map[string]bool{}}
+		stop: make(chan struct{}), session: ids.NewSession(), opened: map[string]bool{}}
 	if authed {
 		c.auth.Store(authOK)
 	} else {
@@ -730,7 +731,10 @@ func (c *conn) handle(data []byte) bool {
 		if total > MaxWelcomeChats {
 			list = list[:MaxWelcomeChats] // the most recently updated; the rest stay reachable by id
 		}
-		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "total": total, "req": omit(f.Req)})
+		// The slash commands come from the chats table, so the browser
+		// offers exactly what chat.command runs.
+		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "total": total,
+			"commands": chats.Commands(), "req": omit(f.Req)})
 		return true
 	}
 	if c.auth.Load() != authOK {

@@ -21,8 +21,6 @@ package tools
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +31,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tools/pgroup"
 )
@@ -291,8 +290,7 @@ func preview(full string, limit int) (string, string) {
 	if total <= limit {
 		return full, ""
 	}
-	sum := sha256.Sum256([]byte(full))
-	handle := "out_" + hex.EncodeToString(sum[:8])
+	handle := ids.Output(full)
 	marker := func(omitted int) string {
 		return fmt.Sprintf("\n…[%d more characters; full output stored as handle %s]…\n", omitted, handle)
 	}

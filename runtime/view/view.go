@@ -16,9 +16,9 @@ package view
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/mirror-gateway/mirror/runtime/budget"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
@@ -73,7 +73,7 @@ func (r *Row) MessageID() string {
 	if r.ID != "" {
 		return r.ID
 	}
-	return "m" + strconv.FormatUint(r.Seq, 10)
+	return ids.Message(r.Seq)
 }
 
 // Section is one keyed piece of runtime context. A section whose Text is

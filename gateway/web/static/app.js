@@ -38,9 +38,12 @@
 //                                 = true sends with mode "redirect"
 //   #toasts .toast                transient errors that belong to no bubble;
 //                                 .toast.command shows what a chat command typed in
-//                                 the composer (/changes, /rewind, /stop, /status,
-//                                 /compact, /clear, /pin, /unpin, /new,
-//                                 /prune-sessions) answered
+//                                 the composer answered
+//   #command-hints                shown while the composer holds a slash word: one
+//                                 li > button.command-hint[data-command=NAME] per
+//                                 matching chat command (welcome.commands, the
+//                                 server's table: name, args, help); a click puts
+//                                 the command in the composer
 //
 // Long conversations:
 //   #context                      the usage ring (role=meter): .ring-value is the
@@ -148,6 +151,7 @@ const dom = {
   panelBody: $('#panel-body'),
   panelBack: $('#panel-back'),
   panelClose: $('#panel-close'),
+  commandHints: $('#command-hints'),
 };
 
 // ---------------------------------------------------------------- state
@@ -174,6 +178,7 @@ const S = {
   boundaries: new Map(), // chat id -> Map(boundary seq -> {reason, continued, notes, why}) as events told
   menu: null, // {chat, message}: the open message menu
   noteTitles: new Map(), // memory note file name -> its title, from GET /api/memory
+  commands: null, // [{name, args, help}]: the chat commands, from welcome; null until one came
 };
 
 function newView(id) {
@@ -406,6 +411,8 @@ function onWelcome(f) {
   S.connected = true;
   S.attempt = 0;
   S.session = f.session || null;
+  S.commands = Array.isArray(f.commands) ? f.commands.filter((c) => c && typeof c.name === 'string') : [];
+  showCommandHints();
   setStatus('connected');
   const chats = new Map();
   for (const c of Array.isArray(f.chats) ? f.chats : []) if (c && c.id) chats.set(c.id, c);
@@ -1074,6 +1081,7 @@ function selectChat(id) {
   setHash(id);
   dom.input.value = S.drafts.get(id) || '';
   autosize(dom.input);
+  showCommandHints();
   viewFor(id);
   if (S.connected) subscribe(id);
   S.stick = true;
@@ -1090,11 +1098,25 @@ function createChat(then) {
   request({ type: 'chat.create' }, { kind: 'create', then });
 }
 
-// Chat commands the gateway runs itself rather than the model.
-const COMMAND = /^\/(changes|rewind|stop|status|compact|clear|pin|unpin|new|prune-sessions)(\s|$)/;
+// isCommand says whether text is a chat command the gateway runs itself
+// rather than the model: its first word names one of the server's table
+// (welcome.commands). null while no welcome has told which they are, so a
+// slash text then is held back rather than sent to the assistant.
+function isCommand(text) {
+  const m = /^(\/\S+)(\s|$)/.exec(text.trim());
+  if (!m) return false;
+  if (!S.commands) return null;
+  return S.commands.some((c) => c.name === m[1]);
+}
 
 function sendMessage(chat, text, mode, attachments = []) {
-  if (chat && COMMAND.test(text.trim()) && !attachments.length) {
+  // A text with attachments is a message, whatever it starts with.
+  const cmd = chat && !attachments.length ? isCommand(text) : false;
+  if (cmd === null) {
+    toast('Not connected — try again in a moment.');
+    return;
+  }
+  if (cmd) {
     if (!request({ type: 'chat.command', chat, text: text.trim() }, { kind: 'command', chat })) toast('Not connected — try again in a moment.');
     return;
   }
@@ -1108,6 +1130,23 @@ function sendMessage(chat, text, mode, attachments = []) {
   transmit(e);
   S.stick = true;
   render();
+}
+
+// showCommandHints lists the chat commands matching the slash word the
+// composer holds, from the server's table; hidden otherwise.
+function showCommandHints() {
+  const el = dom.commandHints;
+  if (!el) return;
+  const m = /^(\/\S*)$/.exec(dom.input.value.trimStart());
+  const list = m && S.commands ? S.commands.filter((c) => c.name.startsWith(m[1])) : [];
+  el.replaceChildren(
+    ...list.map((c) =>
+      h('li', null,
+        h('button', { type: 'button', class: 'command-hint', 'data-command': c.name },
+          h('code', null, c.args ? `${c.name} ${c.args}` : c.name), h('span', null, ` — ${String(c.help || '')}`))),
+    ),
+  );
+  el.hidden = list.length === 0;
 }
 
 function transmit(e) {
@@ -2417,8 +2456,10 @@ function bind() {
     const text = dom.input.value.trim();
     if (!text && !files.count()) return;
     if (files.busy()) return files.afterUploads(() => dom.composer.requestSubmit());
-    sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue', COMMAND.test(text) ? [] : files.take());
+    // A command leaves the attached files for the next message.
+    sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue', isCommand(text) !== false ? [] : files.take());
     dom.input.value = '';
+    showCommandHints();
     if (S.current) S.drafts.delete(S.current);
     S.redirect = false;
     autosize(dom.input);
@@ -2434,7 +2475,19 @@ function bind() {
     }
   });
   dom.input.addEventListener('beforeinput', swallowEnter);
-  dom.input.addEventListener('input', () => autosize(dom.input));
+  dom.input.addEventListener('input', () => {
+    autosize(dom.input);
+    showCommandHints();
+  });
+  dom.commandHints?.addEventListener('click', (e) => {
+    const b = e.target.closest('button.command-hint');
+    if (!b) return;
+    const c = (S.commands || []).find((x) => x.name === b.dataset.command);
+    dom.input.value = c && c.args ? `${c.name} ` : c ? c.name : '';
+    autosize(dom.input);
+    showCommandHints();
+    dom.input.focus();
+  });
 
   dom.stop.addEventListener('click', stopTurn);
   dom.mode.addEventListener('click', () => {

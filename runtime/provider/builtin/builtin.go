@@ -58,6 +58,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
@@ -216,13 +217,13 @@ func parseTool(msgs []provider.Message) (name, args string, ok bool) {
 // message is "/tool NAME {json}" and req offers NAME.
 func ToolCall(req provider.Request) (provider.ToolCall, bool) {
 	if req.ToolChoice != "" && offered(req.Tools, req.ToolChoice) {
-		return provider.ToolCall{ID: "call_" + strconv.Itoa(len(req.Messages)), Name: req.ToolChoice, Arguments: forcedArgs(req)}, true
+		return provider.ToolCall{ID: ids.Call(strconv.Itoa(len(req.Messages))), Name: req.ToolChoice, Arguments: forcedArgs(req)}, true
 	}
 	name, args, ok := parseTool(req.Messages)
 	if !ok || !offered(req.Tools, name) {
 		return provider.ToolCall{}, false
 	}
-	return provider.ToolCall{ID: "call_" + strconv.Itoa(len(req.Messages)), Name: name, Arguments: args}, true
+	return provider.ToolCall{ID: ids.Call(strconv.Itoa(len(req.Messages))), Name: name, Arguments: args}, true
 }
 
 func offered(tools []provider.Tool, name string) bool {

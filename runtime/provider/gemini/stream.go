@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/sse"
 )
@@ -101,7 +102,7 @@ func (s *stream) callID(i int, c provider.ToolCall) string {
 	h.Write([]byte(c.Name))
 	h.Write([]byte{0})
 	h.Write([]byte(c.Arguments))
-	return "call_" + hex.EncodeToString(h.Sum(nil)[:12])
+	return ids.Call(hex.EncodeToString(h.Sum(nil)[:12]))
 }
 
 // read parses SSE from r until EOF, applying each chunk in order.
