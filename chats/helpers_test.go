@@ -17,8 +17,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-// wait bounds every wait in these tests.
-const wait = 10 * time.Second
+// wait bounds every wait in these tests: generous, since a loaded 2-core
+// machine under -race counts a 150 KiB message's tokens slowly, and a wait
+// that holds ends as soon as its condition does.
+const wait = 30 * time.Second
 
 // gate is a fake model: each answer streams "partial ", then waits for a
 // release (or cancellation), then streams the rest.
