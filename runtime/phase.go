@@ -284,7 +284,7 @@ func (t *turn) ask() (phase, error) {
 // oversized turn nears the ceiling (a later turn checkpoints).
 func (t *turn) request() provider.Request {
 	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, t.conv...)
-	if pruned, net := view.SafetyNet(msgs, t.sent, t.sz.budget.Ceiling-t.sz.defs, t.sz.count); net.Fired() {
+	if pruned, net := view.SafetyNet(msgs, t.sent, t.sz.room(), t.sz.count); net.Fired() {
 		msgs, t.out.Pruned = pruned, true
 		t.e.logNet(t.in.Chat, net)
 	}
@@ -304,7 +304,7 @@ func (t *turn) account(res provider.Result, model string, est int, last uint64) 
 		return
 	}
 	if model == t.chain[0].Name {
-		t.out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: t.v.Epoch, Seq: last}
+		t.out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: t.v.Epoch, Seq: last, Basis: t.sz.basis}
 	}
 	if t.e.cal != nil && model != "" {
 		t.e.cal.Observe(model, est, res.Usage.InputTokens)

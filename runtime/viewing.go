@@ -27,8 +27,12 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 	if len(e.offered(in.Host != nil)) > 0 {
 		roster = e.roster
 	}
-	return view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
-		Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind}
+	vin := view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
+		Basis: sz.basis, Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind}
+	if e.cal != nil {
+		vin.Correct = e.cal
+	}
+	return vin
 }
 
 // materialize builds the turn's view on the turn's goroutine: SessionStart
