@@ -174,8 +174,8 @@ type Input struct {
 	// whose tokenizer counts more than the local one is sized by what it
 	// bills. nil leaves the local count as it is.
 	Correct Corrector
-	Signals    Signals
-	Context    []Section // this turn's runtime context, whole
+	Signals Signals
+	Context []Section // this turn's runtime context, whole
 	// Roster names the tools offered; pointers cite tool_output and
 	// global_search only when they are in it.
 	Roster []string
