@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/view"
@@ -147,10 +148,15 @@ func (e *Engine) dropNotes(names []string) {
 // the assistant answered with a valid handoff_update, which then stands,
 // and its consolidate decision when it gave one.
 func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.Message, h *boundary.Handoff) (bool, *bool, error) {
+	chain := e.chains[in.Chain]
 	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
 	msgs = append(msgs, boundary.ForcedAskMessage())
-	req := provider.Request{Messages: msgs, Tools: boundary.ForcedAskTools(), ToolChoice: boundary.ToolHandoffUpdate}
-	res, _, _, err := e.answer(ctx, e.chains[in.Chain], req, in.Host, func(string) error { return nil })
+	tools := boundary.ForcedAskTools()
+	// conv is the view's: trimmed like any request that nears the
+	// ceiling, and refused by answer, before it is sent, if it still
+	// does not fit. Then the runtime's own record stands.
+	req := provider.Request{Messages: e.trim(chain[0], msgs, tools), Tools: tools, ToolChoice: boundary.ToolHandoffUpdate}
+	res, _, _, err := e.answer(ctx, chain, req, in.Host, func(string) error { return nil })
 	answered := false
 	var decided *bool
 	if err == nil {
@@ -191,7 +197,7 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 			docs = append(docs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Content})
 		}
 	}
-	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: boundary.ReflectPrompt(docs)}, nil, func(string) error { return nil })
+	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: e.reflectPrompt(chain[0], docs)}, nil, func(string) error { return nil })
 	if err != nil {
 		return nil, err
 	}
@@ -199,4 +205,47 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 		return nil, nil
 	}
 	return boundary.WriteNotes(e.dataDir, in.Chat, through, time.Now(), boundary.ParseNotes(res.Text))
+}
+
+// trim is the safety net of a boundary's one-off request: msgs (the system
+// prompt first) with the oldest tool results, then the oldest whole turns,
+// cut until they fit m's ceiling as m's provider bills it, tools offered.
+// The turn's requests get the same from phaseAsk; answer refuses what
+// still does not fit.
+func (e *Engine) trim(m *Model, msgs []provider.Message, tools []provider.Tool) []provider.Message {
+	defs, _ := e.defsCount(tools)
+	sz := sizer{e: e, m: m, defs: defs}
+	sz.budget, _ = budget.New(m.Window, e.contextLimit(m), 0) // validated at load or when chosen
+	out, _ := view.SafetyNet(msgs, 0, sz.room(), tokens.For(m.Remote).Count)
+	return out
+}
+
+// reflectPrompt is reflect's request for docs, fitted to m's ceiling as
+// m's provider bills it: when the whole transcript does not fit, the oldest
+// rows are left out (they are archived and searchable), and the prompt
+// says how many. answer refuses it if even the newest row alone does not
+// fit; the boundary then says reflect failed.
+func (e *Engine) reflectPrompt(m *Model, docs []boundary.Doc) []provider.Message {
+	sz := sizer{e: e, m: m}
+	sz.budget, _ = budget.New(m.Window, e.contextLimit(m), 0)
+	room := sz.room()
+	count := tokens.For(m.Remote).Count
+	msgs := boundary.ReflectPrompt(docs)
+	n := tokens.Overhead(len(msgs))
+	for _, msg := range msgs {
+		n += count(msg.Content)
+	}
+	if n <= room {
+		return msgs
+	}
+	// Each doc costs its text and its heading; the note that replaces the
+	// dropped ones costs about one heading more.
+	const heading = 12
+	drop := 0
+	for drop < len(docs)-1 && n > room-heading {
+		n -= count(docs[drop].Text) + heading
+		drop++
+	}
+	note := boundary.Doc{Role: "note", Text: fmt.Sprintf("The %d oldest rows of the conversation are left out here to fit the request budget; they are archived.", drop)}
+	return boundary.ReflectPrompt(append([]boundary.Doc{note}, docs[drop:]...))
 }

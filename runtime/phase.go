@@ -190,6 +190,11 @@ func (t *turn) view() (phase, error) {
 	}
 	reading, first := t.opening()
 	if first {
+		// A message that cannot fit even a fresh conversation is refused
+		// before the boundary asks anything for it.
+		if err := t.e.fitsAlone(&t.in, t.sz, t.rows[t.picked:]); err != nil {
+			return phaseDone, err
+		}
 		var err error
 		if reading, err = t.boundaryFirst(reading); err != nil {
 			return phaseDone, err
@@ -232,7 +237,8 @@ func (t *turn) usePrepared(p *Prepared) (phase, error) {
 // fits, and the next turn tries again.
 func (t *turn) boundaryFirst(reading boundary.Reading) (boundary.Reading, error) {
 	t.crossed = true
-	b, fresh, err := t.e.consolidate(t.ctx, &t.in, t.sz.messagesOf(t.rows[:t.picked]), ReasonHard, nil, t.rows[t.picked].Seq, t.in.Last)
+	closing := t.e.closing(&t.in, t.sz, t.rows[:t.picked])
+	b, fresh, err := t.e.consolidate(t.ctx, &t.in, closing, ReasonHard, nil, t.rows[t.picked].Seq, t.in.Last)
 	switch {
 	case err == nil:
 		t.out.Boundary, t.rows = &b, fresh

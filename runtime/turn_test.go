@@ -105,6 +105,10 @@ type journal struct {
 	asked          bool
 	boundaries     []Boundary
 	failBoundary   error
+	// conv is the conversation's rows as the chat holds them, when a test
+	// sets it: a boundary carries the person's messages from it into fresh,
+	// the rows it returns.
+	conv, fresh []view.Row
 }
 
 func (j *journal) Context(ci ContextInfo, _ []view.Section, _ int) error {
@@ -147,9 +151,23 @@ func (j *journal) Boundary(b Boundary) ([]view.Row, error) {
 		return nil, j.failBoundary
 	}
 	j.boundaries = append(j.boundaries, b)
-	j.asked = false
+	// As the chat does: the assistant's half carries over as where the
+	// work stands, and it is asked anew should the fresh conversation
+	// reach hard without a word.
+	j.asked, j.handoff.JudgedSeq, j.handoff.Seen = false, 0, boundary.Seen{}
 	j.seq++
-	return []view.Row{{Seq: j.seq, Kind: view.KindUser, Text: b.Opening}}, nil
+	fresh := []view.Row{{Seq: j.seq, Kind: view.KindUser, Text: b.Opening}}
+	for _, r := range j.conv {
+		// The person's messages from CarryFrom on go into the fresh
+		// conversation as typed, as the chat carries them.
+		if b.CarryFrom > 0 && r.Kind == view.KindUser && r.Seq >= b.CarryFrom {
+			j.seq++
+			r.Seq = j.seq
+			fresh = append(fresh, r)
+		}
+	}
+	j.fresh = fresh
+	return fresh, nil
 }
 func (j *journal) Lookup(context.Context, provider.ToolCall) (ToolResult, error) {
 	return ToolResult{Content: "nothing archived"}, nil

@@ -1,0 +1,361 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/tools"
+	"github.com/mirror-gateway/mirror/runtime/view"
+)
+
+// wireReq is what the windowed fake reads of a chat-completions request.
+type wireReq struct {
+	Messages []struct {
+		Role      string `json:"role"`
+		Content   string `json:"content"`
+		ToolCalls []struct {
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
+}
+
+func (r *wireReq) forced() bool { return len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" }
+
+// reflect says the request is reflect's (its system message says so).
+func (r *wireReq) reflect() bool {
+	return len(r.Messages) > 0 && strings.Contains(r.Messages[0].Content, "about to be archived")
+}
+
+func (r *wireReq) last() string {
+	if n := len(r.Messages); n > 0 {
+		return r.Messages[n-1].Role
+	}
+	return ""
+}
+
+// windowed is a fake OpenAI-compatible model with a context window: it
+// bills each request's real count (every message's content and tool calls,
+// their formatting, the tool definitions as the wire carries them), scaled
+// by scale as a provider whose tokenizer counts more than tiktoken's would,
+// and refuses a request past its window as OpenAI does. It keeps the size
+// of every request it received.
+type windowed struct {
+	window int
+	scale  float64 // 0 is 1
+	reply  func(r *wireReq) (string, []provider.ToolCall)
+
+	mu    sync.Mutex
+	sizes []int // billed size of every request received
+	kinds []string
+}
+
+func (f *windowed) serve(t testing.TB) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		var r wireReq
+		if err := json.NewDecoder(hr.Body).Decode(&r); err != nil {
+			http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, 400)
+			return
+		}
+		n := tokens.ReplyOverhead
+		for _, m := range r.Messages {
+			n += tokens.Count(m.Content) + tokens.MessageOverhead
+			for _, c := range m.ToolCalls {
+				n += tokens.Count(c.Function.Name) + tokens.Count(c.Function.Arguments)
+			}
+		}
+		for _, d := range r.Tools {
+			n += tokens.Count(d.Function.Name) + tokens.Count(d.Function.Description) + tokens.Count(string(d.Function.Parameters)) + tokens.MessageOverhead
+		}
+		if f.scale > 0 {
+			n = int(math.Ceil(float64(n) * f.scale))
+		}
+		kind := "turn"
+		switch {
+		case r.forced():
+			kind = "ask"
+		case r.reflect():
+			kind = "reflect"
+		}
+		f.mu.Lock()
+		f.sizes = append(f.sizes, n)
+		f.kinds = append(f.kinds, kind)
+		text, calls := "", []provider.ToolCall(nil)
+		if n <= f.window {
+			text, calls = f.reply(&r)
+		}
+		f.mu.Unlock()
+		if n > f.window {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			fmt.Fprintf(w, `{"error":{"message":"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`, f.window, n)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(v any) {
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		if text != "" {
+			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": text}}}})
+		}
+		for i, c := range calls {
+			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{
+				map[string]any{"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}}}}}})
+		}
+		finish := "stop"
+		if len(calls) > 0 {
+			finish = "tool_calls"
+		}
+		chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}})
+		chunk(map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": n, "completion_tokens": 5}})
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// received is the billed size and kind of every request so far.
+func (f *windowed) received() ([]int, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.sizes...), append([]string(nil), f.kinds...)
+}
+
+// windowEngine is one model on the windowed fake, with the default limits
+// (soft 0.20, hard 0.25 of the window) and reflect on the same chain.
+func windowEngine(t *testing.T, f *windowed, reg *tools.Registry) *Engine {
+	t.Helper()
+	m := &Model{Name: "m", ProvName: "fake", Provider: openai.New(openai.Config{Name: "fake", BaseURL: f.serve(t)}),
+		Remote: "gpt-4o", Window: f.window, ContextLimit: config.ContextAuto, ContinuityBudget: 1500}
+	e, err := NewEngine([]*Model{m}, map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Provision(Options{Tools: reg}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// words is a message of n English words.
+func words(n int) string {
+	vocab := strings.Fields("the quarterly EBITDA reconciliation for region-7 (Q3/2026) showed €4,417.25 of amortisation; " +
+		"freight-costs rose 12.5% while FX-swings [USD/EUR] offset the warehouse-lease accruals, per ledger #A-0913.")
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(vocab[(i*7+i/len(vocab))%len(vocab)])
+	}
+	return b.String()
+}
+
+// record plays the chat's record for runTurn: rows, seq, the checkpoint
+// and the measurement, carried from turn to turn as chats carries them.
+type record struct {
+	host *journal
+	rows []view.Row
+	seq  uint64
+	cp   *view.Checkpoint
+	meas view.Measurement
+	turn uint64
+}
+
+// send stores text as the person's message and runs its turn through
+// Prepare and Run, as the chat does; the turn's answer joins the rows.
+func (rec *record) send(t *testing.T, e *Engine, text string) (TurnResult, error) {
+	t.Helper()
+	rec.turn++
+	last := rec.seq
+	rec.seq++
+	rec.rows = append(rec.rows, view.Row{Seq: rec.seq, Kind: view.KindUser, Text: text, Tokens: tokens.Count(text)})
+	rec.host.mu.Lock()
+	rec.host.seq = rec.seq
+	rec.host.conv = rec.rows
+	cps := len(rec.host.checkpoints)
+	rec.host.mu.Unlock()
+	in := TurnInput{Chat: "c", Turn: rec.turn, Chain: "default", Host: rec.host, Rows: rec.rows, Picked: len(rec.rows) - 1,
+		Last: last, Checkpoint: rec.cp, Measured: rec.meas}
+	e.Prepare(&in)
+	res, err := e.Run(context.Background(), in, func(string) error { return nil })
+	rec.host.mu.Lock()
+	if len(rec.host.checkpoints) > cps {
+		rec.cp = rec.host.checkpoints[len(rec.host.checkpoints)-1]
+	}
+	rec.seq = rec.host.seq
+	rec.host.mu.Unlock()
+	if res.Boundary != nil {
+		rec.host.mu.Lock()
+		rec.rows = append([]view.Row(nil), rec.host.fresh...)
+		rec.host.mu.Unlock()
+		rec.cp = nil
+	}
+	if res.Reply != "" {
+		rec.seq++
+		rec.rows = append(rec.rows, view.Row{Seq: rec.seq, Kind: view.KindAssistant, Text: res.Reply, Tokens: tokens.Count(res.Reply)})
+	}
+	rec.meas = res.Measured
+	return res, err
+}
+
+// The issue's case: on a 12k-window model that bills real counts, a
+// 9,000-word message is refused for its own turn, before anything is sent;
+// the next message carries the conversation past hard, and the boundary's
+// record ask and reflect are built through the view and the request budget:
+// no request the fake receives is larger than its window.
+func TestEveryRequestFitsTheWindow(t *testing.T) {
+	f := &windowed{window: 12000, reply: func(r *wireReq) (string, []provider.ToolCall) {
+		switch {
+		case r.forced():
+			return "", []provider.ToolCall{{ID: "h1", Name: boundary.ToolHandoffUpdate,
+				Arguments: `{"objective":"review the quarterly figures","remaining":["summarise the figures"]}`}}
+		case r.reflect():
+			return "NOTHING", nil
+		}
+		return "Noted.", nil
+	}}
+	e := windowEngine(t, f, nil)
+	rec := &record{host: &journal{}}
+	if _, err := rec.send(t, e, "Hello, a short question first."); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.received()
+
+	big := words(9000)
+	res, err := rec.send(t, e, big)
+	var be *view.BudgetError
+	if !errors.As(err, &be) || res.End != Failed || res.Class != ClassBudget {
+		t.Fatalf("the 9,000-word turn: err %v, ended %s (%s); want a budget error", err, res.End, res.Class)
+	}
+	if be.Size <= be.Limit || be.Limit != 12000-2400 || !strings.Contains(be.Hint, "shorter message") {
+		t.Fatalf("budget error %+v: want its size over the 9,600-token ceiling and what to do", be)
+	}
+	if after, _ := f.received(); len(after) != len(before) {
+		t.Fatalf("the refused turn sent %d requests", len(after)-len(before))
+	}
+
+	res, err = rec.send(t, e, "Now summarise the figures, please.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Boundary == nil || res.Boundary.Reason != ReasonHard || res.Boundary.CarryFrom == 0 {
+		t.Fatalf("boundary %+v: want the next message to cross hard and be carried", res.Boundary)
+	}
+	if res.Reply != "Noted." || res.End != Answered {
+		t.Fatalf("reply %q, ended %s: want the carried message answered", res.Reply, res.End)
+	}
+	sizes, kinds := f.received()
+	sent := map[string]int{}
+	for i, n := range sizes {
+		if n > f.window {
+			t.Errorf("request %d (%s) was %d tokens, over the %d-token window", i, kinds[i], n, f.window)
+		}
+		sent[kinds[i]]++
+	}
+	// The view evicts the refused message into a card, so the record ask
+	// and reflect both fit and are sent.
+	if sent["ask"] != 1 || sent["reflect"] != 1 {
+		t.Errorf("requests %v: want the record ask and reflect sent once each", kinds)
+	}
+	if !strings.Contains(res.Boundary.Record, "summarise the figures") || res.Boundary.Why != "" {
+		t.Errorf("why %q; the record does not carry the assistant's answer to the ask:\n%s", res.Boundary.Why, res.Boundary.Record)
+	}
+}
+
+// A conversation that crosses hard inside a long tool loop: the boundary
+// runs after the last tool result, and the turn goes on in the fresh
+// conversation, so the person gets an answer, whatever the record says is
+// left (an answered ask that leaves nothing, one that leaves work, an ask
+// that goes unanswered).
+func TestABoundaryInsideAToolLoopStillAnswers(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 12 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part%02d.txt", i)), []byte(words(700)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := tools.New(tools.Options{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		ask       []provider.ToolCall
+		continued bool
+	}{
+		{"the record leaves nothing", []provider.ToolCall{{ID: "h1", Name: boundary.ToolHandoffUpdate,
+			Arguments: `{"objective":"read the report parts","done":["read parts 0 to 5"]}`}}, false},
+		{"the record leaves work", []provider.ToolCall{{ID: "h1", Name: boundary.ToolHandoffUpdate,
+			Arguments: `{"objective":"read the report parts","remaining":["read the rest"]}`}}, true},
+		{"the ask goes unanswered", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &windowed{window: 12000, reply: func(r *wireReq) (string, []provider.ToolCall) {
+				switch {
+				case r.forced():
+					if tc.ask == nil {
+						return "I would rather keep reading.", nil
+					}
+					return "", tc.ask
+				case r.reflect():
+					return "NOTHING", nil
+				case strings.HasPrefix(r.Messages[1].Content, "This conversation"):
+					return "The summary: figures are in, freight costs rose.", nil // the fresh conversation
+				}
+				n := 0
+				for _, m := range r.Messages {
+					if m.Role == "tool" {
+						n++
+					}
+				}
+				return "", []provider.ToolCall{{ID: fmt.Sprintf("r%d", n), Name: "read_file", Arguments: fmt.Sprintf(`{"path":"part%02d.txt"}`, n)}}
+			}}
+			e := windowEngine(t, f, reg)
+			rec := &record{host: &journal{}}
+			res, err := rec.send(t, e, "Read every part of the report and summarise it.")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Boundary == nil || res.Boundary.Reason != ReasonHard || res.Boundary.Continued != tc.continued {
+				t.Fatalf("boundary %+v: want one at hard, continued %t", res.Boundary, tc.continued)
+			}
+			if res.Reply == "" || res.End != Answered {
+				t.Fatalf("reply %q, ended %s: want the turn answered in the fresh conversation", res.Reply, res.End)
+			}
+			sizes, kinds := f.received()
+			for i, n := range sizes {
+				if n > f.window {
+					t.Errorf("request %d (%s) was %d tokens, over the window", i, kinds[i], n)
+				}
+			}
+		})
+	}
+}
