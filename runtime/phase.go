@@ -48,8 +48,9 @@ const (
 	phaseTools
 
 	// phaseBoundary writes the record, reflects, and clears the
-	// conversation. It leads to phaseAsk when the work continues or
-	// messages were carried into the fresh conversation, else phaseDone.
+	// conversation. It leads to phaseAsk when the work continues, messages
+	// were carried into the fresh conversation, or hard was crossed mid-turn
+	// (the person is still owed an answer); else phaseDone.
 	phaseBoundary
 
 	// phaseSteer reads the messages sent to steer the turn at its tool
@@ -400,22 +401,29 @@ func (t *turn) loops(call provider.ToolCall, r ToolResult) bool {
 }
 
 // boundary: the record, reflect, archive and clear; then the fresh
-// conversation, or the end of the turn when the work stops there.
+// conversation, built through the view like any other (its reading and
+// runtime context stored before the request), or the end of the turn when
+// the work stops there.
 func (t *turn) boundary() (phase, error) {
 	t.crossed = true
 	b, fresh, err := t.e.consolidate(t.ctx, &t.in, t.conv, t.next.reason, t.next.want, t.next.carry, t.in.Host.Last())
-	if err == nil {
-		err = t.e.freshReading(&t.in, t.sz, fresh, t.chain[0].Name)
-	}
 	if err != nil {
 		return phaseDone, err
 	}
 	t.out.Boundary, t.out.Measured, t.v = &b, view.Measurement{}, view.View{}
-	if afterBoundary(b.Continued, t.next.carry != 0) == phaseDone {
+	// What the conversation just archived had in force speaks no more.
+	t.in.Checkpoint, t.in.Measured, t.in.Signals, t.in.SessionStart = nil, view.Measurement{}, view.Signals{}, false
+	t.rows = fresh
+	if afterBoundary(b.Continued, t.next.carry != 0, t.next.reason == ReasonHard) == phaseDone {
 		t.out.Reply = ""
-		return phaseDone, nil
+		return phaseDone, t.e.freshReading(&t.in, t.sz, fresh, t.chain[0].Name)
 	}
-	t.conv, t.sent = t.sz.messagesOf(fresh), 0
+	ci := info(t.sz.readRows(fresh, nil), t.chain[0].Name)
+	v, err := t.e.materialize(t.ctx, t.in.Host, &t.in, t.chain[0], t.sz, fresh, ci, true)
+	if err != nil {
+		return phaseDone, err
+	}
+	t.v, t.conv, t.sent = v, v.Messages, 0
 	return phaseAsk, nil
 }
 
@@ -501,9 +509,13 @@ func afterTools(stopped, consolidate bool) phase {
 }
 
 // afterBoundary: the turn goes on in the fresh conversation when the work
-// continues or when it carried messages, which are answered there.
-func afterBoundary(continued, carried bool) phase {
-	if continued || carried {
+// continues, when it carried messages (they are answered there), or when
+// hard was crossed inside the tool loop: that boundary cut a turn that had
+// not answered the person yet, so it goes on whatever the record says is
+// owed, and the person gets an answer. Only the assistant's own decision
+// to stop ends the turn at its boundary.
+func afterBoundary(continued, carried, midTurnHard bool) phase {
+	if continued || carried || midTurnHard {
 		return phaseAsk
 	}
 	return phaseDone
