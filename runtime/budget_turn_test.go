@@ -359,3 +359,132 @@ func TestABoundaryInsideAToolLoopStillAnswers(t *testing.T) {
 		})
 	}
 }
+
+// sized is words cut to about n tokens.
+func sized(n int) string {
+	lo, hi := 1, n
+	for lo < hi { // the fewest words that count n tokens or more
+		mid := (lo + hi) / 2
+		if tokens.Count(words(mid)) < n {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return words(lo)
+}
+
+// A model whose tokenizer counts 1.5 times what tiktoken does: once its
+// first bill taught the calibration that, the view's preflight and
+// admission size requests with the corrected count, margin included. A
+// request of about 8,400 local tokens fits the 9,600-token ceiling by the
+// raw count (and by the uncalibrated prior's 10 % margin) but bills 12,600,
+// past the 12k window: it is refused locally when the active turn alone is
+// that large, and checkpointed (older turns evicted into a card) when the
+// history is, so the provider never receives a request past its window.
+func TestAdmissionUsesTheCalibratedCount(t *testing.T) {
+	tests := []struct {
+		name    string
+		history func() []provider.Message
+		refused bool
+	}{
+		{"the active turn alone", func() []provider.Message {
+			return []provider.Message{{Role: provider.RoleUser, Content: sized(8400)}}
+		}, true},
+		{"a long history", func() []provider.Message {
+			var h []provider.Message
+			for range 6 {
+				h = append(h, provider.Message{Role: provider.RoleUser, Content: sized(1380)}, provider.Message{Role: provider.RoleAssistant, Content: "Noted."})
+			}
+			return append(h, provider.Message{Role: provider.RoleUser, Content: "And now, what do the figures say?"})
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &windowed{window: 12000, scale: 1.5, reply: func(*wireReq) (string, []provider.ToolCall) { return "Noted.", nil }}
+			e := windowEngine(t, f, nil)
+			run := func(hist []provider.Message) (TurnResult, error) {
+				return e.Run(context.Background(), TurnInput{Chat: "c", Turn: 1, Chain: "default", History: hist, Picked: len(hist) - 1},
+					func(string) error { return nil })
+			}
+			if _, err := run([]provider.Message{{Role: provider.RoleUser, Content: "Hello."}}); err != nil {
+				t.Fatal(err)
+			}
+			if ratio, _, n := e.cal.Factors("m"); n != 1 || ratio < 1.4 {
+				t.Fatalf("the first bill taught ratio %.2f from %d bills", ratio, n)
+			}
+			hist := tc.history()
+			if est := e.estimate(provider.Request{Messages: append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, hist...)}, ""); est*110/100 > 9600 || est*3/2 <= 12000 {
+				t.Fatalf("the request is %d tokens locally: it must fit the ceiling by the prior and overflow the window as billed", est)
+			}
+			res, err := run(hist)
+			var be *view.BudgetError
+			if tc.refused {
+				if !errors.As(err, &be) || res.End != Failed || res.Class != ClassBudget || be.Size <= be.Limit {
+					t.Fatalf("err %v, ended %s (%s): want refused locally with the budget error", err, res.End, res.Class)
+				}
+			} else if err != nil || res.Reply != "Noted." {
+				t.Fatalf("err %v, reply %q: want the turn checkpointed and answered", err, res.Reply)
+			}
+			sizes, _ := f.received()
+			for i, n := range sizes {
+				if n > f.window {
+					t.Errorf("request %d billed %d, past the %d-token window", i, n, f.window)
+				}
+			}
+			if want := 1 + map[bool]int{true: 0, false: 1}[tc.refused]; len(sizes) != want {
+				t.Errorf("%d requests sent, want %d", len(sizes), want)
+			}
+		})
+	}
+}
+
+// A provider's measurement speaks for the next view only when it was taken
+// for the same view epoch, model, system prompt and tools: one billed past
+// the checkpoint mark sizes the view then, and is otherwise ignored (the
+// local count sizes it, far below).
+func TestAMeasurementCountsOnlyForWhatItMeasured(t *testing.T) {
+	f := &windowed{window: 12000, reply: func(*wireReq) (string, []provider.ToolCall) { return "Noted.", nil }}
+	e := windowEngine(t, f, nil)
+	basis := e.sizer(e.chains["default"][0], e.offered(true)).basis
+	var rows []view.Row
+	for i := range 12 {
+		kind, text := view.KindUser, fmt.Sprintf("Question %d about the figures.", i)
+		if i%2 == 1 {
+			kind, text = view.KindAssistant, "Noted."
+		}
+		rows = append(rows, view.Row{Seq: uint64(i + 1), Kind: kind, Text: text, Tokens: tokens.Count(text)})
+	}
+	other := func(change func(*view.Basis)) view.Basis { b := basis; change(&b); return b }
+	tests := []struct {
+		name  string
+		meas  view.Measurement
+		takes bool
+	}{
+		{"the same view", view.Measurement{Tokens: 9000, Seq: 11, Basis: basis}, true},
+		{"another epoch", view.Measurement{Tokens: 9000, Seq: 11, Epoch: 3, Basis: basis}, false},
+		{"another model", view.Measurement{Tokens: 9000, Seq: 11, Basis: other(func(b *view.Basis) { b.Model = "big" })}, false},
+		{"another system prompt", view.Measurement{Tokens: 9000, Seq: 11, Basis: other(func(b *view.Basis) { b.Prompt = fingerprint("You are someone else.") })}, false},
+		{"other tools", view.Measurement{Tokens: 9000, Seq: 11, Basis: other(func(b *view.Basis) { b.Tools = "" })}, false},
+		{"one stored before it said what it measured", view.Measurement{Tokens: 9000, Seq: 11}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := TurnInput{Chat: "c", Turn: 7, Chain: "default", Host: &journal{seq: 12}, Rows: rows, Picked: len(rows) - 1, Last: 11, Measured: tc.meas}
+			e.Prepare(&in)
+			p := in.Prepared
+			if p == nil || p.Err != nil {
+				t.Fatalf("prepared %+v", p)
+			}
+			if p.View.Measured != tc.takes || (p.View.Size >= 9000) != tc.takes {
+				t.Fatalf("measured %t, size %d: want the measurement taken %t (else the local count, far below it)", p.View.Measured, p.View.Size, tc.takes)
+			}
+		})
+	}
+	// And the turn records what it measured, for the next view to compare.
+	res, err := e.Run(context.Background(), TurnInput{Chat: "c", Turn: 8, Chain: "default", Host: &journal{seq: 12}, Rows: rows, Picked: len(rows) - 1, Last: 11},
+		func(string) error { return nil })
+	if err != nil || res.Measured.Basis != basis || res.Measured.Tokens == 0 {
+		t.Fatalf("err %v, measured %+v: want the bill with its basis %+v", err, res.Measured, basis)
+	}
+}
