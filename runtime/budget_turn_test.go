@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -486,5 +488,60 @@ func TestAMeasurementCountsOnlyForWhatItMeasured(t *testing.T) {
 		func(string) error { return nil })
 	if err != nil || res.Measured.Basis != basis || res.Measured.Tokens == 0 {
 		t.Fatalf("err %v, measured %+v: want the bill with its basis %+v", err, res.Measured, basis)
+	}
+}
+
+// Reflect's transcript labels each of the turn's rows with the seq the
+// journal stored it at, even when other rows of the chat (a message the
+// person queues meanwhile) land right after each one: the label is the
+// seq the journal returned, never the record's last seq read after it.
+func TestReflectLabelsNameTheRowsTheJournalStored(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 6 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part%02d.txt", i)), []byte(words(700)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := tools.New(tools.Options{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var transcript string
+	f := &windowed{window: 12000, reply: func(r *wireReq) (string, []provider.ToolCall) {
+		switch {
+		case r.forced():
+			return "", []provider.ToolCall{{ID: "h1", Name: boundary.ToolHandoffUpdate, Arguments: `{"objective":"read the parts","remaining":["the rest"]}`}}
+		case r.reflect():
+			transcript = r.Messages[1].Content
+			return "NOTHING", nil
+		case strings.HasPrefix(r.Messages[1].Content, "This conversation"):
+			return "Summary.", nil
+		}
+		n := 0
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				n++
+			}
+		}
+		return fmt.Sprintf("Reading part %d.", n), []provider.ToolCall{{ID: fmt.Sprintf("r%d", n), Name: "read_file", Arguments: fmt.Sprintf(`{"path":"part%02d.txt"}`, n)}}
+	}}
+	e := windowEngine(t, f, reg)
+	rec := &record{host: &journal{lands: 1}}
+	if _, err := rec.send(t, e, "Read every part."); err != nil {
+		t.Fatal(err)
+	}
+	steps := map[uint64]bool{}
+	for _, s := range rec.host.steps {
+		steps[s] = true
+	}
+	labels := regexp.MustCompile(`\[event (\d+), assistant\]\nReading part`).FindAllStringSubmatch(transcript, -1)
+	if len(labels) == 0 || len(steps) == 0 {
+		t.Fatalf("steps %v; reflect read:\n%s", rec.host.steps, transcript)
+	}
+	for _, l := range labels {
+		seq, _ := strconv.ParseUint(l[1], 10, 64)
+		if !steps[seq] {
+			t.Errorf("a step labelled event %d; the journal stored the steps at %v", seq, rec.host.steps)
+		}
 	}
 }

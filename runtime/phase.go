@@ -172,11 +172,11 @@ func (t *turn) do(p phase) (phase, error) {
 // joins the rows.
 func (t *turn) settle() (phase, error) {
 	for _, call := range openCalls(t.sz.messagesOf(t.rows)) {
-		res, err := t.e.settle(t.ctx, &t.in, call)
+		res, seq, err := t.e.settle(t.ctx, &t.in, call)
 		if err != nil {
 			return phaseDone, err
 		}
-		t.rows = append(t.rows, view.Row{Seq: t.in.Host.Last(), Kind: view.KindTool, ToolCallID: call.ID, ToolName: call.Name,
+		t.rows = append(t.rows, view.Row{Seq: seq, Kind: view.KindTool, ToolCallID: call.ID, ToolName: call.Name,
 			Text: res.Content, IsError: res.IsError, Tokens: tokens.Count(res.Content)})
 	}
 	return phaseView, nil
@@ -337,13 +337,14 @@ func (t *turn) rerun() (phase, error) {
 // tool-loop breaker consulted, and what follows.
 func (t *turn) tools() (phase, error) {
 	res := t.answer
-	if err := t.in.Host.Step(res.Text, res.ToolCalls); err != nil {
+	step, err := t.in.Host.Step(res.Text, res.ToolCalls)
+	if err != nil {
 		return phaseDone, err
 	}
-	t.conv = append(t.conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Seq: t.in.Host.Last()})
+	t.conv = append(t.conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Seq: step})
 	var consolidate *boundary.Consolidate
 	for _, call := range res.ToolCalls {
-		r, c, err := t.call(call)
+		r, seq, c, err := t.call(call)
 		if err != nil {
 			return phaseDone, err
 		}
@@ -351,7 +352,7 @@ func (t *turn) tools() (phase, error) {
 			consolidate = c
 		}
 		t.conv = append(t.conv, toolMessage(call, r))
-		t.conv[len(t.conv)-1].Seq = t.in.Host.Last() // its result's row, just stored
+		t.conv[len(t.conv)-1].Seq = seq // its result's row, as the journal named it
 		if t.loops(call, r) {
 			// The same call keeps failing: pause the turn and say so,
 			// rather than let the model loop.
@@ -372,15 +373,16 @@ func (t *turn) tools() (phase, error) {
 	return next, nil
 }
 
-// call journals and runs one call; consolidate is answered here (it runs
-// after the step), and returned when its arguments are valid.
-func (t *turn) call(call provider.ToolCall) (ToolResult, *boundary.Consolidate, error) {
+// call journals and runs one call, and returns its result with the seq of
+// the result's row; consolidate is answered here (it runs after the step),
+// and returned when its arguments are valid.
+func (t *turn) call(call provider.ToolCall) (ToolResult, uint64, *boundary.Consolidate, error) {
 	if err := t.in.Host.CallStarted(call); err != nil {
-		return ToolResult{}, nil, err
+		return ToolResult{}, 0, nil, err
 	}
 	if call.Name != boundary.ToolConsolidate {
-		r, err := t.e.runCall(t.ctx, &t.in, call)
-		return r, nil, err
+		r, seq, err := t.e.runCall(t.ctx, &t.in, call)
+		return r, seq, nil, err
 	}
 	var r ToolResult
 	var consolidate *boundary.Consolidate
@@ -391,7 +393,8 @@ func (t *turn) call(call provider.ToolCall) (ToolResult, *boundary.Consolidate, 
 		consolidate = &c
 		r = ToolResult{Content: "Consolidating after this step.", Full: "Consolidating after this step."}
 	}
-	return r, consolidate, t.in.Host.CallFinished(call, r)
+	seq, err := t.in.Host.CallFinished(call, r)
+	return r, seq, consolidate, err
 }
 
 // loops reports whether a failed call tripped the tool-loop breaker.
