@@ -184,7 +184,7 @@ func (j *journal) Step(string, []provider.ToolCall) (uint64, error) {
 	j.mu.Unlock()
 	return seq, nil
 }
-func (j *journal) CallStarted(provider.ToolCall) error    { j.calls++; return nil }
+func (j *journal) CallStarted(provider.ToolCall) error { j.calls++; return nil }
 func (j *journal) Approve(context.Context, provider.ToolCall) (bool, error) {
 	return true, nil
 }
@@ -203,8 +203,8 @@ func (j *journal) next() uint64 {
 	j.seq += uint64(j.lands)
 	return seq
 }
-func (j *journal) Redirects() ([]provider.Message, error)           { return nil, nil }
-func (j *journal) QuotaWait(quota.Wait)                             {}
+func (j *journal) Redirects() ([]provider.Message, error) { return nil, nil }
+func (j *journal) QuotaWait(quota.Wait)                   {}
 
 func TestTheSameFailingCallPausesTheTurn(t *testing.T) {
 	m := openai.New(openai.Config{Name: "loop", BaseURL: looping(t)})
