@@ -232,8 +232,9 @@ func (e *Engine) reflectPrompt(m *Model, docs []boundary.Doc) []provider.Message
 	count := tokens.For(m.Remote).Count
 	msgs := boundary.ReflectPrompt(docs)
 	n := tokens.Overhead(len(msgs))
-	for _, msg := range msgs {
-		n += count(msg.Content)
+	for i := range msgs {
+		msgs[i].Tokens = count(msgs[i].Content) // counted once: answer's estimate reads it
+		n += msgs[i].Tokens
 	}
 	if n <= room {
 		return msgs
