@@ -192,12 +192,14 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 		chain = e.chains[in.Chain]
 	}
 	docs := make([]boundary.Doc, 0, len(conv))
+	toks := make([]int, 0, len(conv))
 	for _, m := range conv {
 		if m.Role == provider.RoleUser || m.Role == provider.RoleAssistant {
 			docs = append(docs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Content})
+			toks = append(toks, m.Tokens)
 		}
 	}
-	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: e.reflectPrompt(chain[0], docs)}, nil, func(string) error { return nil })
+	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: e.reflectPrompt(chain[0], docs, toks)}, nil, func(string) error { return nil })
 	if err != nil {
 		return nil, err
 	}
@@ -223,30 +225,41 @@ func (e *Engine) trim(m *Model, msgs []provider.Message, tools []provider.Tool) 
 // reflectPrompt is reflect's request for docs, fitted to m's ceiling as
 // m's provider bills it: when the whole transcript does not fit, the oldest
 // rows are left out (they are archived and searchable), and the prompt
-// says how many. answer refuses it if even the newest row alone does not
-// fit; the boundary then says reflect failed.
-func (e *Engine) reflectPrompt(m *Model, docs []boundary.Doc) []provider.Message {
+// says how many. toks are the docs' stored counts (0: count the text), so a
+// long transcript is not counted again. answer refuses the request if even
+// the newest row alone does not fit; the boundary then says reflect failed.
+func (e *Engine) reflectPrompt(m *Model, docs []boundary.Doc, toks []int) []provider.Message {
 	sz := sizer{e: e, m: m}
 	sz.budget, _ = budget.New(m.Window, e.contextLimit(m), 0)
 	room := sz.room()
 	count := tokens.For(m.Remote).Count
-	msgs := boundary.ReflectPrompt(docs)
-	n := tokens.Overhead(len(msgs))
-	for i := range msgs {
-		msgs[i].Tokens = count(msgs[i].Content) // counted once: answer's estimate reads it
-		n += msgs[i].Tokens
-	}
-	if n <= room {
-		return msgs
-	}
-	// Each doc costs its text and its heading; the note that replaces the
-	// dropped ones costs about one heading more.
+	// Each doc costs its text and its heading ("[event N, role]"); the
+	// note that replaces dropped ones costs about as much as one heading.
 	const heading = 12
+	docTokens := func(i int) int {
+		if toks[i] > 0 {
+			return toks[i] + heading
+		}
+		return count(docs[i].Text) + heading
+	}
+	system := boundary.ReflectPrompt(nil)
+	fixed := tokens.Overhead(len(system)) + count(system[0].Content) + count(system[1].Content)
+	n := fixed
+	for i := range docs {
+		n += docTokens(i)
+	}
 	drop := 0
 	for drop < len(docs)-1 && n > room-heading {
-		n -= count(docs[drop].Text) + heading
+		n -= docTokens(drop)
 		drop++
 	}
-	note := boundary.Doc{Role: "note", Text: fmt.Sprintf("The %d oldest rows of the conversation are left out here to fit the request budget; they are archived.", drop)}
-	return boundary.ReflectPrompt(append([]boundary.Doc{note}, docs[drop:]...))
+	if drop > 0 {
+		note := boundary.Doc{Role: "note", Text: fmt.Sprintf("The %d oldest rows of the conversation are left out here to fit the request budget; they are archived.", drop)}
+		docs = append([]boundary.Doc{note}, docs[drop:]...)
+		n += heading + 30
+	}
+	msgs := boundary.ReflectPrompt(docs)
+	msgs[0].Tokens = count(msgs[0].Content)
+	msgs[1].Tokens = n - fixed + count(system[1].Content) // the transcript, counted from the rows: answer's estimate reads it
+	return msgs
 }

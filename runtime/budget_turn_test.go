@@ -545,3 +545,55 @@ func TestReflectLabelsNameTheRowsTheJournalStored(t *testing.T) {
 		}
 	}
 }
+
+// Reflect's request fits its model's ceiling: the oldest rows are left out
+// (and the prompt says how many) when the whole transcript would not, and
+// answer refuses, before sending, the one case left: the newest row alone
+// too large.
+func TestReflectFitsItsModel(t *testing.T) {
+	f := &windowed{window: 12000, reply: func(*wireReq) (string, []provider.ToolCall) { return "NOTHING", nil }}
+	e := windowEngine(t, f, nil)
+	m := e.chains["default"][0]
+	doc := func(seq uint64, n int) (boundary.Doc, int) {
+		text := sized(n)
+		return boundary.Doc{Seq: seq, Role: provider.RoleUser, Text: text}, tokens.Count(text)
+	}
+	tests := []struct {
+		name    string
+		sizes   []int
+		dropped int
+		refused bool
+	}{
+		{"all of it", []int{1000, 1000, 1000}, 0, false},
+		{"the newest of it", []int{3000, 3000, 3000, 3000, 1000}, 2, false},
+		{"nothing fits", []int{1000, 11000}, 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var docs []boundary.Doc
+			var toks []int
+			for i, n := range tc.sizes {
+				d, k := doc(uint64(i+1), n)
+				docs, toks = append(docs, d), append(toks, k)
+			}
+			msgs := e.reflectPrompt(m, docs, toks)
+			left := strings.Contains(msgs[1].Content, "oldest rows of the conversation are left out")
+			if left != (tc.dropped > 0) || (tc.dropped > 0 && !strings.Contains(msgs[1].Content, fmt.Sprintf("The %d oldest", tc.dropped))) {
+				t.Fatalf("want %d rows left out; the transcript starts:\n%.300s", tc.dropped, msgs[1].Content)
+			}
+			if want := fmt.Sprintf("[event %d, user]", tc.dropped+1); !strings.Contains(msgs[1].Content, want) {
+				t.Fatalf("the transcript lacks %s", want)
+			}
+			before, _ := f.received()
+			_, _, _, err := e.answer(context.Background(), e.chains["default"], provider.Request{Messages: msgs}, nil, func(string) error { return nil })
+			after, _ := f.received()
+			var be *view.BudgetError
+			if tc.refused != errors.As(err, &be) || (tc.refused && len(after) != len(before)) {
+				t.Fatalf("err %v, %d requests sent: want refused %t, before sending", err, len(after)-len(before), tc.refused)
+			}
+			if !tc.refused && (err != nil || after[len(after)-1] > f.window) {
+				t.Fatalf("err %v, billed %v", err, after)
+			}
+		})
+	}
+}
