@@ -38,7 +38,7 @@ const (
 // build is the state the stages hand along. Stages read rows and write
 // entries; no stage changes a Row.
 type build struct {
-	in    *Input
+	in    Input // by value: one allocation with the build
 	count func(string) int
 	tools map[string]bool
 
@@ -103,7 +103,7 @@ func historyTokens(es []entry) int {
 // ceiling): a one-off request of a boundary may trim it further with
 // SafetyNet, and is refused when that does not fit it either.
 func Materialize(in Input) (View, error) {
-	b := &build{in: &in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{}}
+	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{}}
 	if b.count == nil {
 		b.count = tokens.Count
 	}
