@@ -58,12 +58,13 @@ func (h *host) QuotaWait(w quota.Wait) {
 	})
 }
 
-func (h *host) Step(text string, calls []provider.ToolCall) error {
-	return h.a.exec(func() error {
+func (h *host) Step(text string, calls []provider.ToolCall) (uint64, error) {
+	var seq uint64
+	err := h.a.exec(func() error {
 		if err := h.a.usable(); err != nil {
 			return err
 		}
-		seq := h.a.seq + 1
+		seq = h.a.seq + 1
 		toks := h.a.count(text)
 		for _, c := range calls {
 			toks += h.a.count(c.Name) + h.a.count(c.Arguments)
@@ -75,6 +76,7 @@ func (h *host) Step(text string, calls []provider.ToolCall) error {
 		h.a.msgs = append(h.a.msgs, *m)
 		return h.a.flush()
 	})
+	return seq, err
 }
 
 func (h *host) CallStarted(call provider.ToolCall) error {
@@ -127,8 +129,11 @@ func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error
 	}
 }
 
-func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) error {
-	return h.a.exec(func() error {
+// CallFinished journals a call's result and returns its row's seq (0 when
+// shutdown left the call open).
+func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) (uint64, error) {
+	var seq uint64
+	err := h.a.exec(func() error {
 		if h.t.aborted {
 			return nil // shutdown: the call stays open and becomes a recovery
 		}
@@ -150,8 +155,10 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) erro
 		h.a.msgs = append(h.a.msgs, Message{ID: ids.Message(ev.Seq), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
 			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: h.a.count(res.Content),
 			Tool: call.Name, IsError: res.IsError})
+		seq = ev.Seq
 		return h.a.flush()
 	})
+	return seq, err
 }
 
 func (h *host) Redirects() ([]provider.Message, error) {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
+	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
 // answer asks the chain: models in order, falling over only when nothing was
@@ -17,15 +19,28 @@ import (
 // model, the next Reserve doing the waiting. It returns the answer, the
 // model that gave it, and the local estimate of the request's input (what
 // the quota reserved, and what calibration compares the bill with).
+//
+// Every request the runtime sends passes here, so here is the request
+// budget's last word: a model whose ceiling the request, corrected with
+// what that model's provider bills, does not fit is not asked, and when no
+// model fits, the turn gets the budget error before anything is sent.
 func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, p Person, onDelta func(string) error) (provider.Result, string, int, error) {
 	var lastErr error
-	est := e.estimate(req)
+	kind := ""
+	if len(chain) > 0 {
+		kind = chain[0].ProvKind
+	}
+	est := e.estimate(req, kind)
 	var onWait func(quota.Wait)
 	if e.quota != nil && p != nil {
 		onWait = p.QuotaWait
 	}
 models:
 	for _, m := range chain {
+		if err := e.fits(m, est); err != nil {
+			lastErr = err // nothing sent, nothing reserved: a larger window may take it
+			continue
+		}
 		key := quota.Key{Provider: m.ProvName, Model: m.Remote, Fingerprint: m.Fingerprint}
 		for attempt := 1; ; attempt++ {
 			release := func(quota.Usage) {}
@@ -89,6 +104,27 @@ models:
 		lastErr = errors.New("empty chain")
 	}
 	return provider.Result{}, "", est, lastErr
+}
+
+// fits checks a built request against m's request ceiling: its local
+// estimate est, corrected with the calibration learned from m's bills
+// (margin included), must fit the window less the reserve the answer may
+// use.
+func (e *Engine) fits(m *Model, est int) error {
+	b, err := budget.New(m.Window, e.contextLimit(m), 0)
+	if err != nil {
+		return nil // a limit that does not parse was refused at load
+	}
+	need := est
+	if e.cal != nil {
+		need = e.cal.Correct(m.Name, est)
+	}
+	if need <= b.Ceiling {
+		return nil
+	}
+	return &view.BudgetError{Stage: "request", Size: need, Limit: b.Ceiling,
+		Hint: "nothing was sent; the request, with the system prompt and tools, still cannot fit the model after the view and the safety net; " +
+			"send a shorter message or split it, start a /new chat, or choose a larger context limit"}
 }
 
 func (e *Engine) ask(ctx context.Context, m *Model, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/boundary"
+	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/view"
@@ -147,10 +148,15 @@ func (e *Engine) dropNotes(names []string) {
 // the assistant answered with a valid handoff_update, which then stands,
 // and its consolidate decision when it gave one.
 func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.Message, h *boundary.Handoff) (bool, *bool, error) {
+	chain := e.chains[in.Chain]
 	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, conv...)
 	msgs = append(msgs, boundary.ForcedAskMessage())
-	req := provider.Request{Messages: msgs, Tools: boundary.ForcedAskTools(), ToolChoice: boundary.ToolHandoffUpdate}
-	res, _, _, err := e.answer(ctx, e.chains[in.Chain], req, in.Host, func(string) error { return nil })
+	tools := boundary.ForcedAskTools()
+	// conv is the view's: trimmed like any request that nears the
+	// ceiling, and refused by answer, before it is sent, if it still
+	// does not fit. Then the runtime's own record stands.
+	req := provider.Request{Messages: e.trim(chain[0], msgs, tools), Tools: tools, ToolChoice: boundary.ToolHandoffUpdate}
+	res, _, _, err := e.answer(ctx, chain, req, in.Host, func(string) error { return nil })
 	answered := false
 	var decided *bool
 	if err == nil {
@@ -186,12 +192,14 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 		chain = e.chains[in.Chain]
 	}
 	docs := make([]boundary.Doc, 0, len(conv))
+	toks := make([]int, 0, len(conv))
 	for _, m := range conv {
 		if m.Role == provider.RoleUser || m.Role == provider.RoleAssistant {
 			docs = append(docs, boundary.Doc{Seq: m.Seq, Role: m.Role, Text: m.Content})
+			toks = append(toks, m.Tokens)
 		}
 	}
-	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: boundary.ReflectPrompt(docs)}, nil, func(string) error { return nil })
+	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: e.reflectPrompt(chain[0], docs, toks)}, nil, func(string) error { return nil })
 	if err != nil {
 		return nil, err
 	}
@@ -199,4 +207,59 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 		return nil, nil
 	}
 	return boundary.WriteNotes(e.dataDir, in.Chat, through, time.Now(), boundary.ParseNotes(res.Text))
+}
+
+// trim is the safety net of a boundary's one-off request: msgs (the system
+// prompt first) with the oldest tool results, then the oldest whole turns,
+// cut until they fit m's ceiling as m's provider bills it, tools offered.
+// The turn's requests get the same from phaseAsk; answer refuses what
+// still does not fit.
+func (e *Engine) trim(m *Model, msgs []provider.Message, tools []provider.Tool) []provider.Message {
+	defs, _ := e.defsCount(tools)
+	sz := sizer{e: e, m: m, defs: defs}
+	sz.budget, _ = budget.New(m.Window, e.contextLimit(m), 0) // validated at load or when chosen
+	out, _ := view.SafetyNet(msgs, 0, sz.room(), tokens.For(m.Remote).Count)
+	return out
+}
+
+// reflectPrompt is reflect's request for docs, fitted to m's ceiling as
+// m's provider bills it: when the whole transcript does not fit, the oldest
+// rows are left out (they are archived and searchable), and the prompt
+// says how many. toks are the docs' stored counts (0: count the text), so a
+// long transcript is not counted again. answer refuses the request if even
+// the newest row alone does not fit; the boundary then says reflect failed.
+func (e *Engine) reflectPrompt(m *Model, docs []boundary.Doc, toks []int) []provider.Message {
+	sz := sizer{e: e, m: m}
+	sz.budget, _ = budget.New(m.Window, e.contextLimit(m), 0)
+	room := sz.room()
+	count := tokens.For(m.Remote).Count
+	// Each doc costs its text and its heading ("[event N, role]"); the
+	// note that replaces dropped ones costs about as much as one heading.
+	const heading = 12
+	docTokens := func(i int) int {
+		if toks[i] > 0 {
+			return toks[i] + heading
+		}
+		return count(docs[i].Text) + heading
+	}
+	system := boundary.ReflectPrompt(nil)
+	fixed := tokens.Overhead(len(system)) + count(system[0].Content) + count(system[1].Content)
+	n := fixed
+	for i := range docs {
+		n += docTokens(i)
+	}
+	drop := 0
+	for drop < len(docs)-1 && n > room-heading {
+		n -= docTokens(drop)
+		drop++
+	}
+	if drop > 0 {
+		note := boundary.Doc{Role: "note", Text: fmt.Sprintf("The %d oldest rows of the conversation are left out here to fit the request budget; they are archived.", drop)}
+		docs = append([]boundary.Doc{note}, docs[drop:]...)
+		n += heading + 30
+	}
+	msgs := boundary.ReflectPrompt(docs)
+	msgs[0].Tokens = count(msgs[0].Content)
+	msgs[1].Tokens = n - fixed + count(system[1].Content) // the transcript, counted from the rows: answer's estimate reads it
+	return msgs
 }

@@ -25,43 +25,52 @@ type ToolResult = tools.Result
 const SkippedResult = "This call was interrupted (the gateway stopped while it ran) and was not repeated."
 
 // settle runs (Repeat) or skips a call a crash interrupted, or runs a call
-// that had not started.
-func (e *Engine) settle(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
+// that had not started; it returns the result and its row's seq.
+func (e *Engine) settle(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, uint64, error) {
 	switch in.Settle[call.ID] {
 	case Skip:
 		res := ToolResult{Content: SkippedResult, Full: SkippedResult, IsError: true}
-		return res, in.Host.CallFinished(call, res)
+		seq, err := in.Host.CallFinished(call, res)
+		return res, seq, err
 	case Repeat:
 		return e.runCall(ctx, in, call) // journaled already: no second tool.call
 	default:
 		if err := in.Host.CallStarted(call); err != nil {
-			return ToolResult{}, err
+			return ToolResult{}, 0, err
 		}
 		return e.runCall(ctx, in, call)
 	}
 }
 
-// runCall checks a journaled call against its schema and policy, asks the
-// person when the policy says so, runs it, and journals the result.
-func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
+// runCall runs a journaled call and journals its result, returning the
+// result and its row's seq.
+func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, uint64, error) {
+	res, err := e.callResult(ctx, in, call)
+	if err != nil {
+		return res, 0, err
+	}
+	seq, err := in.Host.CallFinished(call, res)
+	return res, seq, err
+}
+
+// callResult checks a journaled call against its schema and policy, asks
+// the person when the policy says so, and runs it.
+func (e *Engine) callResult(ctx context.Context, in *TurnInput, call provider.ToolCall) (ToolResult, error) {
 	var res ToolResult
 	switch call.Name {
 	case boundary.ToolHandoffUpdate:
-		res = e.handoffUpdate(in.Host, call)
-		return res, in.Host.CallFinished(call, res)
+		return e.handoffUpdate(in.Host, call), nil
 	case boundary.ToolTaskList:
-		res = e.taskList(call)
-		return res, in.Host.CallFinished(call, res)
+		return e.taskList(call), nil
 	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory, boundary.ToolToolOutput, boundary.ToolGlobalSearch:
 		res, err := in.Host.Lookup(ctx, call)
 		if err != nil {
 			res = ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}
 		}
-		return res, in.Host.CallFinished(call, res)
+		return res, nil
 	}
 	if e.tools == nil {
-		res = ToolResult{Content: "Not run: no tool " + call.Name + " is offered here.", IsError: true}
-		return res, in.Host.CallFinished(call, res)
+		return ToolResult{Content: "Not run: no tool " + call.Name + " is offered here.", IsError: true}, nil
 	}
 	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID}
 	if j, ok := in.Host.(ProcessJournal); ok {
@@ -69,28 +78,27 @@ func (e *Engine) runCall(ctx context.Context, in *TurnInput, call provider.ToolC
 	}
 	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
 	if err := e.tools.Check(call); err != nil {
-		res = fail(err.Error())
-	} else {
-		switch e.tools.Policy(call.Name) {
-		case tools.Allow:
-			res = e.tools.Run(ctx, call, meta)
-		case tools.Ask:
-			ok, err := in.Host.Approve(ctx, call)
-			switch {
-			case err != nil && ctx.Err() != nil:
-				res = fail("Not run: the turn was stopped while waiting for permission.")
-			case err != nil:
-				return res, err
-			case !ok:
-				res = fail("Not run: the person denied this call.")
-			default:
-				res = e.tools.Run(ctx, call, meta)
-			}
-		default:
-			res = fail(fmt.Sprintf("Not run: the tool %s is not allowed here (policy deny).", call.Name))
-		}
+		return fail(err.Error()), nil
 	}
-	return res, in.Host.CallFinished(call, res)
+	switch e.tools.Policy(call.Name) {
+	case tools.Allow:
+		res = e.tools.Run(ctx, call, meta)
+	case tools.Ask:
+		ok, err := in.Host.Approve(ctx, call)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			res = fail("Not run: the turn was stopped while waiting for permission.")
+		case err != nil:
+			return res, err
+		case !ok:
+			res = fail("Not run: the person denied this call.")
+		default:
+			res = e.tools.Run(ctx, call, meta)
+		}
+	default:
+		res = fail(fmt.Sprintf("Not run: the tool %s is not allowed here (policy deny).", call.Name))
+	}
+	return res, nil
 }
 
 // handoffUpdate answers the assistant's handoff_update: the record changes

@@ -79,7 +79,8 @@ type Engine struct {
 	quota  *quota.Book // nil: no quota accounting
 
 	defsOnce   sync.Once
-	defsTokens int // the tool definitions' JSON, counted once
+	defsTokens int    // the offered tool definitions' JSON, counted once
+	defsPrint  string // and their fingerprint
 
 	order    []*Model // as runtime.yaml lists them
 	limitsMu sync.RWMutex

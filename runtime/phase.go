@@ -48,8 +48,9 @@ const (
 	phaseTools
 
 	// phaseBoundary writes the record, reflects, and clears the
-	// conversation. It leads to phaseAsk when the work continues or
-	// messages were carried into the fresh conversation, else phaseDone.
+	// conversation. It leads to phaseAsk when the work continues, messages
+	// were carried into the fresh conversation, or hard was crossed mid-turn
+	// (the person is still owed an answer); else phaseDone.
 	phaseBoundary
 
 	// phaseSteer reads the messages sent to steer the turn at its tool
@@ -171,11 +172,11 @@ func (t *turn) do(p phase) (phase, error) {
 // joins the rows.
 func (t *turn) settle() (phase, error) {
 	for _, call := range openCalls(t.sz.messagesOf(t.rows)) {
-		res, err := t.e.settle(t.ctx, &t.in, call)
+		res, seq, err := t.e.settle(t.ctx, &t.in, call)
 		if err != nil {
 			return phaseDone, err
 		}
-		t.rows = append(t.rows, view.Row{Seq: t.in.Host.Last(), Kind: view.KindTool, ToolCallID: call.ID, ToolName: call.Name,
+		t.rows = append(t.rows, view.Row{Seq: seq, Kind: view.KindTool, ToolCallID: call.ID, ToolName: call.Name,
 			Text: res.Content, IsError: res.IsError, Tokens: tokens.Count(res.Content)})
 	}
 	return phaseView, nil
@@ -190,6 +191,11 @@ func (t *turn) view() (phase, error) {
 	}
 	reading, first := t.opening()
 	if first {
+		// A message that cannot fit even a fresh conversation is refused
+		// before the boundary asks anything for it.
+		if err := t.e.fitsAlone(&t.in, t.sz, t.rows[t.picked:]); err != nil {
+			return phaseDone, err
+		}
 		var err error
 		if reading, err = t.boundaryFirst(reading); err != nil {
 			return phaseDone, err
@@ -232,7 +238,8 @@ func (t *turn) usePrepared(p *Prepared) (phase, error) {
 // fits, and the next turn tries again.
 func (t *turn) boundaryFirst(reading boundary.Reading) (boundary.Reading, error) {
 	t.crossed = true
-	b, fresh, err := t.e.consolidate(t.ctx, &t.in, t.sz.messagesOf(t.rows[:t.picked]), ReasonHard, nil, t.rows[t.picked].Seq, t.in.Last)
+	closing := t.e.closing(&t.in, t.sz, t.rows[:t.picked])
+	b, fresh, err := t.e.consolidate(t.ctx, &t.in, closing, ReasonHard, nil, t.rows[t.picked].Seq, t.in.Last)
 	switch {
 	case err == nil:
 		t.out.Boundary, t.rows = &b, fresh
@@ -284,7 +291,7 @@ func (t *turn) ask() (phase, error) {
 // oversized turn nears the ceiling (a later turn checkpoints).
 func (t *turn) request() provider.Request {
 	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, t.conv...)
-	if pruned, net := view.SafetyNet(msgs, t.sent, t.sz.budget.Ceiling-t.sz.defs, t.sz.count); net.Fired() {
+	if pruned, net := view.SafetyNet(msgs, t.sent, t.sz.room(), t.sz.count); net.Fired() {
 		msgs, t.out.Pruned = pruned, true
 		t.e.logNet(t.in.Chat, net)
 	}
@@ -304,7 +311,7 @@ func (t *turn) account(res provider.Result, model string, est int, last uint64) 
 		return
 	}
 	if model == t.chain[0].Name {
-		t.out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: t.v.Epoch, Seq: last}
+		t.out.Measured = view.Measurement{Tokens: res.Usage.InputTokens, Epoch: t.v.Epoch, Seq: last, Basis: t.sz.basis}
 	}
 	if t.e.cal != nil && model != "" {
 		t.e.cal.Observe(model, est, res.Usage.InputTokens)
@@ -330,13 +337,14 @@ func (t *turn) rerun() (phase, error) {
 // tool-loop breaker consulted, and what follows.
 func (t *turn) tools() (phase, error) {
 	res := t.answer
-	if err := t.in.Host.Step(res.Text, res.ToolCalls); err != nil {
+	step, err := t.in.Host.Step(res.Text, res.ToolCalls)
+	if err != nil {
 		return phaseDone, err
 	}
-	t.conv = append(t.conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Seq: t.in.Host.Last()})
+	t.conv = append(t.conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Seq: step})
 	var consolidate *boundary.Consolidate
 	for _, call := range res.ToolCalls {
-		r, c, err := t.call(call)
+		r, seq, c, err := t.call(call)
 		if err != nil {
 			return phaseDone, err
 		}
@@ -344,7 +352,7 @@ func (t *turn) tools() (phase, error) {
 			consolidate = c
 		}
 		t.conv = append(t.conv, toolMessage(call, r))
-		t.conv[len(t.conv)-1].Seq = t.in.Host.Last() // its result's row, just stored
+		t.conv[len(t.conv)-1].Seq = seq // its result's row, as the journal named it
 		if t.loops(call, r) {
 			// The same call keeps failing: pause the turn and say so,
 			// rather than let the model loop.
@@ -365,15 +373,16 @@ func (t *turn) tools() (phase, error) {
 	return next, nil
 }
 
-// call journals and runs one call; consolidate is answered here (it runs
-// after the step), and returned when its arguments are valid.
-func (t *turn) call(call provider.ToolCall) (ToolResult, *boundary.Consolidate, error) {
+// call journals and runs one call, and returns its result with the seq of
+// the result's row; consolidate is answered here (it runs after the step),
+// and returned when its arguments are valid.
+func (t *turn) call(call provider.ToolCall) (ToolResult, uint64, *boundary.Consolidate, error) {
 	if err := t.in.Host.CallStarted(call); err != nil {
-		return ToolResult{}, nil, err
+		return ToolResult{}, 0, nil, err
 	}
 	if call.Name != boundary.ToolConsolidate {
-		r, err := t.e.runCall(t.ctx, &t.in, call)
-		return r, nil, err
+		r, seq, err := t.e.runCall(t.ctx, &t.in, call)
+		return r, seq, nil, err
 	}
 	var r ToolResult
 	var consolidate *boundary.Consolidate
@@ -384,7 +393,8 @@ func (t *turn) call(call provider.ToolCall) (ToolResult, *boundary.Consolidate, 
 		consolidate = &c
 		r = ToolResult{Content: "Consolidating after this step.", Full: "Consolidating after this step."}
 	}
-	return r, consolidate, t.in.Host.CallFinished(call, r)
+	seq, err := t.in.Host.CallFinished(call, r)
+	return r, seq, consolidate, err
 }
 
 // loops reports whether a failed call tripped the tool-loop breaker.
@@ -394,22 +404,29 @@ func (t *turn) loops(call provider.ToolCall, r ToolResult) bool {
 }
 
 // boundary: the record, reflect, archive and clear; then the fresh
-// conversation, or the end of the turn when the work stops there.
+// conversation, built through the view like any other (its reading and
+// runtime context stored before the request), or the end of the turn when
+// the work stops there.
 func (t *turn) boundary() (phase, error) {
 	t.crossed = true
 	b, fresh, err := t.e.consolidate(t.ctx, &t.in, t.conv, t.next.reason, t.next.want, t.next.carry, t.in.Host.Last())
-	if err == nil {
-		err = t.e.freshReading(&t.in, t.sz, fresh, t.chain[0].Name)
-	}
 	if err != nil {
 		return phaseDone, err
 	}
 	t.out.Boundary, t.out.Measured, t.v = &b, view.Measurement{}, view.View{}
-	if afterBoundary(b.Continued, t.next.carry != 0) == phaseDone {
+	// What the conversation just archived had in force speaks no more.
+	t.in.Checkpoint, t.in.Measured, t.in.Signals, t.in.SessionStart = nil, view.Measurement{}, view.Signals{}, false
+	t.rows = fresh
+	if afterBoundary(b.Continued, t.next.carry != 0, t.next.reason == ReasonHard) == phaseDone {
 		t.out.Reply = ""
-		return phaseDone, nil
+		return phaseDone, t.e.freshReading(&t.in, t.sz, fresh, t.chain[0].Name)
 	}
-	t.conv, t.sent = t.sz.messagesOf(fresh), 0
+	ci := info(t.sz.readRows(fresh, nil), t.chain[0].Name)
+	v, err := t.e.materialize(t.ctx, t.in.Host, &t.in, t.chain[0], t.sz, fresh, ci, true)
+	if err != nil {
+		return phaseDone, err
+	}
+	t.v, t.conv, t.sent = v, v.Messages, 0
 	return phaseAsk, nil
 }
 
@@ -495,9 +512,13 @@ func afterTools(stopped, consolidate bool) phase {
 }
 
 // afterBoundary: the turn goes on in the fresh conversation when the work
-// continues or when it carried messages, which are answered there.
-func afterBoundary(continued, carried bool) phase {
-	if continued || carried {
+// continues, when it carried messages (they are answered there), or when
+// hard was crossed inside the tool loop: that boundary cut a turn that had
+// not answered the person yet, so it goes on whatever the record says is
+// owed, and the person gets an answer. Only the assistant's own decision
+// to stop ends the turn at its boundary.
+func afterBoundary(continued, carried, midTurnHard bool) phase {
+	if continued || carried || midTurnHard {
 		return phaseAsk
 	}
 	return phaseDone

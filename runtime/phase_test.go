@@ -104,16 +104,18 @@ func TestAfterToolsAndBoundary(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		continued, carried bool
-		want               phase
+		continued, carried, hard bool
+		want                     phase
 	}{
-		{true, false, phaseAsk},
-		{false, true, phaseAsk},
-		{true, true, phaseAsk},
-		{false, false, phaseDone},
+		{true, false, false, phaseAsk},
+		{false, true, false, phaseAsk},
+		{true, true, false, phaseAsk},
+		{false, false, false, phaseDone},
+		{false, false, true, phaseAsk},
+		{true, false, true, phaseAsk},
 	} {
-		if got := afterBoundary(c.continued, c.carried); got != c.want {
-			t.Errorf("afterBoundary(continued %t, carried %t) = %s, want %s", c.continued, c.carried, got, c.want)
+		if got := afterBoundary(c.continued, c.carried, c.hard); got != c.want {
+			t.Errorf("afterBoundary(continued %t, carried %t, mid-turn hard %t) = %s, want %s", c.continued, c.carried, c.hard, got, c.want)
 		}
 	}
 	if got := phase(42).String(); got != "phase(42)" {

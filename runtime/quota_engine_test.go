@@ -190,7 +190,7 @@ func engineEstimate(t *testing.T, hist []provider.Message, window int) int {
 	in := TurnInput{Chain: "default", History: hist, Host: &journal{}, Picked: len(hist)}
 	e.Prepare(&in)
 	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, in.Prepared.View.Messages...)
-	return e.estimate(provider.Request{Messages: msgs, Tools: e.offered(true)})
+	return e.estimate(provider.Request{Messages: msgs, Tools: e.offered(true)}, "")
 }
 
 func TestQuotaSharedKeyWaitsInsteadOfFailing(t *testing.T) {

@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -60,10 +63,15 @@ type sizer struct {
 	budget budget.Budget
 	defs   int // the tool definitions
 	fixed  int // the system prompt and tool definitions
+	// basis is what the turn's requests carry besides the rows: a
+	// measurement speaks for the view only when it was taken with the same.
+	basis view.Basis
 }
 
 func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
-	s := sizer{e: e, m: m, defs: e.defsCount(defs), count: tokens.For(m.Remote).Count}
+	n, print := e.defsCount(defs)
+	s := sizer{e: e, m: m, defs: n, count: tokens.For(m.Remote).Count,
+		basis: view.Basis{Model: m.Name, Prompt: promptPrint, Tools: print}}
 	s.fixed = s.count(SystemPrompt) + s.defs
 	s.budget, _ = budget.New(m.Window, e.contextLimit(m), 0) // validated at load or when chosen
 	maxAnswer := e.outputCap(m)                              // what each request asks for
@@ -104,10 +112,27 @@ func (s sizer) readRows(rows []view.Row, cp *view.Checkpoint) boundary.Reading {
 		kept++
 	}
 	n += tokens.Overhead(kept)
-	if s.e.cal != nil {
-		n = s.e.cal.Correct(s.m.Name, n)
+	return s.limits.Assess(s.correct(n), s.fixed)
+}
+
+// correct is a local count as m's provider is expected to bill it: the
+// calibration learned from its bills, margin included.
+func (s sizer) correct(n int) int {
+	if s.e.cal == nil {
+		return n
 	}
-	return s.limits.Assess(n, s.fixed)
+	return s.e.cal.Correct(s.m.Name, n)
+}
+
+// room is the ceiling as a local count of the request's messages (the
+// tool definitions taken off): what the safety net trims to, so that the
+// request it leaves, corrected, fits the ceiling.
+func (s sizer) room() int {
+	c := s.budget.Ceiling
+	if s.e.cal != nil {
+		c = s.e.cal.Allow(s.m.Name, c)
+	}
+	return c - s.defs
 }
 
 // rowTokens is a row's tokens as the first model's request carries it:
@@ -139,10 +164,7 @@ func (s sizer) read(msgs []provider.Message) boundary.Reading {
 	for _, m := range msgs {
 		n += s.messageTokens(m)
 	}
-	if s.e.cal != nil {
-		n = s.e.cal.Correct(s.m.Name, n)
-	}
-	return s.limits.Assess(n, s.fixed)
+	return s.limits.Assess(s.correct(n), s.fixed)
 }
 
 func (s sizer) messageTokens(m provider.Message) int {
@@ -162,34 +184,61 @@ func info(r boundary.Reading, model string) ContextInfo {
 }
 
 // estimate is req's input tokens as counted locally: each message's stored
-// count (or a count of its content), the formatting overhead, and the tool
-// definitions, counted once per Engine.
-func (e *Engine) estimate(req provider.Request) int {
+// count (or a count of its content, tool calls and attachments), the
+// formatting overhead, and the tool definitions.
+func (e *Engine) estimate(req provider.Request, kind string) int {
 	n := tokens.Overhead(len(req.Messages))
 	for _, m := range req.Messages {
 		if m.Tokens > 0 {
 			n += m.Tokens
-		} else {
-			n += tokens.Count(m.Content)
+			continue
+		}
+		n += tokens.Count(m.Content) + provider.PartsTokens(kind, m.Parts)
+		for _, c := range m.ToolCalls {
+			n += tokens.Count(c.Name) + tokens.Count(c.Arguments)
 		}
 	}
-	return n + e.defsCount(req.Tools)
+	defs, _ := e.defsCount(req.Tools)
+	return n + defs
 }
 
-// defsCount is the tokens of the tool definitions' JSON. A turn offers the
-// same definitions every time, so they are counted once per Engine.
-func (e *Engine) defsCount(defs []provider.Tool) int {
-	if len(defs) == 0 {
-		return 0
+// promptPrint is the fingerprint of SystemPrompt, for view.Basis.
+var promptPrint = fingerprint(SystemPrompt)
+
+// fingerprint is a short stable digest of text, to tell whether two
+// requests carried the same fixed part without keeping it.
+func fingerprint(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
 	}
-	e.defsOnce.Do(func() {
-		// As the wire carries them: the schema as JSON, not as the base64
-		// that marshalling its []byte would give.
-		n := 0
-		for _, d := range defs {
-			n += tokens.Count(d.Name) + tokens.Count(d.Description) + tokens.Count(string(d.Parameters)) + tokens.MessageOverhead
-		}
-		e.defsTokens = n
-	})
-	return e.defsTokens
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// defsCount is the tokens of the tool definitions' JSON and their
+// fingerprint. A turn offers the same definitions every time, so that list
+// is counted once per Engine; another list (the forced ask's two tools) is
+// counted each time, never mistaken for it.
+func (e *Engine) defsCount(defs []provider.Tool) (int, string) {
+	if len(defs) == 0 {
+		return 0, ""
+	}
+	if len(defs) != len(e.offeredDefs) || &defs[0] != &e.offeredDefs[0] {
+		return countDefs(defs)
+	}
+	e.defsOnce.Do(func() { e.defsTokens, e.defsPrint = countDefs(defs) })
+	return e.defsTokens, e.defsPrint
+}
+
+// countDefs counts defs as the wire carries them: the schema as JSON, not
+// as the base64 that marshalling its []byte would give.
+func countDefs(defs []provider.Tool) (int, string) {
+	n := 0
+	parts := make([]string, 0, 3*len(defs))
+	for _, d := range defs {
+		n += tokens.Count(d.Name) + tokens.Count(d.Description) + tokens.Count(string(d.Parameters)) + tokens.MessageOverhead
+		parts = append(parts, d.Name, d.Description, string(d.Parameters))
+	}
+	return n, fingerprint(parts...)
 }

@@ -24,14 +24,17 @@ type Host interface {
 }
 
 // Journal stores a turn's steps and calls; each is durable when its
-// method returns.
+// method returns. The rows it stores are named by the seq it returns, not
+// by the record's last seq read after: other rows (a message the person
+// queues meanwhile) may land in between.
 type Journal interface {
-	// Step stores an assistant message that asks for tool calls.
-	Step(text string, calls []provider.ToolCall) error
+	// Step stores an assistant message that asks for tool calls and
+	// returns its row's seq.
+	Step(text string, calls []provider.ToolCall) (uint64, error)
 	// CallStarted journals a call before it runs.
 	CallStarted(call provider.ToolCall) error
-	// CallFinished journals a call's result.
-	CallFinished(call provider.ToolCall, res ToolResult) error
+	// CallFinished journals a call's result and returns its row's seq.
+	CallFinished(call provider.ToolCall, res ToolResult) (uint64, error)
 }
 
 // Person is the one the turn answers: their approvals, the messages they

@@ -105,6 +105,14 @@ type journal struct {
 	asked          bool
 	boundaries     []Boundary
 	failBoundary   error
+	// conv is the conversation's rows as the chat holds them, when a test
+	// sets it: a boundary carries the person's messages from it into fresh,
+	// the rows it returns.
+	conv, fresh []view.Row
+	// lands is how many other rows land right after each step or result
+	// the turn stores, as a chat's rows do while the turn runs.
+	lands int
+	steps []uint64 // the seqs Step returned
 }
 
 func (j *journal) Context(ci ContextInfo, _ []view.Section, _ int) error {
@@ -147,22 +155,56 @@ func (j *journal) Boundary(b Boundary) ([]view.Row, error) {
 		return nil, j.failBoundary
 	}
 	j.boundaries = append(j.boundaries, b)
-	j.asked = false
+	// As the chat does: the assistant's half carries over as where the
+	// work stands, and it is asked anew should the fresh conversation
+	// reach hard without a word.
+	j.asked, j.handoff.JudgedSeq, j.handoff.Seen = false, 0, boundary.Seen{}
 	j.seq++
-	return []view.Row{{Seq: j.seq, Kind: view.KindUser, Text: b.Opening}}, nil
+	fresh := []view.Row{{Seq: j.seq, Kind: view.KindUser, Text: b.Opening}}
+	for _, r := range j.conv {
+		// The person's messages from CarryFrom on go into the fresh
+		// conversation as typed, as the chat carries them.
+		if b.CarryFrom > 0 && r.Kind == view.KindUser && r.Seq >= b.CarryFrom {
+			j.seq++
+			r.Seq = j.seq
+			fresh = append(fresh, r)
+		}
+	}
+	j.fresh = fresh
+	return fresh, nil
 }
 func (j *journal) Lookup(context.Context, provider.ToolCall) (ToolResult, error) {
 	return ToolResult{Content: "nothing archived"}, nil
 }
 
-func (j *journal) Step(string, []provider.ToolCall) error { return nil }
-func (j *journal) CallStarted(provider.ToolCall) error    { j.calls++; return nil }
+func (j *journal) Step(string, []provider.ToolCall) (uint64, error) {
+	seq := j.next()
+	j.mu.Lock()
+	j.steps = append(j.steps, seq)
+	j.mu.Unlock()
+	return seq, nil
+}
+func (j *journal) CallStarted(provider.ToolCall) error { j.calls++; return nil }
 func (j *journal) Approve(context.Context, provider.ToolCall) (bool, error) {
 	return true, nil
 }
-func (j *journal) CallFinished(provider.ToolCall, ToolResult) error { j.results++; return nil }
-func (j *journal) Redirects() ([]provider.Message, error)           { return nil, nil }
-func (j *journal) QuotaWait(quota.Wait)                             {}
+func (j *journal) CallFinished(provider.ToolCall, ToolResult) (uint64, error) {
+	j.results++
+	return j.next(), nil
+}
+
+// next stores a row: its seq, and after it the rows that land meanwhile
+// (lands: a message the person queues while the turn runs).
+func (j *journal) next() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.seq++
+	seq := j.seq
+	j.seq += uint64(j.lands)
+	return seq
+}
+func (j *journal) Redirects() ([]provider.Message, error) { return nil, nil }
+func (j *journal) QuotaWait(quota.Wait)                   {}
 
 func TestTheSameFailingCallPausesTheTurn(t *testing.T) {
 	m := openai.New(openai.Config{Name: "loop", BaseURL: looping(t)})

@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -27,8 +29,12 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 	if len(e.offered(in.Host != nil)) > 0 {
 		roster = e.roster
 	}
-	return view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
-		Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind}
+	vin := view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
+		Basis: sz.basis, Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind}
+	if e.cal != nil {
+		vin.Correct = e.cal
+	}
+	return vin
 }
 
 // materialize builds the turn's view on the turn's goroutine: SessionStart
@@ -95,6 +101,51 @@ func (e *Engine) materialize(ctx context.Context, rec Record, in *TurnInput, m *
 		}
 	}
 	return v, nil
+}
+
+// closing is a conversation a boundary is about to close (rows, oldest
+// first), as the view shows it to the chain's first model with the forced
+// ask still to come as the active turn: the checkpoint in force applied,
+// and one planned when it does not fit the ceiling, never stored (the
+// boundary archives these rows). The boundary's requests read it, so a
+// message too large for its own turn, or rows a checkpoint evicted, do not
+// come back whole. When admission refuses, the view is still what it
+// built: the boundary's requests trim it with the safety net, and answer
+// refuses what still does not fit.
+func (e *Engine) closing(in *TurnInput, sz sizer, rows []view.Row) []provider.Message {
+	next := uint64(1)
+	if n := len(rows); n > 0 {
+		next = rows[n-1].Seq + 1
+	}
+	ask := boundary.ForcedAskMessage()
+	all := append(rows[:len(rows):len(rows)], view.Row{Seq: next, Kind: view.KindUser, Origin: view.OriginWake, Text: ask.Content})
+	askDefs, _ := e.defsCount(boundary.ForcedAskTools())
+	vin := view.Input{Rows: all, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.count(SystemPrompt) + askDefs,
+		Basis: sz.basis, Count: sz.count, Provider: sz.m.ProvKind}
+	if e.cal != nil {
+		vin.Correct = e.cal
+	}
+	v, _ := view.Materialize(vin)
+	if n := len(v.Messages); n > 0 && v.Messages[n-1].Content == ask.Content {
+		return v.Messages[:n-1]
+	}
+	return sz.messagesOf(rows) // the ask alone did not fit: answer refuses it
+}
+
+// fitsAlone is the view's preflight of messages a boundary would carry
+// into a fresh conversation (picked, the turn's own): when they, with the
+// system prompt and tools, cannot fit the ceiling by themselves, no
+// boundary helps, and the turn fails with the budget error before the
+// boundary sends anything.
+func (e *Engine) fitsAlone(in *TurnInput, sz sizer, picked []view.Row) error {
+	vin := e.viewInput(in, sz, picked, ContextInfo{}, "")
+	vin.Checkpoint, vin.Measured, vin.Signals, vin.Context = nil, view.Measurement{}, view.Signals{}, nil
+	_, err := view.Materialize(vin)
+	var be *view.BudgetError
+	if errors.As(err, &be) && be.Stage == "preflight" {
+		return err
+	}
+	return nil
 }
 
 // logNet records that one oversized turn had to be pruned to fit; the

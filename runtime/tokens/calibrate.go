@@ -123,3 +123,20 @@ func clamp(v, lo, hi float64) float64 {
 	}
 	return v
 }
+
+// Allow is the inverse of Correct: the largest local estimate whose
+// correction for model is at most corrected. A caller that compares local
+// counts (the per-request safety net) against a room measured in billed
+// tokens uses it to size the room, so it trims to the same figure Correct
+// would check. A non-positive room is returned as it is.
+func (c *Calibration) Allow(model string, corrected int) int {
+	if corrected <= 0 {
+		return corrected
+	}
+	ratio, margin, _ := c.Factors(model)
+	n := int(math.Floor(float64(corrected) / (ratio * (1 + margin))))
+	for n > 0 && c.Correct(model, n) > corrected { // float rounding at the edge
+		n--
+	}
+	return n
+}

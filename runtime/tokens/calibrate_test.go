@@ -127,3 +127,27 @@ func TestCalibrationConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// Allow is Correct's inverse: the largest estimate whose correction fits.
+func TestCalibrationAllow(t *testing.T) {
+	for _, bills := range [][2]int{{0, 0}, {1000, 1000}, {1000, 1300}, {1000, 700}, {1000, 3999}} {
+		var c Calibration
+		if bills[0] > 0 {
+			for range 5 {
+				c.Observe("m", bills[0], bills[1])
+			}
+		}
+		for _, room := range []int{-5, 0, 1, 7, 100, 9600, 111616, 1 << 40} {
+			n := c.Allow("m", room)
+			if room <= 0 {
+				if n != room {
+					t.Errorf("Allow(%d) = %d", room, n)
+				}
+				continue
+			}
+			if c.Correct("m", n) > room || (n+1 > 0 && c.Correct("m", n+1) <= room) {
+				t.Errorf("bills %v: Allow(%d) = %d, whose correction is %d and the next %d", bills, room, n, c.Correct("m", n), c.Correct("m", n+1))
+			}
+		}
+	}
+}

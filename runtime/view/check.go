@@ -191,7 +191,7 @@ func CheckCompression(raw []byte, window int) (Report, error) {
 	}
 	overhead := r.System + r.ToolDefinitions
 	r.Target = bud.Target(overhead)
-	b := &build{in: &Input{Rows: rows, Budget: bud, Overhead: overhead}, count: count,
+	b := &build{in: Input{Rows: rows, Budget: bud, Overhead: overhead}, count: count,
 		tools: map[string]bool{ToolOutput: true, GlobalSearch: true}}
 	b.rows = rows
 	// Every message counts toward the sources, so the view is built

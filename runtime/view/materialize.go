@@ -38,7 +38,7 @@ const (
 // build is the state the stages hand along. Stages read rows and write
 // entries; no stage changes a Row.
 type build struct {
-	in    *Input
+	in    Input // by value: one allocation with the build
 	count func(string) int
 	tools map[string]bool
 
@@ -99,8 +99,11 @@ func historyTokens(es []entry) int {
 // Materialize builds this turn's view from the stored rows and the
 // checkpoint in force, planning a new checkpoint when one is due. It fails
 // only with a *BudgetError, when no checkpoint can make the request fit.
+// When admission refuses, the View is still the one built (over the
+// ceiling): a one-off request of a boundary may trim it further with
+// SafetyNet, and is refused when that does not fit it either.
 func Materialize(in Input) (View, error) {
-	b := &build{in: &in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{}}
+	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{}}
 	if b.count == nil {
 		b.count = tokens.Count
 	}
@@ -109,6 +112,9 @@ func Materialize(in Input) (View, error) {
 	}
 	for _, s := range pipeline {
 		if err := s.run(b); err != nil {
+			if s.name == "admission" {
+				return b.view(), err
+			}
 			return View{Stages: b.reports}, err
 		}
 	}
@@ -135,10 +141,18 @@ func epochOf(cp *Checkpoint) uint64 {
 }
 
 // measured reports whether the last measurement speaks for this view: it was
-// billed for the same epoch.
+// billed for the same epoch, model, system prompt and tools.
 func (b *build) measured() bool {
 	m := b.in.Measured
-	return m.Tokens > 0 && m.Epoch == epochOf(b.cp) && b.planned == nil
+	return m.Tokens > 0 && m.Epoch == epochOf(b.cp) && m.Basis == b.in.Basis && b.planned == nil
+}
+
+// corrected is a local estimate as the provider is expected to bill it.
+func (b *build) corrected(n int) int {
+	if b.in.Correct == nil {
+		return n
+	}
+	return b.in.Correct.Correct(b.in.Basis.Model, n)
 }
 
 // clearCut drops the latest /clear and everything before it, and splits
@@ -378,7 +392,7 @@ func preflight(b *build) error {
 			k++
 		}
 	}
-	least := b.in.Overhead + n + tokens.Overhead(k)
+	least := b.corrected(b.in.Overhead + n + tokens.Overhead(k))
 	ceil := b.in.Budget.Ceiling
 	b.report("preflight", len(b.entries)-a, least, "least possible request %d of ceiling %d", least, ceil)
 	if least > ceil {
@@ -411,7 +425,7 @@ func admission(b *build) error {
 // after it when the measurement speaks for this view, else the estimate.
 func (b *build) sizeNow() (int, bool) {
 	if !b.measured() {
-		return b.in.Overhead + historyTokens(b.entries), false
+		return b.corrected(b.in.Overhead + historyTokens(b.entries)), false
 	}
 	m := b.in.Measured
 	n, k := 0, 0
@@ -425,7 +439,7 @@ func (b *build) sizeNow() (int, bool) {
 			k++
 		}
 	}
-	return m.Tokens + n + k*tokens.MessageOverhead, true
+	return m.Tokens + b.corrected(n+k*tokens.MessageOverhead), true
 }
 
 func (b *build) view() View {

@@ -123,11 +123,29 @@ type Cut struct {
 	Tokens int    `json:"tokens"`
 }
 
-// Measurement is what the provider billed for the newest request.
+// Measurement is what the provider billed for the newest request. It
+// speaks only for a view of the same epoch and Basis: a bill for another
+// model, system prompt or tool list says nothing of this request.
 type Measurement struct {
 	Tokens int    // input tokens billed, 0 when none
 	Epoch  uint64 // the checkpoint epoch of the view it carried (0: none)
 	Seq    uint64 // the newest row it carried; later rows are estimated
+	Basis         // what else the request carried besides its rows
+}
+
+// Basis is what a request carries besides the conversation's rows, which a
+// provider's bill depends on: the model that billed it, and fingerprints of
+// the system prompt and the tool definitions (Fingerprint).
+type Basis struct {
+	Model  string `json:",omitempty"`
+	Prompt string `json:",omitempty"`
+	Tools  string `json:",omitempty"`
+}
+
+// Corrector corrects a local token estimate for a model with what its
+// provider has been billing, margin included (tokens.Calibration).
+type Corrector interface {
+	Correct(model string, estimate int) int
 }
 
 // Signals are the flags that ask for a checkpoint whatever was measured.
@@ -146,9 +164,18 @@ type Input struct {
 	Checkpoint *Checkpoint // the checkpoint in force; nil when none
 	Budget     budget.Budget
 	Overhead   int // fixed tokens: system prompt and tool definitions
-	Measured   Measurement
-	Signals    Signals
-	Context    []Section // this turn's runtime context, whole
+	// Measured is the last provider measurement; it counts only when its
+	// epoch and Basis are this view's.
+	Measured Measurement
+	// Basis is what this view's request carries besides its rows.
+	Basis Basis
+	// Correct scales every local estimate of the request's size (preflight,
+	// admission, the rows after a measurement) for Basis.Model: a model
+	// whose tokenizer counts more than the local one is sized by what it
+	// bills. nil leaves the local count as it is.
+	Correct Corrector
+	Signals Signals
+	Context []Section // this turn's runtime context, whole
 	// Roster names the tools offered; pointers cite tool_output and
 	// global_search only when they are in it.
 	Roster []string
@@ -194,7 +221,7 @@ type StageReport struct {
 // BudgetError is a request that cannot fit, refused locally before it is
 // sent.
 type BudgetError struct {
-	Stage string // "preflight" or "admission"
+	Stage string // "preflight", "admission", or "request" (the built request, before it is sent)
 	Size  int    // estimated tokens of the request
 	Limit int    // the ceiling it must fit
 	Hint  string // what the person can do
