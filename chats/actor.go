@@ -115,6 +115,16 @@ type turn struct {
 	waiters  []chan struct{}
 	aborted  bool // cut short by shutdown: open calls stay open, to recover
 	start    time.Time
+	// wait is the quota wait its model request is in, until the turn
+	// shows it went on (text, a step, a call), so a snapshot shows it
+	// as the live view does.
+	wait *runningWait
+}
+
+// runningWait is a turn's quota wait and when it ends.
+type runningWait struct {
+	Wait
+	until time.Time
 }
 
 // waiting is an approval a turn is blocked on.
@@ -522,7 +532,7 @@ func (a *actor) snapshot(typ string, withMessages bool, req string) (*Snapshot, 
 		Approvals: []Approval{}, Recoveries: []Recovery{}, Context: a.context, CheckpointThrough: a.conv.evicted}
 	if withMessages {
 		err := a.s.store.db.View(func(tx *bolt.Tx) (err error) {
-			sn.Messages, sn.More, sn.Before, err = transcriptPage(tx, a.id, 0, a.pins)
+			sn.Messages, sn.Marks, sn.More, sn.Before, err = transcriptPage(tx, a.id, 0, a.pins)
 			return err
 		})
 		if err != nil {
@@ -548,6 +558,9 @@ func (a *actor) snapshot(typ string, withMessages bool, req string) (*Snapshot, 
 	}
 	if t := a.turn; t != nil {
 		sn.Running = &Running{Turn: t.id, Text: t.text.String(), Seq: t.seq}
+		if w := t.wait; w != nil {
+			sn.Running.Wait = &Wait{Quota: w.Quota, Usage: w.Usage, WaitMS: max(0, time.Until(w.until).Milliseconds())}
+		}
 	}
 	return sn, nil
 }
@@ -559,7 +572,7 @@ func (a *actor) history(before uint64, req string) (*History, error) {
 	}
 	h := &History{Type: "chat.history", Chat: a.id, Req: req}
 	err := a.s.store.db.View(func(tx *bolt.Tx) (err error) {
-		h.Messages, h.More, h.Before, err = transcriptPage(tx, a.id, before, a.pins)
+		h.Messages, h.Marks, h.More, h.Before, err = transcriptPage(tx, a.id, before, a.pins)
 		return err
 	})
 	if h.Messages == nil {
@@ -949,6 +962,7 @@ func (a *actor) onDelta(t *turn, text string) {
 	if a.turn != t || text == "" {
 		return
 	}
+	t.wait = nil // the request went through
 	t.text.WriteString(text)
 	if t.durable {
 		a.showText(t, text)

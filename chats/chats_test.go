@@ -39,7 +39,9 @@ func TestTurnAnswersAndRecordsInOrder(t *testing.T) {
 		last = ev.Seq
 		types = append(types, ev.Type)
 	}
-	want := []string{EvMessageAccepted, EvMessagePicked, EvTurnStarted, EvContext, EvRuntimeContext, EvTurnFinished}
+	// The one model attempt leaves its diagnostic, committed with the
+	// pickup, before the answer.
+	want := []string{EvMessageAccepted, EvMessagePicked, EvTurnStarted, EvContext, EvRuntimeContext, EvDiagnostic, EvTurnFinished}
 	if fmt.Sprint(types) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", types, want)
 	}
@@ -52,7 +54,7 @@ func TestTurnAnswersAndRecordsInOrder(t *testing.T) {
 	}
 	// Everything shown was stored, in the same order.
 	stored := e.durable(c.ID)
-	if len(stored) != 7 || stored[6].Type != EvTurnFinished {
+	if len(stored) != 8 || stored[7].Type != EvTurnFinished {
 		t.Fatalf("stored %s", typesOf(stored))
 	}
 }

@@ -129,7 +129,12 @@ func usages() string {
 
 // Command runs a slash command of a chat (one of Commands) and returns
 // what it says.
-func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (string, error) {
+func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (out string, err error) {
+	defer func() {
+		if err != nil {
+			s.commandFailed(ctx, chat, text, err)
+		}
+	}()
 	fields := strings.Fields(text)
 	if len(fields) == 0 || !strings.HasPrefix(fields[0], "/") {
 		return "", fmt.Errorf("%w: a command starts with /, such as /changes", ErrBadInput)

@@ -44,6 +44,10 @@ func (a *actor) replay(ev *Event) {
 		}
 	case EvClear:
 		a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: RoleClear, Seq: ev.Seq, Time: ev.Time, State: MsgDone})
+		// The view drops a checkpoint older than the clear (view.clearCut),
+		// so its divider goes too, as it does live: only a checkpoint
+		// planned after the clear draws one again.
+		a.conv.evicted = 0
 	case EvContext:
 		// The view of this reading answered the signals asked before it: a
 		// /compact, a prune, the SessionStart hooks of a checkpoint.

@@ -95,7 +95,9 @@ func TestPruneSessions(t *testing.T) {
 	age(asking.ID, 0)
 	age(waiting.ID, 1)
 	for _, bad := range []string{"/prune-sessions 0", "/prune-sessions -3", "/prune-sessions x", "/prune-sessions 1 2", "/prune-sessions 07"} {
-		if _, err := e.svc.Command(bg, asking.ID, bad, Origin{}); !errors.Is(err, ErrBadInput) {
+		// Asked in a recent chat: a refused command leaves a diagnostic,
+		// which is activity, and asking's age must stay as set.
+		if _, err := e.svc.Command(bg, recent.ID, bad, Origin{}); !errors.Is(err, ErrBadInput) {
 			t.Fatalf("%s: %v, want bad input", bad, err)
 		}
 	}

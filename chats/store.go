@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -368,6 +369,25 @@ func transcriptRow(typ string) bool {
 	return false
 }
 
+// markRow reports whether rows of this type are marks (see Mark).
+func markRow(typ string) bool {
+	switch typ {
+	case EvClear, EvCompact, EvBoundary, EvBoundaryFailed, EvTurnFailed, EvDiagnostic:
+		return true
+	}
+	return false
+}
+
+// transcriptMark is the mark a row draws: the event as it was sent live,
+// without what the page's messages carry already (a boundary's record, a
+// failed turn's partial answer).
+func transcriptMark(ev *Event) *Event {
+	c := &Event{Type: ev.Type, Chat: ev.Chat, Seq: ev.Seq, Time: ev.Time, Turn: ev.Turn, Text: ev.Text, Error: ev.Error,
+		Class: ev.Class, Reason: ev.Reason, Continued: ev.Continued, Through: ev.Through, Notes: ev.Notes, Why: ev.Why,
+		Diagnostic: ev.Diagnostic}
+	return c
+}
+
 // transcriptMessage is the message a transcript row shows, as a snapshot
 // lists it; ok is false for a row that shows none.
 func transcriptMessage(ev *Event) (Message, bool) {
@@ -399,13 +419,14 @@ const (
 
 // transcriptPage reads the transcript messages of chat stored before seq
 // before (0: from the newest), newest first, within PageBytes and
-// PageMessages, and returns them oldest first. more says older ones exist;
-// next is the seq the next page ends before. pins are the pinned states
-// later rows gave messages.
-func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]bool) (out []Message, more bool, next uint64, err error) {
+// PageMessages, and returns them oldest first, with the marks among and
+// after them (marks before the oldest message only when no older page
+// exists). more says older ones exist; next is the seq the next page ends
+// before. pins are the pinned states later rows gave messages.
+func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]bool) (out []Message, marks []Mark, more bool, next uint64, err error) {
 	b, _ := subBucket(tx, bucketRecords, chat, false)
 	if b == nil {
-		return nil, false, 0, nil
+		return nil, nil, false, 0, nil
 	}
 	c := b.Cursor()
 	var k, v []byte
@@ -417,30 +438,51 @@ func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]boo
 		k, v = c.Prev()
 	}
 	size := 0
+	var rows []uint64 // the row seq of each message of out
 	for ; k != nil; k, v = c.Prev() {
-		if !transcriptRow(rowType(v)) {
+		typ := rowType(v)
+		if !transcriptRow(typ) && !markRow(typ) {
 			continue
 		}
 		ev, err := decodeRow(b, chat, k, v)
 		if err != nil {
-			return nil, false, 0, err
+			return nil, nil, false, 0, err
 		}
-		m, ok := transcriptMessage(ev)
-		if !ok {
-			continue
+		if m, ok := transcriptMessage(ev); ok {
+			if len(out) >= PageMessages || (len(out) > 0 && size+len(m.Text) > PageBytes) {
+				more = true
+				break
+			}
+			if p, ok := pins[m.ID]; ok {
+				m.Pinned = p
+			}
+			size += len(m.Text)
+			out = append(out, m)
+			rows = append(rows, ev.Seq)
+			next = ev.Seq
 		}
-		if len(out) >= PageMessages || (len(out) > 0 && size+len(m.Text) > PageBytes) {
-			more = true
-			break
+		if markRow(typ) {
+			marks = append(marks, Mark{Event: transcriptMark(ev)})
 		}
-		if p, ok := pins[m.ID]; ok {
-			m.Pinned = p
-		}
-		size += len(m.Text)
-		out = append(out, m)
-		next = ev.Seq
 	}
 	// more is exact: the row the loop stopped at shows a message.
+	if more {
+		// Marks older than the oldest message go with the next page.
+		keep := marks[:0]
+		for _, mk := range marks {
+			if mk.Seq >= next {
+				keep = append(keep, mk)
+			}
+		}
+		marks = keep
+	}
 	slices.Reverse(out)
-	return out, more, next, nil
+	slices.Reverse(rows)
+	slices.Reverse(marks)
+	for i := range marks {
+		// A row that shows a message and a mark (a failed turn's partial
+		// answer and its error) shows the message first.
+		marks[i].At = sort.Search(len(rows), func(j int) bool { return rows[j] > marks[i].Seq })
+	}
+	return out, marks, more, next, nil
 }

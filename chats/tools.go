@@ -52,9 +52,24 @@ func (h *host) QuotaWait(w quota.Wait) {
 		}
 		ev := &Event{Type: EvQuotaWait, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: h.t.id,
 			Quota: w.Quota, QuotaUsage: w.Usage, WaitMS: w.Wait.Milliseconds()}
+		h.t.wait = &runningWait{Wait: Wait{Quota: w.Quota, Usage: w.Usage, WaitMS: ev.WaitMS}, until: ev.Time.Add(w.Wait)}
 		for sub := range a.subs {
 			sub.Deliver(Delivery{Event: ev})
 		}
+	})
+}
+
+// Diagnostic adds what one attempt or hook block left to the record
+// (runtime.DiagnosticJournal). It goes with the turn's next commit rather
+// than one of its own: a model request costs no extra sync, and nothing is
+// shown before it is durable.
+func (h *host) Diagnostic(d runtime.Diagnostic) {
+	_ = h.a.exec(func() error {
+		if h.a.usable() != nil {
+			return nil // a chat that cannot write keeps no diagnostic
+		}
+		h.a.append(&Event{Type: EvDiagnostic, Turn: h.t.id, Diagnostic: &d}, Origin{})
+		return nil
 	})
 }
 
@@ -64,6 +79,7 @@ func (h *host) Step(text string, calls []provider.ToolCall) (uint64, error) {
 		if err := h.a.usable(); err != nil {
 			return err
 		}
+		h.t.wait = nil // the request went through
 		seq = h.a.seq + 1
 		toks := h.a.count(text)
 		for _, c := range calls {
@@ -84,6 +100,7 @@ func (h *host) CallStarted(call provider.ToolCall) error {
 		if err := h.a.usable(); err != nil {
 			return err
 		}
+		h.t.wait = nil
 		c := call
 		h.a.append(&Event{Type: EvToolCall, Turn: h.t.id, Call: &c}, Origin{})
 		return h.a.flush()
@@ -464,4 +481,35 @@ func describeRewind(r tools.RewindReport) string {
 		}
 	}
 	return b.String()
+}
+
+// commandFailed keeps a failed slash command as a diagnostic of its chat
+// (seed 002: slash-command errors are diagnostics when a session is
+// active): the command's name, never its arguments, and why it failed. A
+// chat that does not exist or cannot write keeps none.
+func (s *Service) commandFailed(ctx context.Context, chat, text string, cerr error) {
+	name, _, _ := strings.Cut(strings.TrimSpace(text), " ")
+	name = provider.CleanID(name, "")
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	outcome := runtime.OutcomeError
+	switch {
+	case errors.Is(cerr, ErrBadInput):
+		outcome = "bad_input"
+	case errors.Is(cerr, ErrInUse):
+		outcome = "in_use"
+	case errors.Is(cerr, ErrNotFound):
+		outcome = "not_found"
+	case errors.Is(cerr, context.Canceled), errors.Is(cerr, context.DeadlineExceeded), errors.Is(cerr, ErrClosed):
+		return // the asker went away: nothing about the command
+	}
+	d := runtime.Diagnostic{Kind: runtime.DiagCommand, Name: name, Outcome: outcome, Error: runtime.DiagError(cerr)}
+	_ = s.do(ctx, chat, func(a *actor) error {
+		if a.usable() != nil {
+			return nil
+		}
+		a.append(&Event{Type: EvDiagnostic, Diagnostic: &d}, Origin{})
+		return a.flush()
+	})
 }

@@ -79,6 +79,10 @@ const (
 	// Media (issue 16).
 	EvMessageTranscribed = "message.transcribed" // a person's audio attachments, with their transcripts
 	EvFileSent           = "file.sent"           // a file the assistant delivers (send_file, or a reply's image)
+
+	// EvDiagnostic is one provider attempt, hook block or failed command
+	// (Event.Diagnostic): local-only, never part of a request.
+	EvDiagnostic = "diagnostic"
 )
 
 // MsgStep is the state of an assistant message that asked for tool calls.
@@ -207,6 +211,29 @@ type Running struct {
 	Turn string `json:"turn"`
 	Text string `json:"text"`
 	Seq  uint64 `json:"seq"`
+	// Wait is the quota wait the turn's model request is in, as the last
+	// quota.wait showed it, with WaitMS what is left of it now; nil when
+	// the turn went on since (text, a step, a call) or never waited.
+	Wait *Wait `json:"wait,omitempty"`
+}
+
+// Wait is a quota wait of a running turn, in quota.wait's fields.
+type Wait struct {
+	Quota  int64 `json:"quota"`
+	Usage  int   `json:"usage"`
+	WaitMS int64 `json:"wait_ms"`
+}
+
+// Mark is a row of the record the browser draws between messages (a
+// /clear divider, a /compact note, a boundary's details, a boundary that
+// did not happen, a failed turn's error, a diagnostic), as the stored event
+// that drew it live, so a snapshot or history page draws the same. At is
+// how many of the page's messages come before it. A failed turn's partial
+// answer and a boundary's record are among the messages, so the mark
+// leaves them out.
+type Mark struct {
+	At int `json:"at"`
+	*Event
 }
 
 // Event is one row of a chat's record, and the frame subscribers receive.
@@ -260,6 +287,8 @@ type Event struct {
 	Through   uint64   `json:"through,omitempty"`
 	Notes     []string `json:"notes,omitempty"`
 	Why       string   `json:"why,omitempty"`
+	// diagnostic: what one attempt, hook block or failed command left.
+	Diagnostic *runtime.Diagnostic `json:"diagnostic,omitempty"`
 
 	once sync.Once
 	raw  []byte
@@ -338,6 +367,8 @@ type Snapshot struct {
 	// chat.history with Before pages through the older ones.
 	More   bool   `json:"more,omitempty"`
 	Before uint64 `json:"before,omitempty"`
+	// Marks are the page's marks (see Mark), oldest first.
+	Marks []Mark `json:"marks,omitempty"`
 }
 
 // History is one page of a chat's older transcript (chat.history): the
@@ -350,6 +381,8 @@ type History struct {
 	More     bool      `json:"more"`
 	Before   uint64    `json:"before,omitempty"`
 	Req      string    `json:"req,omitempty"`
+	// Marks are the page's marks (see Mark), oldest first.
+	Marks []Mark `json:"marks,omitempty"`
 }
 
 // Delivery is one thing a subscriber receives: an event or a snapshot, or

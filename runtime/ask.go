@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -24,7 +25,10 @@ import (
 // budget's last word: a model whose ceiling the request, corrected with
 // what that model's provider bills, does not fit is not asked, and when no
 // model fits, the turn gets the budget error before anything is sent.
-func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, p Person, onDelta func(string) error) (provider.Result, string, int, error) {
+//
+// Every attempt, sent or not, is reported to the asker's journal as a
+// diagnostic, and a failed one is logged (see attempt).
+func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Request, to asker, onDelta func(string) error) (provider.Result, string, int, error) {
 	var lastErr error
 	kind := ""
 	if len(chain) > 0 {
@@ -32,21 +36,28 @@ func (e *Engine) answer(ctx context.Context, chain []*Model, req provider.Reques
 	}
 	est := e.estimate(req, kind)
 	var onWait func(quota.Wait)
-	if e.quota != nil && p != nil {
-		onWait = p.QuotaWait
+	if e.quota != nil && to.person != nil {
+		onWait = to.person.QuotaWait
 	}
+	seq := 0
 models:
 	for _, m := range chain {
 		if err := e.fits(m, est); err != nil {
+			seq++
+			e.attempt(ctx, to, Diagnostic{Model: m.Name, Remote: m.Remote, Attempt: seq, Outcome: OutcomeBudget}, provider.Result{}, err, time.Time{})
 			lastErr = err // nothing sent, nothing reserved: a larger window may take it
 			continue
 		}
 		key := quota.Key{Provider: m.ProvName, Model: m.Remote, Fingerprint: m.Fingerprint}
 		for attempt := 1; ; attempt++ {
+			seq++
+			diag := Diagnostic{Model: m.Name, Remote: m.Remote, Attempt: seq}
 			release := func(quota.Usage) {}
 			if e.quota != nil {
 				rel, err := e.quota.Reserve(ctx, key, est, onWait)
 				if err != nil {
+					diag.Outcome = OutcomeQuota
+					e.attempt(ctx, to, diag, provider.Result{}, err, time.Time{})
 					if ctx.Err() != nil {
 						return provider.Result{}, m.Name, est, err
 					}
@@ -60,7 +71,9 @@ models:
 				d, err := e.mon.Provider(m.ProvName, m.Remote).Allow()
 				if err != nil {
 					release(quota.Usage{}) // nothing was sent
-					lastErr = err          // open: the next model answers
+					diag.Outcome = OutcomeBreakerOpen
+					e.attempt(ctx, to, diag, provider.Result{}, err, time.Time{})
+					lastErr = err // open: the next model answers
 					continue models
 				}
 				done = d
@@ -68,10 +81,12 @@ models:
 			streamed := false
 			r := req
 			r.Model, r.MaxTokens = m.Remote, e.outputCap(m)
+			start := time.Now()
 			res, err := e.ask(ctx, m, r, func(d provider.Delta) error {
 				streamed = true
 				return onDelta(d.Text)
 			})
+			e.attempt(ctx, to, diag, res, err, start)
 			if err != nil && ctx.Err() != nil {
 				done(ctx.Err(), "canceled") // a stopped turn is not the provider's failure
 			} else {

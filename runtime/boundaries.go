@@ -156,7 +156,7 @@ func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.M
 	// ceiling, and refused by answer, before it is sent, if it still
 	// does not fit. Then the runtime's own record stands.
 	req := provider.Request{Messages: e.trim(chain[0], msgs, tools), Tools: tools, ToolChoice: boundary.ToolHandoffUpdate}
-	res, _, _, err := e.answer(ctx, chain, req, in.Host, func(string) error { return nil })
+	res, _, _, err := e.answer(ctx, chain, req, in.askerFor(PurposeRecord, true), func(string) error { return nil })
 	answered := false
 	var decided *bool
 	if err == nil {
@@ -199,7 +199,7 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 			toks = append(toks, m.Tokens)
 		}
 	}
-	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: e.reflectPrompt(chain[0], docs, toks)}, nil, func(string) error { return nil })
+	res, _, _, err := e.answer(ctx, chain, provider.Request{Messages: e.reflectPrompt(chain[0], docs, toks)}, in.askerFor(PurposeReflect, false), func(string) error { return nil })
 	if err != nil {
 		return nil, err
 	}

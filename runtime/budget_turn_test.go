@@ -585,7 +585,7 @@ func TestReflectFitsItsModel(t *testing.T) {
 				t.Fatalf("the transcript lacks %s", want)
 			}
 			before, _ := f.received()
-			_, _, _, err := e.answer(context.Background(), e.chains["default"], provider.Request{Messages: msgs}, nil, func(string) error { return nil })
+			_, _, _, err := e.answer(context.Background(), e.chains["default"], provider.Request{Messages: msgs}, asker{}, func(string) error { return nil })
 			after, _ := f.received()
 			var be *view.BudgetError
 			if tc.refused != errors.As(err, &be) || (tc.refused && len(after) != len(before)) {

@@ -272,7 +272,7 @@ func (t *turn) ask() (phase, error) {
 		last = t.in.Host.Last()
 	}
 	streamed, onDelta := false, t.onDelta
-	res, model, est, err := t.e.answer(t.ctx, t.chain, req, t.in.Host, func(text string) error { streamed = true; return onDelta(text) })
+	res, model, est, err := t.e.answer(t.ctx, t.chain, req, t.in.askerFor(PurposeTurn, true), func(text string) error { streamed = true; return onDelta(text) })
 	t.account(res, model, est, last)
 	t.answer = res
 	next := afterAsk(askOutcome{

@@ -68,8 +68,10 @@ func (e *Engine) materialize(ctx context.Context, rec Record, in *TurnInput, m *
 		dec, herr := e.hooks.PreCompact(ctx, hooks.PreCompactInput{Session: session, Trigger: trigger, CustomInstructions: in.Signals.Instructions})
 		if herr != nil {
 			e.logHook("PreCompact", herr)
+			hookDiagnostic(rec, "PreCompact", OutcomeError, DiagError(herr))
 		}
 		if dec.Block {
+			hookDiagnostic(rec, "PreCompact", OutcomeBlocked, dec.Reason)
 			// A block skips the checkpoint: the view goes as it is, unless
 			// it cannot fit at all, when the view must plan one anyway.
 			vin.Signals, vin.Measured = view.Signals{}, view.Measurement{}

@@ -3,9 +3,11 @@ package provider
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider/sse"
@@ -37,8 +39,24 @@ type Response struct {
 	At time.Time
 	// Ctx is the request's context; the watchdog cancels it with ErrIdle,
 	// which StreamEnd.Finish tells from the caller's cancellation.
-	Ctx  context.Context
-	stop func()
+	Ctx context.Context
+	// RequestID is the provider's id of the request (see RequestID).
+	RequestID string
+	stop      func()
+}
+
+// Tag names the request on what Stream returns: res's RequestID, or the
+// RequestID of a provider error the stream ended with, when the adapter
+// set none.
+func (r *Response) Tag(res Result, err error) (Result, error) {
+	if res.RequestID == "" {
+		res.RequestID = r.RequestID
+	}
+	var pe *Error
+	if errors.As(err, &pe) && pe.RequestID == "" {
+		pe.RequestID = r.RequestID
+	}
+	return res, err
 }
 
 // Close releases the response: the watchdog, the body, the request.
@@ -69,7 +87,7 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 		}
 		return nil, NetworkError(p.Name, p.Key, err, "")
 	}
-	r := &Response{Response: resp, Body: resp.Body, At: time.Now(), Ctx: rctx}
+	r := &Response{Response: resp, Body: resp.Body, At: time.Now(), Ctx: rctx, RequestID: RequestID(resp.Header, p.Key)}
 	stopIdle := func() {}
 	if p.Idle > 0 {
 		ir := sse.WatchIdle(resp.Body, p.Idle, func() { cancel(ErrIdle) })
@@ -84,7 +102,12 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 		if rerr != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", p.Name, ctx.Err())
 		}
-		return nil, p.Refusal(resp.StatusCode, resp.Header, raw, r.At)
+		refusal := p.Refusal(resp.StatusCode, resp.Header, raw, r.At)
+		var pe *Error
+		if errors.As(refusal, &pe) && pe.RequestID == "" {
+			pe.RequestID = r.RequestID
+		}
+		return nil, refusal
 	}
 	return r, nil
 }
@@ -92,4 +115,43 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 // LocalError is a request Mirror refuses before sending it.
 func LocalError(name, key, msg string) *Error {
 	return &Error{Provider: name, Class: ClassBadRequest, Message: Redact(msg, key)}
+}
+
+// requestIDHeaders are the headers providers name a request by: OpenAI
+// (and most servers speaking its API) send x-request-id, Anthropic
+// request-id. Gemini sends none; its adapter uses the body's responseId.
+var requestIDHeaders = []string{"X-Request-Id", "Request-Id"}
+
+// maxRequestID bounds a request id kept in a diagnostic: real ones are
+// under 64 characters, and a header is the server's to fill.
+const maxRequestID = 128
+
+// RequestID is the provider's id of a request, from its response headers:
+// one printable token of at most 128 characters, key-shaped text redacted,
+// "" when none.
+func RequestID(h http.Header, key string) string {
+	for _, name := range requestIDHeaders {
+		if v := CleanID(h.Get(name), key); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// CleanID makes an id a provider sent safe to store and show: printable
+// ASCII without spaces, at most 128 characters, key-shaped text redacted;
+// "" when nothing of it is left.
+func CleanID(v, key string) string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
+	v = Redact(v, key)
+	b := make([]byte, 0, min(len(v), maxRequestID))
+	for i := 0; i < len(v) && len(b) < maxRequestID; i++ {
+		if c := v[i]; c > ' ' && c < 0x7f {
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }

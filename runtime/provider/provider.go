@@ -93,6 +93,13 @@ type Result struct {
 	// Limits is what the response headers said about the key's rate
 	// limits; nil when the provider sent none.
 	Limits *RateLimits
+	// Model is the model the provider says answered (OpenAI's and
+	// Anthropic's "model", Gemini's modelVersion); "" when it said none.
+	// It is what the provider reports, not proof of where it routed.
+	Model string
+	// RequestID is the provider's id of the request (see RequestID), for
+	// a diagnostic; "" when it sent none.
+	RequestID string
 }
 
 // Provider streams one answer. Stream calls emit for each piece of text in
@@ -134,6 +141,9 @@ type Error struct {
 	// Limits is what the response headers said about the key's rate
 	// limits, nil when none.
 	Limits *RateLimits
+	// RequestID is the provider's id of the refused request (see
+	// RequestID), "" when it sent none.
+	RequestID string
 }
 
 func (e *Error) Error() string {

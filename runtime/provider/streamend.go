@@ -46,7 +46,7 @@ var ErrIdle = errors.New("stream idle")
 // Partial keeps only what is safe to use from an interrupted answer: the
 // text. Tool calls are dropped, since a call cut short must not run.
 func Partial(r Result) Result {
-	return Result{Text: r.Text, Usage: r.Usage, Limits: r.Limits}
+	return Result{Text: r.Text, Usage: r.Usage, Limits: r.Limits, Model: r.Model, RequestID: r.RequestID}
 }
 
 // StreamEnd judges how one adapter's stream ended.

@@ -114,7 +114,8 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	res.Limits = provider.ParseRateLimits(resp.Header, resp.At)
 	end := provider.StreamEnd{Name: c.name, Key: c.key, Idle: c.idle, Missing: "message_stop or a stop reason",
 		BodyError: func(b []byte) error { return c.bodyError(0, nil, b, resp.At) }}
-	return end.Finish(ctx, resp.Ctx, res, st.complete(), err)
+	res.Model = provider.CleanID(res.Model, c.key)
+	return resp.Tag(end.Finish(ctx, resp.Ctx, res, st.complete(), err))
 }
 
 func (c *Client) poster() provider.Poster {

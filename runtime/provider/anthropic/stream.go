@@ -23,6 +23,7 @@ type wireEvent struct {
 	Type    string `json:"type"`
 	Message *struct {
 		Usage *wireUsage `json:"usage"`
+		Model string     `json:"model"` // the model that answered, for a diagnostic
 	} `json:"message"`
 	Index        int `json:"index"`
 	ContentBlock *struct {
@@ -58,6 +59,7 @@ type stream struct {
 	byIdx  map[int]*block
 	stop   string // stop_reason
 	ended  bool   // message_stop seen
+	model  string // message_start's message.model
 	// Usage counters as last reported.
 	input, output, cacheRead, cacheWrite int
 }
@@ -81,6 +83,7 @@ func (s *stream) result() provider.Result {
 	r := provider.Result{
 		Text:         s.text.String(),
 		FinishReason: finishReason(s.stop),
+		Model:        s.model,
 		Usage: provider.Usage{
 			InputTokens:  s.input + s.cacheRead + s.cacheWrite,
 			OutputTokens: s.output,
@@ -152,6 +155,7 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 	case "message_start":
 		if ev.Message != nil {
 			s.addUsage(ev.Message.Usage)
+			s.model = ev.Message.Model
 		}
 	case "content_block_start":
 		if ev.ContentBlock == nil {

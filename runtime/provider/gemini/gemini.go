@@ -114,7 +114,9 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	res.Limits = provider.ParseRateLimits(resp.Header, resp.At)
 	end := provider.StreamEnd{Name: c.name, Key: c.key, Idle: c.idle, Missing: "a finish reason",
 		BodyError: func(b []byte) error { return c.bodyError(0, nil, b, resp.At) }}
-	return end.Finish(ctx, resp.Ctx, res, st.complete(), err)
+	// Gemini names a request by its responseId, in the body.
+	res.Model, res.RequestID = provider.CleanID(res.Model, c.key), provider.CleanID(res.RequestID, c.key)
+	return resp.Tag(end.Finish(ctx, resp.Ctx, res, st.complete(), err))
 }
 
 func (c *Client) poster() provider.Poster {

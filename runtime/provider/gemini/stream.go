@@ -29,6 +29,7 @@ type wireChunk struct {
 	} `json:"promptFeedback"`
 	UsageMetadata *wireUsage      `json:"usageMetadata"`
 	ResponseID    string          `json:"responseId"`
+	ModelVersion  string          `json:"modelVersion"` // the model that answered, for a diagnostic
 	Error         json.RawMessage `json:"error"`
 }
 
@@ -70,12 +71,14 @@ type stream struct {
 	blocked    string // promptFeedback.blockReason
 	usage      provider.Usage
 	responseID string
+	model      string // modelVersion
 }
 
 func (s *stream) complete() bool { return s.finish != "" || s.blocked != "" }
 
 func (s *stream) result() provider.Result {
-	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: finishReason(s.finish, len(s.calls) > 0)}
+	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: finishReason(s.finish, len(s.calls) > 0),
+		Model: s.model, RequestID: s.responseID}
 	if s.blocked != "" {
 		r.FinishReason = "content_filter"
 	}
@@ -158,6 +161,9 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 	}
 	if ch.ResponseID != "" && s.responseID == "" {
 		s.responseID = ch.ResponseID
+	}
+	if s.model == "" {
+		s.model = ch.ModelVersion
 	}
 	if ch.PromptFeedback != nil && ch.PromptFeedback.BlockReason != "" {
 		s.blocked = ch.PromptFeedback.BlockReason

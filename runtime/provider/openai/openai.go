@@ -131,7 +131,7 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 		if err == nil {
 			res.Limits = limits
 		}
-		return res, err
+		return resp.Tag(res, err)
 	}
 
 	var st stream
@@ -140,7 +140,8 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	res.Limits = limits
 	end := provider.StreamEnd{Name: c.name, Key: c.key, Idle: c.idle, Missing: "[DONE] or a finish reason",
 		BodyError: func(b []byte) error { return c.bodyError(0, nil, b) }}
-	return end.Finish(ctx, resp.Ctx, res, st.complete(), err)
+	res.Model = provider.CleanID(res.Model, c.key)
+	return resp.Tag(end.Finish(ctx, resp.Ctx, res, st.complete(), err))
 }
 
 // readWhole handles a non-streamed JSON completion (or error) body.
@@ -157,6 +158,7 @@ func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(pro
 		return provider.Result{}, provider.NetworkError(c.name, c.key, err, "reading reply: ")
 	}
 	var whole struct {
+		Model   string `json:"model"`
 		Choices []struct {
 			Message struct {
 				Content   *string        `json:"content"`
@@ -189,6 +191,7 @@ func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(pro
 		res.FinishReason = *ch.FinishReason
 	}
 	res.Usage = whole.Usage.usage()
+	res.Model = provider.CleanID(whole.Model, c.key)
 	if res.Text != "" {
 		if err := emit(provider.Delta{Text: res.Text}); err != nil {
 			return provider.Result{}, err

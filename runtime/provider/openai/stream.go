@@ -20,6 +20,7 @@ const maxLine = 16 << 20
 // Wire shapes of a streamed chunk. Only what Mirror uses is decoded; absent
 // and null fields decode to zero values.
 type wireChunk struct {
+	Model   string          `json:"model"` // the model that answered, for a diagnostic
 	Choices []wireChoice    `json:"choices"`
 	Usage   *wireUsage      `json:"usage"`
 	Error   json.RawMessage `json:"error"`
@@ -75,7 +76,8 @@ type stream struct {
 	byIndex map[int]*callBuf
 	finish  string
 	usage   provider.Usage
-	done    bool // [DONE] seen
+	done    bool   // [DONE] seen
+	model   string // the first chunk's "model"
 }
 
 type callBuf struct {
@@ -89,7 +91,7 @@ type callBuf struct {
 func (s *stream) complete() bool { return s.done || s.finish != "" }
 
 func (s *stream) result() provider.Result {
-	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: s.finish}
+	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: s.finish, Model: s.model}
 	for _, c := range s.calls {
 		r.ToolCalls = append(r.ToolCalls, provider.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
 	}
@@ -165,6 +167,9 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 	if ch.Usage != nil {
 		s.usage = ch.Usage.usage()
+	}
+	if s.model == "" {
+		s.model = ch.Model
 	}
 	for i := range ch.Choices {
 		c := &ch.Choices[i]
