@@ -204,6 +204,7 @@ function newView(id) {
     context: null, // the last context reading (the usage ring)
     checkpointThrough: 0, // the "Earlier turns checkpointed" divider goes after this seq
     expanded: new Set(), // keys of expanded records and runtime notes
+    diags: new Map(), // turn -> [{seq, ...diagnostic}]: what each attempt of the turn left
     metaAsked: false, // the boundaries' reasons and notes were asked for over HTTP
     before: 0, // older messages exist before this seq: chat.history loads them
     loadingOlder: false, // a chat.history is in flight
@@ -483,13 +484,13 @@ function onSnapshot(f) {
   v.history = [];
   v.index = new Map();
   v.pending = new Map();
-  for (const m of Array.isArray(f.messages) ? f.messages : []) {
-    if (!m || !m.id || m.state === 'deleted') continue;
+  v.diags = new Map();
+  applyPage(v, f, (m) => {
     if (m.role === 'boundary') addBoundary(v, { seq: m.seq, record: m.text, time: m.time });
-    else if (m.role !== 'user' && m.role !== 'assistant') continue;
+    else if (m.role !== 'user' && m.role !== 'assistant') return;
     else if (m.state === 'pending') v.pending.set(m.id, m);
     else addHistory(v, m);
-  }
+  });
   for (const m of Array.isArray(f.pending) ? f.pending : []) if (m && m.id) v.pending.set(m.id, m);
   v.context = f.context && typeof f.context === 'object' ? f.context : v.context;
   v.checkpointThrough = num(f.checkpoint_through, 0);
@@ -499,6 +500,7 @@ function onSnapshot(f) {
   v.metaAsked = false;
   fetchBoundaryMeta(v);
   v.running = f.running ? runningFrom(f.running) : null;
+  if (v.running && f.running.wait) v.running.wait = waitFrom(f.running.wait);
   v.approvals = listToMap(f.approvals, approvalId);
   v.recoveries = listToMap(f.recoveries, recoveryId);
   reconcileEditing(v);
@@ -515,12 +517,12 @@ function onHistory(f) {
   v.loadingOlder = false;
   const newer = v.history;
   v.history = [];
-  for (const m of Array.isArray(f.messages) ? f.messages : []) {
-    if (!m || !m.id || m.state === 'deleted' || v.index.has(m.id)) continue;
+  applyPage(v, f, (m) => {
+    if (v.index.has(m.id)) return;
     if (m.role === 'boundary') {
       if (!newer.some((e) => e.key === `b:${m.seq}`)) addBoundary(v, { seq: m.seq, record: m.text, time: m.time });
     } else if (m.role === 'user' || m.role === 'assistant') addHistory(v, m);
-  }
+  }, newer);
   v.history.push(...newer);
   v.before = f.more ? num(f.before, 0) : 0;
   inferContinued(v);
@@ -531,6 +533,30 @@ function onHistory(f) {
   const fromBottom = sc.scrollHeight - sc.scrollTop;
   render();
   sc.scrollTop = sc.scrollHeight - fromBottom;
+}
+
+// applyPage puts a snapshot's or history page's messages into the view in
+// order, each through add, with the page's marks where they fell among
+// them (mark.at messages before each), drawn by the same applyMark the
+// live events go through: a reload draws what live drew. newer is what
+// the view holds already (a history page goes above it); a mark it holds
+// is not added again.
+function applyPage(v, f, add, newer = []) {
+  const msgs = (Array.isArray(f.messages) ? f.messages : []).filter((m) => m && m.id && m.state !== 'deleted');
+  const marks = Array.isArray(f.marks) ? f.marks : [];
+  let k = 0;
+  const marksUpTo = (i) => {
+    for (; k < marks.length && num(marks[k].at, 0) <= i; k++) {
+      const ev = marks[k];
+      if (newer.some((e) => e.seq === ev.seq && e.mark)) continue;
+      applyMark(v, ev, false);
+    }
+  };
+  msgs.forEach((m, i) => {
+    marksUpTo(i);
+    add(m);
+  });
+  marksUpTo(Infinity);
 }
 
 // loadOlder asks for the page of messages before the oldest one shown.
@@ -566,6 +592,7 @@ function onResumed(f) {
     } else {
       v.running = runningFrom(f.running);
     }
+    if (f.running.wait) v.running.wait = waitFrom(f.running.wait);
   } else if ('running' in f) {
     v.running = null;
   }
@@ -672,7 +699,8 @@ function applyEvent(v, ev) {
     case 'turn.finished':
       return finishTurn(v, ev, false);
     case 'turn.failed':
-      return finishTurn(v, ev, true);
+      finishTurn(v, ev, true);
+      return applyMark(v, ev, true);
     case 'tool.call': {
       const r = v.running;
       if (!r) return;
@@ -725,17 +753,13 @@ function applyEvent(v, ev) {
     case 'continuity':
       if (m && m.id) addHistory(v, { ...m, state: 'continuity' });
       return;
-    case 'boundary.failed':
-      addItem(v, { kind: 'error', key: `bf:${ev.seq}`, title: 'The boundary did not happen', cls: '', extra: 'boundary-failed',
-        text: `${errorText(ev.error)}. Nothing changed; the next turn tries again.` });
-      return;
     case 'clear':
       v.checkpointThrough = 0;
-      addItem(v, { kind: 'divider', key: `cl:${ev.seq}`, text: 'Context cleared here', cls: 'cleared' });
-      return;
+      return applyMark(v, ev, true);
+    case 'boundary.failed':
     case 'compact':
-      addItem(v, { kind: 'note', key: `cp:${ev.seq}`, text: 'Checkpoint requested — the next turn takes one.', cls: 'compact' });
-      return;
+    case 'diagnostic':
+      return applyMark(v, ev, true);
     case 'quota.wait':
       // Not durable: it says what the running turn does now, until a delta,
       // a tool call or the turn's end shows it went on.
@@ -743,18 +767,57 @@ function applyEvent(v, ev) {
       if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
       v.running.wait = waitFrom(ev);
       return;
+    case 'boundary':
+      v.checkpointThrough = 0;
+      return applyMark(v, ev, true);
+    default:
+      // handoff.updated, runtime.context, breaker, … only advance seq
+  }
+}
+
+// applyMark draws a stored event that is no message: a /clear divider, a
+// /compact note, a boundary's details, a boundary that did not happen, a
+// failed turn's error, a diagnostic. Live events and the marks of a
+// snapshot or history page (live false) come through here alike.
+function applyMark(v, ev, live) {
+  switch (ev.type) {
+    case 'clear':
+      return addItem(v, { kind: 'divider', key: `cl:${ev.seq}`, seq: ev.seq, mark: true, text: 'Context cleared here', cls: 'cleared' });
+    case 'compact':
+      return addItem(v, { kind: 'note', key: `cp:${ev.seq}`, seq: ev.seq, mark: true, text: 'Checkpoint requested — the next turn takes one.', cls: 'compact' });
+    case 'boundary.failed':
+      return addItem(v, { kind: 'error', key: `bf:${ev.seq}`, seq: ev.seq, mark: true, title: 'The boundary did not happen', cls: '', extra: 'boundary-failed',
+        text: `${errorText(ev.error)}. Nothing changed; the next turn tries again.` });
+    case 'turn.failed':
+      if (ev.turn) v.finished.add(ev.turn);
+      return addItem(v, { kind: 'error', key: `e:${ev.turn ?? ''}:${ev.seq}`, seq: ev.seq, mark: true, turn: ev.turn || '', text: errorText(ev.error), cls: ev.class || '' });
+    case 'diagnostic':
+      return addDiag(v, ev);
     case 'boundary': {
       const meta = { reason: ev.reason || '', continued: Boolean(ev.continued), notes: Array.isArray(ev.notes) ? ev.notes : [], why: ev.why || '', through: num(ev.through, 0) };
       if (!S.boundaries.has(v.id)) S.boundaries.set(v.id, new Map());
       S.boundaries.get(v.id).set(ev.seq, meta);
-      v.checkpointThrough = 0;
-      addBoundary(v, { seq: ev.seq, record: ev.record || '', time: ev.time, ...meta });
+      const b = { seq: ev.seq, time: ev.time, ...meta };
+      if (live || ev.record) b.record = ev.record || '';
+      addBoundary(v, b);
       if (meta.notes.length) loadNoteTitles(v);
       return;
     }
-    default:
-      // handoff.updated, runtime.context, breaker, … only advance seq
   }
+}
+
+// addDiag keeps a diagnostic: a turn's go under its answer or its error
+// (the details), one of no turn (a failed command) stands on its own.
+function addDiag(v, ev) {
+  const d = { ...(ev.diagnostic || {}), seq: ev.seq, time: ev.time };
+  if (!ev.turn) {
+    return addItem(v, { kind: 'diag', key: `d:${ev.seq}`, seq: ev.seq, mark: true, d });
+  }
+  const list = v.diags.get(ev.turn) || [];
+  if (list.some((x) => x.seq === ev.seq)) return;
+  list.push(d);
+  list.sort((a, b) => a.seq - b.seq);
+  v.diags.set(ev.turn, list);
 }
 
 function finishTurn(v, ev, failed) {
@@ -775,9 +838,6 @@ function finishTurn(v, ev, failed) {
       if (ev.turn) S.rekeys.push({ from: `t:${ev.turn}`, to: `m:${m.id}` });
       addHistory(v, m);
     }
-  }
-  if (failed) {
-    addItem(v, { kind: 'error', key: `e:${ev.turn ?? ''}:${ev.seq}`, text: errorText(ev.error), cls: ev.class || '' });
   }
 }
 
@@ -858,11 +918,11 @@ function addBoundary(v, b) {
   const known = S.boundaries.get(v.id)?.get(b.seq) || {};
   const old = v.history.find((e) => e.key === key);
   if (old) {
-    Object.assign(old, { ...known, ...b, record: b.record || old.record });
+    Object.assign(old, { ...known, ...b, record: b.record || old.record || '' });
     old.rev = (old.rev || 0) + 1;
     return;
   }
-  v.history.push({ kind: 'boundary', key, ...known, ...b, rev: 0 });
+  v.history.push({ kind: 'boundary', key, ...known, ...b, record: b.record || '', rev: 0 });
 }
 
 // inferContinued: a snapshot's boundary continued when a continuity
@@ -1874,7 +1934,9 @@ function renderConversation() {
         items.push(e.m.state === 'continuity' ? continuityItem(v, e.m) : messageItem(v, e.m));
         if (e === cp) items.push(dividerItem({ key: 'checkpoint', text: 'Earlier turns checkpointed', cls: 'checkpoint' }));
       } else if (e.kind === 'error') {
-        items.push(errorItem(e));
+        items.push(errorItem(v, e));
+      } else if (e.kind === 'diag') {
+        items.push(diagItem(v, e));
       } else if (e.kind === 'divider') {
         items.push(dividerItem(e));
       } else if (e.kind === 'boundary') {
@@ -2017,11 +2079,16 @@ function messageItem(v, m) {
   const notice = v.notices.get(m.id) || '';
   const menuable = !String(m.id).startsWith('turn-');
   const menuOpen = menuable && S.menu && S.menu.chat === v.id && S.menu.message === m.id;
+  // A turn's details go under its answer; a failed turn's under its error.
+  const diags = role === 'assistant' && m.turn && m.state !== 'step' && m.state !== 'failed' && !m.failed ? v.diags.get(m.turn) || [] : [];
+  const diagOpen = v.expanded.has(`d:${m.turn}`);
   return {
     key: `m:${m.id}`,
-    sig: JSON.stringify(['msg', oid(m), notice, v.errors.get(m.id) || '', menuOpen]),
+    sig: JSON.stringify(['msg', oid(m), notice, v.errors.get(m.id) || '', menuOpen, diags.length, diagOpen]),
     render(el) {
-      el.className = `msg ${role}` + (m.stopped ? ' stopped' : '') + (m.failed ? ' failed' : '');
+      // A failed turn's partial answer: failed live, state failed when stored.
+      const failed = m.failed || m.state === 'failed';
+      el.className = `msg ${role}` + (m.stopped ? ' stopped' : '') + (failed ? ' failed' : '');
       el.dataset.message = m.id;
       el.removeAttribute('data-turn');
       el.removeAttribute('aria-busy');
@@ -2042,7 +2109,7 @@ function messageItem(v, m) {
       el.classList.toggle('pinned', Boolean(m.pinned));
       const meta = h('div', { class: 'meta' });
       if (m.stopped) meta.append(h('span', { class: 'stopped-mark' }, 'Stopped'));
-      if (m.failed) meta.append(h('span', { class: 'failed-mark' }, 'Incomplete'));
+      if (failed) meta.append(h('span', { class: 'failed-mark' }, 'Incomplete'));
       if (m.time) meta.append(h('time', { datetime: m.time }, shortTime(m.time)));
       let menu = null;
       if (menuable) {
@@ -2058,7 +2125,7 @@ function messageItem(v, m) {
         h('span', { class: 'pin-icon', 'aria-hidden': 'true' }), 'Pinned to agent context') : null;
       const parts = [];
       if (role === 'assistant') parts.push(avatar());
-      const col = h('div', { class: 'col' }, body, meta, menu, pinned, ...noticeEls(v, m.id));
+      const col = h('div', { class: 'col' }, body, meta, menu, pinned, diagDetails(v, m.turn, diags), ...noticeEls(v, m.id));
       if (menuOpen) requestAnimationFrame(() => col.querySelector('.msg-menu button')?.focus());
       parts.push(col);
       el.replaceChildren(...parts);
@@ -2106,14 +2173,80 @@ function streamingItem(r) {
   };
 }
 
-function errorItem(e) {
+function errorItem(v, e) {
+  const diags = e.turn ? v.diags.get(e.turn) || [] : [];
+  const open = v.expanded.has(`d:${e.turn}`);
   return {
     key: e.key,
-    sig: JSON.stringify(['err', e.text, e.cls, e.title || '']),
+    sig: JSON.stringify(['err', e.text, e.cls, e.title || '', diags.length, open]),
     render(el) {
       el.className = 'msg error' + (e.extra ? ' ' + e.extra : '');
       el.setAttribute('role', 'alert');
-      el.replaceChildren(h('div', { class: 'bubble' }, h('strong', null, e.title || 'The reply failed'), h('span', null, ': ' + e.text), e.cls ? h('span', { class: 'error-class' }, e.cls) : null));
+      if (e.turn) el.dataset.turn = e.turn;
+      el.replaceChildren(h('div', { class: 'bubble' }, h('strong', null, e.title || 'The reply failed'), h('span', null, ': ' + e.text), e.cls ? h('span', { class: 'error-class' }, e.cls) : null),
+        diagDetails(v, e.turn, diags));
+    },
+  };
+}
+
+// diagDetails is the expandable details of a turn: one row per model
+// attempt (and hook block), as the record kept them; null when none.
+function diagDetails(v, turn, diags) {
+  if (!diags.length) return null;
+  const key = `d:${turn}`;
+  const d = h('details', { class: 'diagnostics', 'data-turn': turn, open: v.expanded.has(key) });
+  const attempts = diags.filter((x) => x.kind === 'attempt').length;
+  d.append(h('summary', null, `Details · ${attempts === 1 ? '1 model attempt' : `${attempts} model attempts`}`));
+  const list = h('ol', { class: 'diag-list' });
+  for (const x of diags) list.append(diagRow(x));
+  d.append(list);
+  d.addEventListener('toggle', () => {
+    if (d.open) v.expanded.add(key);
+    else v.expanded.delete(key);
+  });
+  return d;
+}
+
+// diagRow is one diagnostic, each fact in a span[data-field].
+function diagRow(x) {
+  const li = h('li', { class: 'diag', 'data-kind': x.kind || '', 'data-outcome': x.outcome || '' });
+  const field = (name, label, value) => {
+    if (value === undefined || value === null || value === '' || value === 0) return;
+    li.append(h('span', { class: 'diag-field', 'data-field': name }, h('span', { class: 'diag-label' }, label + ' '), String(value)));
+  };
+  if (x.kind === 'attempt') {
+    field('attempt', '#', x.attempt);
+    field('purpose', 'for', x.purpose && x.purpose !== 'turn' ? x.purpose : '');
+    field('model', 'asked', x.remote ? `${x.model} (${x.remote})` : x.model);
+    field('answered', 'answered by', x.answered);
+    field('outcome', 'outcome', x.outcome);
+    field('status', 'HTTP', x.status);
+    field('latency', 'took', x.latency_ms !== undefined ? `${x.latency_ms} ms` : '');
+    field('request-id', 'request id', x.request_id);
+  } else {
+    field('kind', x.kind === 'hook' ? 'hook' : 'command', x.name);
+    field('outcome', 'outcome', x.outcome);
+  }
+  field('error', '—', x.error);
+  return li;
+}
+
+// diagItem is a diagnostic of no turn (a failed command), collapsed.
+function diagItem(v, e) {
+  const key = `dx:${e.seq}`;
+  const open = v.expanded.has(key);
+  return {
+    key: e.key,
+    sig: JSON.stringify(['diag', e.seq, open]),
+    render(el) {
+      el.className = 'note diag-note';
+      el.dataset.seq = String(e.seq);
+      const d = h('details', { class: 'diagnostics', open }, h('summary', null, `${e.d.name || 'A command'} failed`), h('ol', { class: 'diag-list' }, diagRow(e.d)));
+      d.addEventListener('toggle', () => {
+        if (d.open) v.expanded.add(key);
+        else v.expanded.delete(key);
+      });
+      el.replaceChildren(d);
     },
   };
 }
