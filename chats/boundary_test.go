@@ -504,6 +504,16 @@ func TestABlockingPreCompactHookSkipsTheCheckpoint(t *testing.T) {
 	if n := count(le.durable(c.ID), EvCheckpoint); n != 0 {
 		t.Fatalf("a blocked checkpoint was taken (%d)", n)
 	}
+	// The block is a diagnostic of the turn, with the reason the hook gave.
+	var block *runtime.Diagnostic
+	for _, ev := range le.durable(c.ID) {
+		if ev.Type == EvDiagnostic && ev.Diagnostic.Kind == runtime.DiagHook {
+			block = ev.Diagnostic
+		}
+	}
+	if block == nil || block.Name != "PreCompact" || block.Outcome != runtime.OutcomeBlocked || block.Error != "not now" {
+		t.Fatalf("the block's diagnostic: %+v", block)
+	}
 	raw, err := os.ReadFile(got)
 	if err != nil {
 		t.Fatal(err)

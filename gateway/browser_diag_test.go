@@ -35,7 +35,7 @@ func newDiagModel(t *testing.T) *httptest.Server {
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
-			Model    string                            `json:"model"`
+			Model    string                           `json:"model"`
 			Messages []struct{ Role, Content string } `json:"messages"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {

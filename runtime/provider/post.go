@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider/sse"
@@ -139,19 +138,21 @@ func RequestID(h http.Header, key string) string {
 }
 
 // CleanID makes an id a provider sent safe to store and show: printable
-// ASCII without spaces, at most 128 characters, key-shaped text redacted;
-// "" when nothing of it is left.
+// ASCII without spaces, key-shaped text redacted, at most 128 characters;
+// "" when nothing of it is left. It filters before it redacts, so a key
+// broken up by spaces or control bytes is whole when redaction looks for
+// it, and a cut that leaves the start of the key drops that start too.
 func CleanID(v, key string) string {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return ""
-	}
-	v = Redact(v, key)
-	b := make([]byte, 0, min(len(v), maxRequestID))
-	for i := 0; i < len(v) && len(b) < maxRequestID; i++ {
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
 		if c := v[i]; c > ' ' && c < 0x7f {
 			b = append(b, c)
 		}
 	}
-	return string(b)
+	s := Redact(string(b), key)
+	if len(s) > maxRequestID {
+		s = s[:maxRequestID]
+		s = s[:len(s)-keyHeadAtEnd([]byte(s), key)]
+	}
+	return s
 }
