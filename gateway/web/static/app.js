@@ -19,7 +19,16 @@
 //                                 .stopped-mark ("Stopped") when it ended with stopped:true;
 //                                 class .failed for the partial reply of a failed turn
 //   .msg.streaming[data-turn=T]   the live reply (also .msg.assistant); .caret inside
-//   .msg.error                    a turn.failed error shown in the conversation
+//   .msg.error                    a turn.failed error shown in the conversation; data-turn = T
+//   details.diagnostics[data-turn=T]  under a turn's answer, or its error when it failed:
+//                                 closed by default; summary "Details · N model attempts";
+//                                 li.diag[data-kind=attempt|hook][data-outcome=O] per row,
+//                                 its facts in span.diag-field[data-field=attempt|purpose|
+//                                 model|answered|outcome|status|latency|request-id|error]
+//   .note.diag-note               a failed slash command's diagnostic (li.diag[data-kind=
+//                                 command]), in the conversation where it happened
+//   A reload draws the same items in the same places as the live page did: the snapshot's
+//   marks go through the same code as the live events.
 //   .msg.pending[data-message=ID] a queued message (state pending), data-mode = queue |
 //                                 redirect; holds button.edit and button.delete
 //     in edit mode: class .editing, a textarea, button.save and button.cancel
