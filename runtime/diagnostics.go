@@ -132,19 +132,20 @@ func (e *Engine) attempt(ctx context.Context, to asker, d Diagnostic, res provid
 		d.LatencyMS = time.Since(start).Milliseconds()
 	}
 	d.Answered, d.RequestID = res.Model, res.RequestID
-	var pe *provider.Error
 	switch {
 	case err == nil:
 		d.Outcome = OutcomeOK
 	case ctx.Err() != nil:
 		d.Outcome = OutcomeCanceled
-	case errors.As(err, &pe):
-		d.Outcome, d.Status = string(pe.Class), pe.Status
-		if d.RequestID == "" {
-			d.RequestID = pe.RequestID
+	default:
+		if pe := providerError(err); pe != nil {
+			d.Outcome, d.Status = string(pe.Class), pe.Status
+			if d.RequestID == "" {
+				d.RequestID = pe.RequestID
+			}
+		} else if d.Outcome == "" {
+			d.Outcome = OutcomeError
 		}
-	case d.Outcome == "":
-		d.Outcome = OutcomeError
 	}
 	if err != nil {
 		d.Error = DiagError(err)
@@ -157,6 +158,17 @@ func (e *Engine) attempt(ctx context.Context, to asker, d Diagnostic, res provid
 			"attempt", d.Attempt, "outcome", d.Outcome, "status", d.Status, "request_id", d.RequestID,
 			"latency_ms", d.LatencyMS, "err", d.Error)
 	}
+}
+
+// providerError is err's provider error, nil when it has none. It is a
+// function of its own so that an attempt that went well allocates
+// nothing for it.
+func providerError(err error) *provider.Error {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
 }
 
 // hookDiagnostic reports a hook that blocked (outcome blocked, with the
