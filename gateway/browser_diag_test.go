@@ -130,15 +130,10 @@ func newDiagStack(t *testing.T, model *httptest.Server, log *syncBuffer) *stack 
 	return st
 }
 
-// login opens the client, logs in and starts a new chat.
-func login(t *testing.T, ctx context.Context, st *stack) {
+// loginNewChat logs in (login) and starts a new chat.
+func loginNewChat(t *testing.T, ctx context.Context, st *stack) {
 	t.Helper()
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
+	login(t, ctx, st)
 	click(t, ctx, "#new-chat")
 	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
 }
@@ -176,7 +171,7 @@ func TestBrowserDiagnosticsInDetailsAndLog(t *testing.T) {
 	var log syncBuffer
 	st := newDiagStack(t, model, &log)
 	ctx := browser(t)
-	login(t, ctx, st)
+	loginNewChat(t, ctx, st)
 
 	// An answer: one attempt, ok, with what the provider said.
 	typeAndSend(t, ctx, "hello there")
@@ -292,7 +287,7 @@ func TestBrowserReloadDrawsTheMarksLiveDrew(t *testing.T) {
 		m.Compaction.SoftRatio, m.Compaction.HardRatio = 0.85, 0.9
 	})
 	ctx := browser(t)
-	login(t, ctx, st)
+	loginNewChat(t, ctx, st)
 	lorem := strings.Repeat("lorem ipsum dolor ", 120)
 	replies := 0
 	send := func(text string) {
@@ -348,7 +343,7 @@ func TestBrowserReloadShowsTheQuotaWait(t *testing.T) {
 	book.ObserveLimits(quota.Key{Provider: "builtin", Model: "echo"},
 		&provider.RateLimits{InputTokens: &provider.RateWindow{Limit: 40_000, Remaining: 2_000, Reset: time.Minute}})
 	ctx := browser(t)
-	login(t, ctx, st)
+	loginNewChat(t, ctx, st)
 
 	typeAndSend(t, ctx, "hello under a busy quota")
 	const notice = `document.querySelector('.msg.streaming .notice.quota-wait[role="status"]')`
