@@ -49,6 +49,7 @@ func (e *Engine) materialize(ctx context.Context, rec Record, in *TurnInput, m *
 		text, err := e.hooks.SessionStart(ctx, hooks.SessionStartInput{Session: session, Source: hooks.SourceCompact})
 		if err != nil {
 			e.logHook("SessionStart", err)
+			hookDiagnostic(rec, "SessionStart", OutcomeError, DiagError(err))
 		}
 		extra = text
 	}
@@ -98,6 +99,7 @@ func (e *Engine) materialize(ctx context.Context, rec Record, in *TurnInput, m *
 			if e.hooks.Configured(config.HookPostCompact) {
 				if herr := e.hooks.PostCompact(ctx, hooks.PostCompactInput{Session: session, Trigger: trigger}); herr != nil {
 					e.logHook("PostCompact", herr)
+					hookDiagnostic(rec, "PostCompact", OutcomeError, DiagError(herr))
 				}
 			}
 		}
