@@ -42,6 +42,15 @@ func TestReplayPrintsTheNumbersOfAChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The turns offer the tools replay offers: a measurement counts only
+	// for the tool list it was billed with.
+	toolbox, err := toolsFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.Provision(mruntime.Options{Tools: toolbox}); err != nil {
+		t.Fatal(err)
+	}
 	svc := chats.New(chats.Options{Store: store, Turner: engine})
 	ctx := context.Background()
 	c, err := svc.Create(ctx, "replayed", "", chats.Origin{})
