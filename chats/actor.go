@@ -173,7 +173,10 @@ func loadActor(s *Service, id string) (*actor, error) {
 				delete(a.settled, ev.Result.CallID)
 				a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: provider.RoleTool, Seq: ev.Seq,
 					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone,
-					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content), textAt: ev.Seq})
+					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content), textAt: ev.Seq,
+					Attachments: ev.Result.Attachments})
+			case EvMessageTranscribed:
+				a.replayTranscribed(ev)
 			case EvApprovalRequested:
 				openApprovals[ev.Approval.ID] = ev.Approval
 			case EvApprovalResolved:
@@ -921,6 +924,7 @@ func (a *actor) rows() []view.Row {
 				}
 			}
 			r.Kind, r.ToolCallID, r.ToolName, r.IsError = view.KindTool, m.ToolCallID, m.Tool, m.IsError
+			r.Parts = a.s.parts(m.Attachments, "") // what the result brought back
 			rows = append(rows, r)
 			continue
 		case RoleContext:
@@ -934,7 +938,7 @@ func (a *actor) rows() []view.Row {
 		case provider.RoleUser:
 			// Attachments go as parts over their blobs, read only when a
 			// request is encoded.
-			r.Kind, r.Parts = view.KindUser, a.s.parts(m.Attachments)
+			r.Kind, r.Parts = view.KindUser, a.s.parts(m.Attachments, m.unheard)
 			switch {
 			case m.Mode == ModeRedirect:
 				r.Origin = view.OriginAmendment

@@ -162,6 +162,9 @@ func (h *host) Lookup(ctx context.Context, call provider.ToolCall) (runtime.Tool
 		if err != nil {
 			return runtime.ToolResult{}, err
 		}
+		if strings.HasPrefix(id, view.ImageHandlePrefix) {
+			return h.a.s.imageBack(h.a.id, id)
+		}
 		out, err := h.a.s.toolOutput(h.a.id, id)
 		return runtime.ToolResult{Content: out, Full: out}, err
 	case boundary.ToolGlobalSearch:

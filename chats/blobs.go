@@ -496,6 +496,9 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 							Attachments []Attachment `json:"attachments"`
 						} `json:"message"`
 						Attachments []Attachment `json:"attachments"`
+						Result      *struct {
+							Attachments []Attachment `json:"attachments"`
+						} `json:"result"`
 					}
 					if err := json.Unmarshal(v, &row); err != nil {
 						return fmt.Errorf("chat %s: corrupt row naming attachments: %w", chat, err)
@@ -505,6 +508,11 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 					}
 					for _, a := range row.Attachments {
 						keep[a.SHA256] = true
+					}
+					if row.Result != nil {
+						for _, a := range row.Result.Attachments {
+							keep[a.SHA256] = true
+						}
 					}
 					return nil
 				})
@@ -651,15 +659,19 @@ func (s blobSource) Open() (io.ReadCloser, error) {
 // stored metadata (so sizing a request opens no file) and a Source over the
 // blob, which Part.Bytes checks against the stored size and sha256. The
 // same attachments always give the same parts, so a reloaded chat sends
-// the same bytes.
-func (s *Service) parts(atts []Attachment) []provider.Part {
+// the same bytes. An audio attachment's transcript goes in place of the
+// audio; one not heard for the reason unheard goes as a note saying so.
+func (s *Service) parts(atts []Attachment, unheard string) []provider.Part {
 	if len(atts) == 0 {
 		return nil
 	}
 	out := make([]provider.Part, len(atts))
 	for i, a := range atts {
 		out[i] = provider.Part{Kind: provider.KindOf(a.Type, a.Name), MediaType: a.Type, Name: a.Name, Size: a.Size,
-			SHA256: a.SHA256, Width: a.Width, Height: a.Height, Source: blobSource{b: s.opt.Blobs, sum: a.SHA256}}
+			SHA256: a.SHA256, Width: a.Width, Height: a.Height, Transcript: a.Transcript, Source: blobSource{b: s.opt.Blobs, sum: a.SHA256}}
+		if out[i].Kind == provider.PartAudio && a.Transcript == "" {
+			out[i].Withheld = unheard
+		}
 	}
 	return out
 }

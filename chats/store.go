@@ -363,7 +363,7 @@ func rowType(v []byte) string {
 // transcript (what a snapshot lists).
 func transcriptRow(typ string) bool {
 	switch typ {
-	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed, EvBoundary:
+	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed, EvBoundary, EvFileSent:
 		return true
 	}
 	return false
@@ -395,7 +395,7 @@ func transcriptMessage(ev *Event) (Message, bool) {
 	case EvBoundary:
 		return Message{ID: ids.Message(ev.Seq), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
 			Text: ev.Record, State: MsgDone}, true
-	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed:
+	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed, EvFileSent:
 		if ev.Message == nil {
 			return Message{}, false
 		}
@@ -439,8 +439,21 @@ func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]boo
 	}
 	size := 0
 	var rows []uint64 // the row seq of each message of out
+	// heard holds, by message id, the attachments with transcripts that
+	// message.transcribed rows (later than the message) gave them.
+	heard := map[string][]Attachment{}
 	for ; k != nil; k, v = c.Prev() {
 		typ := rowType(v)
+		if typ == EvMessageTranscribed {
+			ev, err := decodeRow(b, chat, k, v)
+			if err != nil {
+				return nil, nil, false, 0, err
+			}
+			if m := ev.Message; m != nil && heard[m.ID] == nil {
+				heard[m.ID] = m.Attachments
+			}
+			continue
+		}
 		if !transcriptRow(typ) && !markRow(typ) {
 			continue
 		}
@@ -455,6 +468,9 @@ func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]boo
 			}
 			if p, ok := pins[m.ID]; ok {
 				m.Pinned = p
+			}
+			if atts, ok := heard[m.ID]; ok && ev.Type == EvMessagePicked {
+				m.Attachments = atts
 			}
 			size += len(m.Text)
 			out = append(out, m)

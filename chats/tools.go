@@ -157,7 +157,8 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) (uin
 		if err := h.a.usable(); err != nil {
 			return err
 		}
-		out := &ToolOutcome{CallID: call.ID, Name: call.Name, Content: res.Content, IsError: res.IsError, Handle: res.Handle, Size: len(res.Full)}
+		out := &ToolOutcome{CallID: call.ID, Name: call.Name, Content: res.Content, IsError: res.IsError, Handle: res.Handle, Size: len(res.Full),
+			Attachments: outcomeAttachments(res.Parts)}
 		if res.Full == "" {
 			out.Size = len(res.Content)
 		}
@@ -171,7 +172,7 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) (uin
 		h.a.conv.handoff.Seen.ObserveCall(call.Name, call.Arguments, res.IsError, ev.Seq)
 		h.a.msgs = append(h.a.msgs, Message{ID: ids.Message(ev.Seq), Role: provider.RoleTool, Seq: ev.Seq, Time: ev.Time,
 			Turn: h.t.id, Text: res.Content, ToolCallID: call.ID, State: MsgDone, Tokens: h.a.count(res.Content),
-			Tool: call.Name, IsError: res.IsError})
+			Tool: call.Name, IsError: res.IsError, Attachments: out.Attachments})
 		seq = ev.Seq
 		return h.a.flush()
 	})

@@ -138,6 +138,9 @@ type ToolOutcome struct {
 	IsError bool   `json:"is_error,omitempty"`
 	Handle  string `json:"handle,omitempty"` // the whole output, when Content is a preview
 	Size    int    `json:"size"`             // bytes of the whole output
+	// Attachments are what the result brought back into the view (an
+	// image got back through its handle).
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // Chat is a chat as a list shows it; it is also the stored chat metadata.
@@ -204,6 +207,10 @@ type Message struct {
 	// textAt is the row that holds this message's text in the record
 	// (0: none yet), so later rows can name it instead of repeating it.
 	textAt uint64
+	// unheard is why audio attachments without a transcript were not
+	// heard (a failed transcription's message.transcribed error); the
+	// model gets it in their place.
+	unheard string
 }
 
 // Running is the turn in progress of a chat.

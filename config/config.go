@@ -212,6 +212,7 @@ type ToolPolicies struct {
 	EditFile  string `yaml:"edit_file"`
 	ListDir   string `yaml:"list_dir"`
 	Shell     string `yaml:"shell"`
+	SendFile  string `yaml:"send_file"`
 }
 
 // Map returns the policies keyed by tool name.
@@ -222,6 +223,7 @@ func (p ToolPolicies) Map() map[string]string {
 		"edit_file":  p.EditFile,
 		"list_dir":   p.ListDir,
 		"shell":      p.Shell,
+		"send_file":  p.SendFile,
 	}
 }
 

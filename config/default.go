@@ -114,6 +114,7 @@ func Default() *Config {
 				WriteFile: PolicyAsk,
 				EditFile:  PolicyAsk,
 				Shell:     PolicyAsk,
+				SendFile:  PolicyAsk,
 			},
 			ShellTimeout: 2 * time.Minute,
 			OutputLimit:  16000,

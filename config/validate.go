@@ -385,7 +385,7 @@ func (v *validator) tools() {
 	p := t.Policies
 	for _, f := range []struct{ field, policy string }{
 		{"read_file", p.ReadFile}, {"write_file", p.WriteFile}, {"edit_file", p.EditFile},
-		{"list_dir", p.ListDir}, {"shell", p.Shell},
+		{"list_dir", p.ListDir}, {"shell", p.Shell}, {"send_file", p.SendFile},
 	} {
 		switch f.policy {
 		case PolicyAllow, PolicyAsk, PolicyDeny:

@@ -72,7 +72,7 @@ func (e *Engine) callResult(ctx context.Context, in *TurnInput, call provider.To
 	if e.tools == nil {
 		return ToolResult{Content: "Not run: no tool " + call.Name + " is offered here.", IsError: true}, nil
 	}
-	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID}
+	meta := tools.CallMeta{Chat: in.Chat, Turn: in.Turn, CallID: call.ID, Send: sendMeta(in.Host, call)}
 	if j, ok := in.Host.(ProcessJournal); ok {
 		meta.Process = func(g pgroup.Group) error { return j.CallProcess(call, g) }
 	}

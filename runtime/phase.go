@@ -275,6 +275,9 @@ func (t *turn) ask() (phase, error) {
 	res, model, est, err := t.e.answer(t.ctx, t.chain, req, t.in.askerFor(PurposeTurn, true), func(text string) error { streamed = true; return onDelta(text) })
 	t.account(res, model, est, last)
 	t.answer = res
+	if err == nil {
+		t.deliverImages(res)
+	}
 	next := afterAsk(askOutcome{
 		host: t.in.Host != nil, step: t.out.Steps, overflowed: t.overflowed, streamed: streamed,
 		stopped: t.ctx.Err() != nil, failed: err != nil, overflow: err != nil && provider.ClassOf(err) == provider.ClassContextLength,
@@ -343,11 +346,13 @@ func (t *turn) tools() (phase, error) {
 	}
 	t.conv = append(t.conv, provider.Message{Role: provider.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Seq: step})
 	var consolidate *boundary.Consolidate
+	results := make([]ToolResult, 0, len(res.ToolCalls))
 	for _, call := range res.ToolCalls {
 		r, seq, c, err := t.call(call)
 		if err != nil {
 			return phaseDone, err
 		}
+		results = append(results, r)
 		if c != nil {
 			consolidate = c
 		}
@@ -359,6 +364,7 @@ func (t *turn) tools() (phase, error) {
 			return phaseDone, &ToolLoopError{Tool: call.Name}
 		}
 	}
+	t.conv = withRecovered(t.conv, t.sz.m.ProvKind, results)
 	next := afterTools(t.ctx.Err() != nil, consolidate != nil)
 	switch next {
 	case phaseDone:

@@ -172,6 +172,9 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 	if err != nil {
 		return TurnResult{}, err
 	}
+	if err := t.transcribe(); err != nil { // before any view: the model reads transcripts
+		return t.out, err
+	}
 	for p := t.first(); p != phaseDone; {
 		if p, err = t.do(p); err != nil {
 			return t.out, err
@@ -191,7 +194,7 @@ func (e *Engine) Prepare(in *TurnInput) {
 		return
 	}
 	t, err := e.newTurn(context.Background(), *in, nil)
-	if err != nil || openAtEnd(t.rows) { // calls wait to be settled first
+	if err != nil || openAtEnd(t.rows) || e.transcribes(in, t.rows, t.picked) { // calls to settle, audio to hear first
 		return
 	}
 	r, first := t.opening()

@@ -54,8 +54,29 @@ type Part struct {
 	// Width and Height are an image's pixel size, 0 when unknown.
 	Width  int `json:"width,omitempty"`
 	Height int `json:"height,omitempty"`
+	// Transcript is what an audio part says, once the transcribe role has
+	// read it: the model gets this text in place of the audio.
+	Transcript string `json:"transcript,omitempty"`
+	// Withheld says why the part's bytes are not sent (a transcription
+	// that failed); the model gets a note saying so in place of the part.
+	Withheld string `json:"withheld,omitempty"`
 	// Source gives the bytes; it is not part of the stored form.
 	Source Source `json:"-"`
+}
+
+// InPlace is the text a model gets in place of the part's bytes, when the
+// part goes as text whatever the provider takes: an audio part's
+// transcript, or the note of a part withheld. ok is false for a part
+// whose bytes go as the adapter decides. Every adapter asks this first,
+// so a transcribed voice note reads the same on every provider.
+func (p Part) InPlace() (text string, ok bool) {
+	switch {
+	case p.Kind == PartAudio && p.Transcript != "":
+		return fmt.Sprintf("[voice note %s, transcribed]\n%s", p.label(), p.Transcript), true
+	case p.Withheld != "":
+		return p.Note(p.Withheld), true
+	}
+	return "", false
 }
 
 // MaxPartBytes bounds what Bytes reads of one part, whatever Size claims:
@@ -249,9 +270,13 @@ func imageRule(kind string) tokens.ImageRule {
 // (tokens.ImageTokens), text-like files by their size at ~4 bytes a token
 // plus their header, and documents and audio at seed 000's flat allowance
 // (their cost depends on pages and seconds the metadata does not carry).
+// A part sent as text in its place (InPlace) counts as that text.
 // The estimate joins the request's estimate, which the per-model
 // calibration corrects with what the provider billed.
 func PartTokens(kind string, p Part) int {
+	if text, ok := p.InPlace(); ok {
+		return tokens.Count(text)
+	}
 	switch p.Kind {
 	case PartImage:
 		return tokens.ImageTokens(imageRule(kind), p.Width, p.Height)

@@ -100,6 +100,15 @@ type Result struct {
 	// RequestID is the provider's id of the request (see RequestID), for
 	// a diagnostic; "" when it sent none.
 	RequestID string
+	// Images are pictures the answer carried (Gemini's inlineData,
+	// OpenAI-compatible servers' message images), decoded, in order.
+	Images []Image
+}
+
+// Image is a picture in a model's answer.
+type Image struct {
+	MediaType string
+	Data      []byte
 }
 
 // Provider streams one answer. Stream calls emit for each piece of text in

@@ -1,7 +1,7 @@
 // Package tools owns the tools the assistant may call: their registry and
 // JSON Schemas, argument checking, the per-tool policy (allow, ask, deny),
 // the workspace every path is confined to, the built-in tools (read_file,
-// write_file, edit_file, list_dir, shell), previews of long results, and the
+// write_file, edit_file, list_dir, shell, send_file), previews of long results, and the
 // file-tool change ledger behind /changes and /rewind (bbolt bucket
 // "changes").
 //
@@ -103,6 +103,10 @@ type CallMeta struct {
 	// before it runs. After a crash, the group journaled for a call left
 	// without a result is stopped if it still runs (pgroup.Reap).
 	Process func(g pgroup.Group) error
+	// Send delivers a file to the person the call works for (send_file):
+	// it stores the bytes and records the delivery before it returns; nil
+	// where no person can receive one.
+	Send func(ctx context.Context, d Delivery) error
 }
 
 // Result is what one call produced.
@@ -116,6 +120,10 @@ type Result struct {
 	IsError bool
 	// Handle names the stored Full when Content is a preview; "" otherwise.
 	Handle string
+	// Parts are attachments the result brings back into the view (an
+	// image a checkpoint masked, got back through its handle); the
+	// request carries them right after the step's results.
+	Parts []provider.Part
 }
 
 // Registry holds the tools of one workspace. Safe for concurrent use.
@@ -170,7 +178,7 @@ func New(opt Options) (*Registry, error) {
 		r.mu = new(sync.Mutex)
 	}
 	all := r.fileTools()
-	all = append(all, r.shellTool())
+	all = append(all, r.shellTool(), r.sendFileTool())
 	for _, t := range all {
 		t.defaultPol = Ask
 		if t.name == "read_file" || t.name == "list_dir" {

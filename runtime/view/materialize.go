@@ -461,6 +461,7 @@ func (b *build) view() View {
 			v.Context, v.ContextTokens = b.cur, e.tokens
 		}
 	}
+	v.Messages, v.Reasoning = withRecovered(b.in.Provider, v.Messages, v.Reasoning)
 	return v
 }
 
@@ -475,7 +476,7 @@ func (b *build) apply(cp *Checkpoint) []entry {
 		if len(cp.Cards) > 0 || len(cp.Pinned) > 0 {
 			out = append(out, b.headEntry(cp))
 		}
-		masked, folded := cutMap(cp.Masked), cutMap(cp.Folded)
+		masked, folded, images := cutMap(cp.Masked), cutMap(cp.Folded), seqSet(cp.MaskedImages)
 		for _, e := range b.base {
 			if e.row != nil {
 				if e.row.Seq <= cp.Evicted {
@@ -485,6 +486,8 @@ func (b *build) apply(cp *Checkpoint) []entry {
 					e = b.mask(e, c.Tokens)
 				} else if c, ok := folded[e.row.Seq]; ok {
 					e = b.fold(e, c.Tokens)
+				} else if images[e.row.Seq] {
+					e = b.maskImages(e)
 				}
 				if e.row.Seq <= cp.AtSeq {
 					e.reasoning = "" // a rewritten prefix invalidates signed reasoning

@@ -68,6 +68,11 @@ func (b *build) plan(trigger string) (*Checkpoint, string) {
 				cp.Folded = append(cp.Folded, c)
 			}
 		}
+		for _, s := range prev.MaskedImages {
+			if !pinned[s] {
+				cp.MaskedImages = append(cp.MaskedImages, s)
+			}
+		}
 		// Evicted rows pinned now stay verbatim after the cards; unpinned
 		// ones go back to being cards only.
 		for _, r := range b.pinnedOld() {
@@ -79,14 +84,19 @@ func (b *build) plan(trigger string) (*Checkpoint, string) {
 	tail := b.tailStart(work)
 
 	masked := b.maskPass(cp, work, tail, &size, target)
+	images := b.imagePass(cp, work, tail, &size, target)
 	folded := b.foldPass(cp, work, tail, &size, target)
 	note := fmt.Sprintf("%s: history %d over target %d; masked %d, folded %d", trigger, before, target, masked, folded)
+	if images > 0 {
+		note += fmt.Sprintf(", images masked in %d messages", images)
+	}
 	if size > target {
 		note += b.evict(cp, work, size, target, min(tail, activeStart(work)))
 	}
 	// Only rows still shown need their cut remembered, and counted.
 	cp.Masked = keepAfter(cp.Masked, cp.Evicted)
 	cp.Folded = keepAfter(cp.Folded, cp.Evicted)
+	cp.MaskedImages = seqsAfter(cp.MaskedImages, cp.Evicted)
 	b.settle(cp, work)
 	sort.Slice(cp.Pinned, func(i, j int) bool { return cp.Pinned[i] < cp.Pinned[j] })
 	if len(cp.Cards) > 0 || len(cp.Pinned) > 0 {
@@ -288,6 +298,10 @@ func (b *build) mask(e entry, toks int) entry {
 		text += fmt.Sprintf(` Get it back with %s {"tool_call_id": %q}.`, ToolOutput, r.ToolCallID)
 	}
 	text += "]"
+	if toks == 0 {
+		toks = b.count(text)
+	}
+	e.parts = nil // an image a result brought back goes with it
 	if toks == 0 {
 		toks = b.count(text)
 	}

@@ -104,6 +104,9 @@ type Checkpoint struct {
 	Masked  []Cut    `json:"masked,omitempty"` // tool results shown as pointers
 	Folded  []Cut    `json:"folded,omitempty"` // answers shown as head and tail
 	Pinned  []uint64 `json:"pinned,omitempty"` // evicted rows kept verbatim after the cards
+	// MaskedImages are user rows whose images show as pointers with a
+	// handle (tool_output gives an image back).
+	MaskedImages []uint64 `json:"masked_images,omitempty"`
 	// Trigger is what asked for it: manual (/compact), auto (measured past
 	// the mark), safety-net, overflow or admission. Hooks see manual as
 	// manual and everything else as auto.

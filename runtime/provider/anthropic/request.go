@@ -170,8 +170,12 @@ var imageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/g
 // best). Images become image blocks and PDFs document blocks, both with a
 // base64 source; text-like files a text block with a header naming the
 // file. Audio, which the API does not take, and unknown kinds become a
-// text note, so the model can say what it did not get.
+// text note, so the model can say what it did not get. A part sent as
+// text in its place (a transcript, a withheld part) is that text.
 func partBlock(p provider.Part) (wireBlock, error) {
+	if text, ok := p.InPlace(); ok {
+		return wireBlock{Type: "text", Text: text}, nil
+	}
 	switch {
 	case p.Kind == provider.PartImage && imageTypes[p.MediaType], p.Kind == provider.PartDocument && p.MediaType == "application/pdf":
 		data, err := p.Base64()

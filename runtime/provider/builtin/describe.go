@@ -41,6 +41,12 @@ func DescribeParts(parts []provider.Part) string {
 			} else {
 				b.WriteString(", pixel size unknown")
 			}
+		case provider.PartAudio:
+			if p.Transcript != "" {
+				b.WriteString("; it says «" + truncate(strings.Join(strings.Fields(p.Transcript), " "), 120) + "»")
+			} else if p.Withheld != "" {
+				b.WriteString("; not heard: " + p.Withheld)
+			}
 		case provider.PartText:
 			if lines, err := p.Head(headLines); err == nil && len(lines) > 0 {
 				quoted := make([]string, len(lines))

@@ -198,8 +198,12 @@ var inlineTypes = map[string]bool{
 // partOf is one attachment as a part, placed before the message's text.
 // Images, PDFs and audio go as inlineData with their media type; Gemini
 // reads a PDF as a document and hears audio itself. Text-like files go as
-// text naming the file; anything else as a note.
+// text naming the file; anything else as a note. A part sent as text in
+// its place (a transcript, a withheld part) is that text.
 func partOf(p provider.Part) (wirePart, error) {
+	if text, ok := p.InPlace(); ok {
+		return wirePart{Text: text}, nil
+	}
 	switch {
 	case p.Kind == provider.PartText:
 		t, err := p.AsText()

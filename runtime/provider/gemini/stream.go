@@ -72,13 +72,14 @@ type stream struct {
 	usage      provider.Usage
 	responseID string
 	model      string // modelVersion
+	images     provider.Images
 }
 
 func (s *stream) complete() bool { return s.finish != "" || s.blocked != "" }
 
 func (s *stream) result() provider.Result {
 	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: finishReason(s.finish, len(s.calls) > 0),
-		Model: s.model, RequestID: s.responseID}
+		Model: s.model, RequestID: s.responseID, Images: s.images.List()}
 	if s.blocked != "" {
 		r.FinishReason = "content_filter"
 	}
@@ -184,6 +185,10 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 						return &provider.EmitError{Err: err}
 					}
 					s.text.WriteString(p.Text)
+				}
+				if d := p.InlineData; d != nil {
+					// An image the model drew (image-output models).
+					s.images.AddBase64(d.MimeType, d.Data)
 				}
 				if fc := p.FunctionCall; fc != nil {
 					args := "{}"

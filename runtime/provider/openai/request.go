@@ -85,7 +85,7 @@ func encodeRequest(req provider.Request, official bool) ([]byte, error) {
 			if m.Role != provider.RoleUser {
 				return nil, fmt.Errorf("message %d: attachments on a %s message", i, m.Role)
 			}
-			parts, err := contentParts(m, official)
+			parts, err := contentParts(m, official, req.Model)
 			if err != nil {
 				return nil, fmt.Errorf("message %d: %w", i, err)
 			}
@@ -129,6 +129,15 @@ type wireContentPart struct {
 	Text     string        `json:"text,omitempty"`
 	ImageURL *wireImageURL `json:"image_url,omitempty"`
 	File     *wireFile     `json:"file,omitempty"`
+	// InputAudio is audio for a model that hears it (input_audio).
+	InputAudio *wireInputAudio `json:"input_audio,omitempty"`
+}
+
+// wireInputAudio is an input_audio part: the bytes in base64 without a
+// data: prefix, and their format, wav or mp3 (the only two the API takes).
+type wireInputAudio struct {
+	Data   string `json:"data"`
+	Format string `json:"format"`
 }
 
 type wireImageURL struct {
@@ -150,15 +159,30 @@ var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/w
 // ("auto"). A PDF goes as a file part with file_data (a data: URL) on
 // OpenAI's own API, which documents PDF input for chat completions
 // (platform.openai.com/docs/guides/pdf-files?api-mode=chat); compatible
-// servers (Ollama, llama.cpp, vLLM) take no file parts, so there, as for
-// audio, a text note says what was not sent. Text-like files go as text.
-func contentParts(m provider.Message, official bool) ([]wireContentPart, error) {
+// servers (Ollama, llama.cpp, vLLM) take no file parts, so there a text
+// note says what was not sent. Audio goes as an input_audio part (WAV or
+// MP3) to a model that hears audio (audioModel), else as a note. A part
+// sent as text in its place (a transcript, a withheld part) goes as that
+// text. Text-like files go as text.
+func contentParts(m provider.Message, official bool, model string) ([]wireContentPart, error) {
 	out := make([]wireContentPart, 0, len(m.Parts)+1)
 	note := func(p provider.Part, why string) {
 		out = append(out, wireContentPart{Type: "text", Text: p.Note(why)})
 	}
 	for _, p := range m.Parts {
+		if text, ok := p.InPlace(); ok {
+			out = append(out, wireContentPart{Type: "text", Text: text})
+			continue
+		}
 		switch {
+		case p.Kind == provider.PartAudio && audioModel(model) && audioFormats[p.MediaType] != "":
+			data, err := p.Base64()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, wireContentPart{Type: "input_audio", InputAudio: &wireInputAudio{Data: data, Format: audioFormats[p.MediaType]}})
+		case p.Kind == provider.PartAudio && audioModel(model):
+			note(p, "this model hears WAV and MP3 audio only")
 		case p.Kind == provider.PartImage && imageTypes[p.MediaType]:
 			u, err := p.DataURL()
 			if err != nil {
@@ -193,6 +217,22 @@ func contentParts(m provider.Message, official bool) ([]wireContentPart, error) 
 		out = append(out, wireContentPart{Type: "text", Text: m.Content})
 	}
 	return out, nil
+}
+
+// audioFormats maps the media types of input_audio's two formats.
+var audioFormats = map[string]string{"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+// audioModel reports the names of chat-completions models that take
+// audio input: OpenAI's gpt-4o-audio-preview, gpt-4o-mini-audio-preview,
+// gpt-audio and gpt-audio-mini, and models served elsewhere under names
+// that say so (qwen2-audio). Any other model gets audio as a transcript
+// (roles.transcribe) or a note.
+func audioModel(model string) bool {
+	m := strings.ToLower(model)
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	return strings.Contains(m, "audio") && !strings.Contains(m, "transcribe") && !strings.Contains(m, "tts")
 }
 
 // The two names of the answer's cap in a chat-completions request.

@@ -32,6 +32,10 @@ type wireChoice struct {
 		Content   string          `json:"content"`
 		Refusal   string          `json:"refusal"`
 		ToolCalls []wireCallDelta `json:"tool_calls"`
+		// Images are pictures in the answer, as OpenAI-compatible
+		// routers that serve image models send them (OpenRouter:
+		// [{"type":"image_url","image_url":{"url":"data:image/png;base64,..."}}]).
+		Images []wireContentPart `json:"images"`
 	} `json:"delta"`
 	FinishReason string `json:"finish_reason"`
 }
@@ -78,6 +82,7 @@ type stream struct {
 	usage   provider.Usage
 	done    bool   // [DONE] seen
 	model   string // the first chunk's "model"
+	images  provider.Images
 }
 
 type callBuf struct {
@@ -91,7 +96,7 @@ type callBuf struct {
 func (s *stream) complete() bool { return s.done || s.finish != "" }
 
 func (s *stream) result() provider.Result {
-	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: s.finish, Model: s.model}
+	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: s.finish, Model: s.model, Images: s.images.List()}
 	for _, c := range s.calls {
 		r.ToolCalls = append(r.ToolCalls, provider.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
 	}
@@ -188,6 +193,11 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 		}
 		for j := range c.Delta.ToolCalls {
 			s.addCall(&c.Delta.ToolCalls[j])
+		}
+		for _, im := range c.Delta.Images {
+			if im.ImageURL != nil {
+				s.images.AddDataURL(im.ImageURL.URL)
+			}
 		}
 		if c.FinishReason != "" {
 			s.finish = c.FinishReason
