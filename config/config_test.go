@@ -61,7 +61,7 @@ func TestDefaultContract(t *testing.T) {
 		{"auth.trusted_proxies", len(c.Auth.TrustedProxies), 0},
 		{"tools.workspace", c.Tools.Workspace, ""},
 		{"tools.policies", c.Tools.Policies.Map(), map[string]string{
-			"read_file": "allow", "list_dir": "allow", "write_file": "ask", "edit_file": "ask", "shell": "ask"}},
+			"read_file": "allow", "list_dir": "allow", "write_file": "ask", "edit_file": "ask", "shell": "ask", "send_file": "ask"}},
 		{"tools.shell_timeout", c.Tools.ShellTimeout, 2 * time.Minute},
 		{"tools.output_limit", c.Tools.OutputLimit, 16000},
 		{"hooks", c.Hooks, Hooks{}},
@@ -283,7 +283,7 @@ func TestParseErrors(t *testing.T) {
 		{"history days", "breaker_history_days: 0\n", "runtime.yaml:1: breaker_history_days: must be above 0"},
 		{"history max", "breaker_history_max: -1\n", "runtime.yaml:1: breaker_history_max: must be above 0"},
 		// tools.
-		{"unknown tool", "tools:\n  policies:\n    shell: allow\n    rm_rf: allow\n", "runtime.yaml:4: tools.policies.rm_rf: unknown key; known keys here: edit_file, list_dir, read_file, shell, write_file"},
+		{"unknown tool", "tools:\n  policies:\n    shell: allow\n    rm_rf: allow\n", "runtime.yaml:4: tools.policies.rm_rf: unknown key; known keys here: edit_file, list_dir, read_file, send_file, shell, write_file"},
 		{"bad policy", "tools:\n  policies: {shell: maybe}\n", "runtime.yaml:2: tools.policies.shell: want allow, ask or deny, not \"maybe\""},
 		{"empty policy", "tools:\n  policies:\n    write_file: \"\"\n", "runtime.yaml:3: tools.policies.write_file: want allow, ask or deny, not \"\""},
 		{"policies as list", "tools:\n  policies: [shell]\n", "runtime.yaml:2: tools.policies: want a mapping of keys, not a list"},

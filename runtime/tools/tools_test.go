@@ -67,7 +67,7 @@ func TestNew(t *testing.T) {
 		want string
 	}{
 		{"no workspace", Options{}, "tools: no workspace given"},
-		{"unknown tool", Options{Workspace: dir, Policies: map[string]Policy{"rm": Allow}}, `tools: policy for "rm": unknown tool (tools: edit_file, list_dir, read_file, shell, write_file)`},
+		{"unknown tool", Options{Workspace: dir, Policies: map[string]Policy{"rm": Allow}}, `tools: policy for "rm": unknown tool (tools: edit_file, list_dir, read_file, send_file, shell, write_file)`},
 		{"bad policy", Options{Workspace: dir, Policies: map[string]Policy{"shell": "maybe"}}, `tools: policy for shell: want allow, ask or deny, not "maybe"`},
 		{"negative timeout", Options{Workspace: dir, ShellTimeout: -1}, "tools: shell timeout must not be negative"},
 		{"workspace is a file", Options{Workspace: "/dev/null"}, "tools: create workspace: mkdir /dev/null: not a directory"},
@@ -119,7 +119,7 @@ func TestDefinitions(t *testing.T) {
 		}
 	}
 	// Fixed order; the denied shell is not offered.
-	if got := strings.Join(names, ","); got != "read_file,list_dir,write_file,edit_file" {
+	if got := strings.Join(names, ","); got != "read_file,list_dir,write_file,edit_file,send_file" {
 		t.Errorf("definitions %s", got)
 	}
 	// Callers may not change the registry's schema through the slice.
@@ -139,7 +139,7 @@ func TestCheckAndRunRefusals(t *testing.T) {
 		is               error
 		want             string
 	}{
-		{"unknown", "rm_rf", `{}`, ErrUnknownTool, `"rm_rf": unknown tool; the tools are edit_file, list_dir, read_file, write_file`},
+		{"unknown", "rm_rf", `{}`, ErrUnknownTool, `"rm_rf": unknown tool; the tools are edit_file, list_dir, read_file, send_file, write_file`},
 		{"denied", "shell", `{"command":"id"}`, ErrDenied, "shell: tool denied by policy (tools.policies.shell in runtime.yaml); do the task without it or ask the person to allow it"},
 		{"missing argument", "write_file", `{"content":"x"}`, ErrInvalidArguments, `write_file: argument "path" is required`},
 		{"bad json", "read_file", `{"path":`, ErrInvalidArguments, "read_file: the arguments are not valid JSON: it ends too early"},
