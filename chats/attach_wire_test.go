@@ -74,15 +74,21 @@ type attachEnv struct {
 	svc   *Service
 	store *Store
 	close func()
+	// engine, when set, builds the turn engine instead of the one-model
+	// default (more models, roles, tools).
+	engine func(a *attachEnv) *runtime.Engine
 }
 
-func newAttachEnv(t *testing.T, model provider.Provider, kind string) *attachEnv {
+func newAttachEnv(t *testing.T, model provider.Provider, kind string, engine ...func(a *attachEnv) *runtime.Engine) *attachEnv {
 	t.Helper()
 	data, err := datadir.Prepare(filepath.Join(t.TempDir(), "data"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &attachEnv{t: t, path: filepath.Join(t.TempDir(), "mirror.db"), data: data, model: model, kind: kind}
+	if len(engine) > 0 {
+		a.engine = engine[0]
+	}
 	a.start()
 	t.Cleanup(a.stop)
 	return a
@@ -98,9 +104,11 @@ func (a *attachEnv) start() {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", ProvName: "p", ProvKind: a.kind, Provider: a.model, Remote: "gpt-4o", Window: 128000, MaxOutput: 200}},
-		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
-	if err != nil {
+	var eng *runtime.Engine
+	if a.engine != nil {
+		eng = a.engine(a)
+	} else if eng, err = runtime.NewEngine([]*runtime.Model{{Name: "m", ProvName: "p", ProvKind: a.kind, Provider: a.model, Remote: "gpt-4o", Window: 128000, MaxOutput: 200}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4); err != nil {
 		a.t.Fatal(err)
 	}
 	blobs, err := OpenBlobs(a.data, BlobLimits{Image: 1 << 20, Document: 1 << 20, Audio: 1 << 20}, 24*time.Hour)

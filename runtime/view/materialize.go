@@ -322,7 +322,9 @@ func (b *build) entryOf(r *Row) entry {
 	case KindAssistant:
 		e.role, e.calls = provider.RoleAssistant, r.ToolCalls
 	case KindTool:
-		e.role, e.callID = provider.RoleTool, r.ToolCallID
+		// Parts a result brought back go right after the step's results
+		// (withRecovered).
+		e.role, e.callID, e.parts = provider.RoleTool, r.ToolCallID, r.Parts
 	case KindContext:
 		// Runtime context goes to the model as a system message (the runtime
 		// speaks, not the person; adapters with one instruction turn it into
