@@ -38,10 +38,10 @@ func oggBytes() []byte {
 type playOpenAI struct {
 	mu     sync.Mutex
 	reqs   [][]json.RawMessage
-	script func(n int) scriptAnswer
+	script func(n int) playAnswer
 }
 
-type scriptAnswer struct {
+type playAnswer struct {
 	text   string
 	call   *provider.ToolCall
 	images []string // data: URLs
@@ -60,7 +60,7 @@ func (f *playOpenAI) serve(t testing.TB) string {
 		n := len(f.reqs)
 		f.reqs = append(f.reqs, r.Messages)
 		f.mu.Unlock()
-		ans := scriptAnswer{text: "Seen."}
+		ans := playAnswer{text: "Seen."}
 		if f.script != nil {
 			ans = f.script(n)
 		}
@@ -326,17 +326,23 @@ func TestSendFileAndReplyImagesAreDelivered(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "chart.png"), chart, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A PNG whose header is cut: the blob store refuses it, whole.
+	if err := os.WriteFile(filepath.Join(ws, "broken.png"), chart[:20], 0o600); err != nil {
+		t.Fatal(err)
+	}
 	drawn := pngBytes(t, 2, 2)
-	f := &playOpenAI{script: func(n int) scriptAnswer {
+	f := &playOpenAI{script: func(n int) playAnswer {
 		switch n {
 		case 0:
-			return scriptAnswer{call: &provider.ToolCall{ID: "call_1", Name: tools.SendFile, Arguments: `{"path":"chart.png","caption":"The chart"}`}}
+			return playAnswer{call: &provider.ToolCall{ID: "call_1", Name: tools.SendFile, Arguments: `{"path":"chart.png","caption":"The chart"}`}}
 		case 1:
-			return scriptAnswer{call: &provider.ToolCall{ID: "call_2", Name: tools.SendFile, Arguments: `{"path":"../secret.txt"}`}}
+			return playAnswer{call: &provider.ToolCall{ID: "call_2", Name: tools.SendFile, Arguments: `{"path":"../secret.txt"}`}}
 		case 2:
-			return scriptAnswer{text: "Sent."}
+			return playAnswer{call: &provider.ToolCall{ID: "call_3", Name: tools.SendFile, Arguments: `{"path":"broken.png"}`}}
+		case 3:
+			return playAnswer{text: "Sent."}
 		}
-		return scriptAnswer{text: "Here is a drawing.", images: []string{"data:image/png;base64," + base64.StdEncoding.EncodeToString(drawn)}}
+		return playAnswer{text: "Here is a drawing.", images: []string{"data:image/png;base64," + base64.StdEncoding.EncodeToString(drawn)}}
 	}}
 	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, sendFileEngine(ws))
 	c, err := a.svc.Create(bg, "test", "", Origin{})
@@ -394,14 +400,21 @@ func TestSendFileAndReplyImagesAreDelivered(t *testing.T) {
 			t.Errorf("file.sent %d: the blob holds other bytes", i)
 		}
 	}
-	var refused *ToolOutcome
+	results := map[string]*ToolOutcome{}
 	for _, ev := range s.events() {
-		if ev.Type == EvToolResult && ev.Result.CallID == "call_2" {
-			refused = ev.Result
+		if ev.Type == EvToolResult {
+			results[ev.Result.CallID] = ev.Result
 		}
 	}
-	if refused == nil || !refused.IsError || !strings.Contains(refused.Content, "out of the workspace") {
-		t.Errorf("send_file out of the workspace: %+v", refused)
+	if r := results["call_2"]; r == nil || !r.IsError || !strings.Contains(r.Content, "out of the workspace") {
+		t.Errorf("send_file out of the workspace: %+v", r)
+	}
+	if r := results["call_3"]; r == nil || !r.IsError || !strings.Contains(r.Content, "the image cannot be read") {
+		t.Errorf("send_file of a corrupt image: %+v", r)
+	}
+	// Two blobs, each in its folder; nothing of the refused ones.
+	if got := entries(t, a.data); len(got) != 4 {
+		t.Errorf("data/blobs holds %v, want two blobs", got)
 	}
 	// A snapshot shows the delivered files in the transcript.
 	s2 := newSub()
@@ -537,11 +550,11 @@ func TestMaskedImageComesBackThroughItsHandle(t *testing.T) {
 	png := pngBytes(t, 4, 5)
 	handle := ""
 	f := &playOpenAI{}
-	f.script = func(n int) scriptAnswer {
+	f.script = func(n int) playAnswer {
 		if n == 1 {
-			return scriptAnswer{call: &provider.ToolCall{ID: "call_img", Name: "tool_output", Arguments: `{"tool_call_id":"` + handle + `"}`}}
+			return playAnswer{call: &provider.ToolCall{ID: "call_img", Name: "tool_output", Arguments: `{"tool_call_id":"` + handle + `"}`}}
 		}
-		return scriptAnswer{text: "Seen."}
+		return playAnswer{text: "Seen."}
 	}
 	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, sendFileEngine(t.TempDir()))
 	att, err := a.svc.Upload(bg, bytes.NewReader(png), "image/png", "a.png")
