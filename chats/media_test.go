@@ -443,7 +443,9 @@ func TestPDFReachesAnthropicAndGeminiAsADocument(t *testing.T) {
 		serve func(w http.ResponseWriter)
 		check func(body []byte) bool
 	}{
-		{config.KindAnthropic, func(u string) provider.Provider { return anthropic.New(anthropic.Config{Name: "p", BaseURL: u + "/v1"}) },
+		{config.KindAnthropic, func(u string) provider.Provider {
+			return anthropic.New(anthropic.Config{Name: "p", BaseURL: u + "/v1"})
+		},
 			func(w http.ResponseWriter) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				for _, d := range []string{
