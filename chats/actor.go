@@ -938,7 +938,7 @@ func (a *actor) rows() []view.Row {
 		case provider.RoleUser:
 			// Attachments go as parts over their blobs, read only when a
 			// request is encoded.
-			r.Kind, r.Parts = view.KindUser, a.s.parts(m.Attachments, m.unheard)
+			r.Kind, r.Parts = view.KindUser, a.s.parts(m.Attachments, m.TranscribeError)
 			switch {
 			case m.Mode == ModeRedirect:
 				r.Origin = view.OriginAmendment

@@ -51,7 +51,7 @@ func hear(m *Message, heard map[string]string, failed string) {
 			atts[i].Transcript = t
 		}
 	}
-	m.Attachments, m.unheard = atts, failed
+	m.Attachments, m.TranscribeError = atts, failed
 }
 
 // replayTranscribed applies a stored message.transcribed row to the

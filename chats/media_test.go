@@ -268,6 +268,11 @@ func TestVoiceNoteIsTranscribedStoredAndSent(t *testing.T) {
 			if shown == nil || shown.Transcript != wantTranscript {
 				t.Fatalf("the snapshot's attachment: %+v", shown)
 			}
+			for _, m := range sn.Messages {
+				if len(m.Attachments) == 1 && (m.TranscribeError != "") != (tc.errorHas != "") {
+					t.Fatalf("the snapshot's message says %q of its transcription", m.TranscribeError)
+				}
+			}
 			a.turn(s2, c.ID, "and?")
 			reqs = f.requests()
 			if len(stt.files) != 1 {

@@ -439,9 +439,10 @@ func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]boo
 	}
 	size := 0
 	var rows []uint64 // the row seq of each message of out
-	// heard holds, by message id, the attachments with transcripts that
-	// message.transcribed rows (later than the message) gave them.
-	heard := map[string][]Attachment{}
+	// heard holds, by message id, what the latest message.transcribed
+	// row (later than the message) gave it: attachments with transcripts,
+	// or why they were not heard.
+	heard := map[string]*Message{}
 	for ; k != nil; k, v = c.Prev() {
 		typ := rowType(v)
 		if typ == EvMessageTranscribed {
@@ -450,7 +451,8 @@ func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]boo
 				return nil, nil, false, 0, err
 			}
 			if m := ev.Message; m != nil && heard[m.ID] == nil {
-				heard[m.ID] = m.Attachments
+				m.TranscribeError = ev.Error
+				heard[m.ID] = m
 			}
 			continue
 		}
@@ -469,8 +471,8 @@ func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]boo
 			if p, ok := pins[m.ID]; ok {
 				m.Pinned = p
 			}
-			if atts, ok := heard[m.ID]; ok && ev.Type == EvMessagePicked {
-				m.Attachments = atts
+			if h, ok := heard[m.ID]; ok && ev.Type == EvMessagePicked {
+				m.Attachments, m.TranscribeError = h.Attachments, h.TranscribeError
 			}
 			size += len(m.Text)
 			out = append(out, m)

@@ -207,10 +207,10 @@ type Message struct {
 	// textAt is the row that holds this message's text in the record
 	// (0: none yet), so later rows can name it instead of repeating it.
 	textAt uint64
-	// unheard is why audio attachments without a transcript were not
-	// heard (a failed transcription's message.transcribed error); the
-	// model gets it in their place.
-	unheard string
+	// TranscribeError is why audio attachments without a transcript were
+	// not heard (a failed transcription's message.transcribed error): the
+	// model gets it in their place, and snapshots show it.
+	TranscribeError string `json:"transcribe_error,omitempty"`
 }
 
 // Running is the turn in progress of a chat.
