@@ -63,7 +63,19 @@ func (e *Engine) transcribes(in *TurnInput, rows []view.Row, picked int) bool {
 	if _, ok := in.Host.(Transcripts); !ok {
 		return false
 	}
-	return unheard(rows[min(picked, len(rows)):])
+	return unheard(rows[hearFrom(rows, picked):])
+}
+
+// hearFrom is where the messages a turn answers begin: the ones it picked
+// up, and the person's messages right before them, which a turn resumed
+// after a crash answers without picking them up again (a crash may have
+// come before their audio was heard).
+func hearFrom(rows []view.Row, picked int) int {
+	i := min(picked, len(rows))
+	for i > 0 && (rows[i-1].Kind == view.KindUser || rows[i-1].Kind == view.KindContext) {
+		i--
+	}
+	return i
 }
 
 // transcribe reads the audio of the messages the turn picked up through
@@ -76,7 +88,7 @@ func (t *turn) transcribe() error {
 		return nil
 	}
 	th := t.in.Host.(Transcripts)
-	for i := t.picked; i < t.end; i++ {
+	for i := hearFrom(t.rows[:t.end], t.picked); i < t.end; i++ {
 		r := &t.rows[i]
 		if r.Kind != view.KindUser || !unheard([]view.Row{*r}) {
 			continue
