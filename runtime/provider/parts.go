@@ -145,13 +145,30 @@ func (p Part) encoded(prefix string) (string, error) {
 // AsText is a text-like part as the text a model reads: a header naming the
 // file, then its content (invalid UTF-8 replaced). The header makes the
 // file's boundaries and name plain to the model whatever it contains.
+//
+// A file longer than MaxTextPart goes as its first MaxTextPart bytes and
+// a line saying how much was left out: a log of megabytes would not fit
+// any request, and would fail the turn that carries it.
 func (p Part) AsText() (string, error) {
 	b, err := p.Bytes()
 	if err != nil {
 		return "", err
 	}
-	return p.textHeader() + strings.ToValidUTF8(string(b), "\uFFFD") + "\n[end of file " + p.label() + "]", nil
+	end := "\n[end of file " + p.label() + "]"
+	if len(b) > MaxTextPart {
+		cut := MaxTextPart
+		for cut > MaxTextPart-utf8.UTFMax && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		end = fmt.Sprintf("\n[… %d more bytes of %s not sent: the file is longer than the %d bytes a message carries]", len(b)-cut, p.label(), MaxTextPart)
+		b = b[:cut]
+	}
+	return p.textHeader() + strings.ToValidUTF8(string(b), "\uFFFD") + end, nil
 }
+
+// MaxTextPart is how much of a text-like file a message carries: about
+// 32,000 tokens.
+const MaxTextPart = 128 << 10
 
 func (p Part) textHeader() string {
 	return fmt.Sprintf("[file %s, %s, %d bytes]\n", p.label(), p.MediaType, p.Size)
@@ -281,7 +298,7 @@ func PartTokens(kind string, p Part) int {
 	case PartImage:
 		return tokens.ImageTokens(imageRule(kind), p.Width, p.Height)
 	case PartText:
-		return tokens.Count(p.textHeader()) + int((p.Size+3)/4)
+		return tokens.Count(p.textHeader()) + int((min(p.Size, MaxTextPart)+3)/4)
 	}
 	return tokens.ImageDefault
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -154,5 +155,23 @@ func TestHeadSplitRune(t *testing.T) {
 	p = part("one\r\ntwo\n\nfour\nfive")
 	if lines, _ := p.Head(3); strings.Join(lines, "|") != "one\r|two|" {
 		t.Fatalf("Head = %q", lines)
+	}
+}
+
+// A text file longer than MaxTextPart goes as its head and a line saying
+// how much was left out, cut on a character boundary, and is sized as
+// what is sent.
+func TestLongTextFileIsCut(t *testing.T) {
+	data := []byte("x" + strings.Repeat("é", MaxTextPart)) // 2 bytes each: the cut falls inside one
+	p := Part{Kind: PartText, MediaType: "text/plain", Name: "big.log", Size: int64(len(data)), Source: BytesSource(data)}
+	got, err := p.AsText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(got) || strings.Contains(got, "\uFFFD") || !strings.HasSuffix(got, fmt.Sprintf("[… %d more bytes of big.log not sent: the file is longer than the %d bytes a message carries]", len(data)-MaxTextPart+1, MaxTextPart)) {
+		t.Fatalf("cut text ends %q", got[len(got)-120:])
+	}
+	if n := PartTokens("openai", p); n > MaxTextPart/4+100 {
+		t.Fatalf("sized %d tokens", n)
 	}
 }
