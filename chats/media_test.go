@@ -618,3 +618,49 @@ func TestMaskedImageComesBackThroughItsHandle(t *testing.T) {
 		}
 	}
 }
+
+// A message sent to steer a running turn (mode redirect) reaches the model
+// at the turn's next tool boundary with its attachments, not as its text
+// alone.
+func TestRedirectCarriesItsAttachments(t *testing.T) {
+	png := pngBytes(t, 3, 3)
+	gate := make(chan struct{})
+	f := &playOpenAI{script: func(n int) playAnswer {
+		if n == 0 {
+			<-gate // the redirect is accepted while the first request waits
+			return playAnswer{call: &provider.ToolCall{ID: "call_1", Name: "list_dir", Arguments: `{}`}}
+		}
+		return playAnswer{text: "Seen."}
+	}}
+	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, sendFileEngine(t.TempDir()))
+	att, err := a.svc.Upload(bg, bytes.NewReader(png), "image/png", "steer.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.svc.Create(bg, "test", "", Origin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSub()
+	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.svc.Send(bg, c.ID, "list the files", "k1", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, "turn.started", has(EvTurnStarted, 1))
+	if _, err := a.svc.SendAttached(bg, c.ID, "and look at this", "k2", ModeRedirect, []string{att.SHA256}, Origin{}); err != nil {
+		close(gate)
+		t.Fatal(err)
+	}
+	close(gate)
+	s.waitFor(t, "the turn's end", has(EvTurnFinished, 1))
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
+	if urls, _ := imageURLs(t, reqs[1]); len(urls) != 1 || urls[0] != want {
+		t.Fatalf("the steered request carries %d images, want the image", len(urls))
+	}
+}

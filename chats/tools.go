@@ -195,7 +195,9 @@ func (h *host) Redirects() ([]provider.Message, error) {
 			m.State, m.Turn = MsgPicked, h.t.id
 			h.a.pick(&m, h.t.id)
 			h.a.b.delPend = append(h.a.b.delPend, m.ID)
-			out = append(out, provider.Message{Role: provider.RoleUser, Content: m.Text, Tokens: m.Tokens})
+			// Its attachments go with it (the runtime sizes them).
+			out = append(out, provider.Message{Role: provider.RoleUser, Content: m.Text, Tokens: m.Tokens,
+				Parts: h.a.s.parts(m.Attachments, m.TranscribeError)})
 		}
 		h.a.pending = kept
 		return h.a.flush()

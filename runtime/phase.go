@@ -448,6 +448,9 @@ func (t *turn) steer() (phase, error) {
 	if len(red) > 0 {
 		t.steered = from
 	}
+	for i := range red { // their attachments, by the rule the view sizes them by
+		red[i].Tokens += provider.PartsTokens(t.sz.m.ProvKind, red[i].Parts)
+	}
 	t.conv = append(t.conv, red...)
 	return phaseAsk, nil
 }
