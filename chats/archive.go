@@ -162,7 +162,7 @@ func (h *host) Lookup(ctx context.Context, call provider.ToolCall) (runtime.Tool
 		if err != nil {
 			return runtime.ToolResult{}, err
 		}
-		if strings.HasPrefix(id, view.ImageHandlePrefix) {
+		if _, ok := ids.ParseImage(id); ok {
 			return h.a.s.imageBack(h.a.id, id)
 		}
 		out, err := h.a.s.toolOutput(h.a.id, id)

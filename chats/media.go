@@ -3,13 +3,12 @@ package chats
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tools"
-	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -92,7 +91,7 @@ func (h *host) SendFile(ctx context.Context, call *provider.ToolCall, d tools.De
 			return err
 		}
 		seq := a.seq + 1
-		m := &Message{ID: "m" + strconv.FormatUint(seq, 10), Seq: seq, Role: provider.RoleAssistant, Text: d.Caption,
+		m := &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: d.Caption,
 			State: MsgDone, Turn: h.t.id, Attachments: []Attachment{att}}
 		ev := &Event{Type: EvFileSent, Turn: h.t.id, Message: m}
 		if call != nil {
@@ -109,9 +108,9 @@ func (h *host) SendFile(ctx context.Context, call *provider.ToolCall, d tools.De
 // the image a checkpoint masked, found among the chat's stored messages,
 // comes back as a part of the result.
 func (s *Service) imageBack(chat, handle string) (runtime.ToolResult, error) {
-	prefix := strings.ToLower(strings.TrimPrefix(handle, view.ImageHandlePrefix))
-	if len(prefix) < 8 || !isHex(prefix) {
-		return runtime.ToolResult{}, fmt.Errorf("%w: %q is not an image handle", ErrBadInput, handle)
+	prefix, ok := ids.ParseImage(handle)
+	if !ok {
+		return runtime.ToolResult{}, fmt.Errorf("%w: %q is not an image handle (img_ and 16 hex digits)", ErrBadInput, handle)
 	}
 	var found *Attachment
 	var from string

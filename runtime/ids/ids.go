@@ -29,6 +29,7 @@ const (
 	prefixSession  = "s_"
 	prefixOutput   = "out_"
 	prefixCall     = "call_"
+	prefixImage    = "img_"
 )
 
 // nonceBytes is the size of the random part of chat, approval, recovery and
@@ -113,6 +114,27 @@ func Output(full string) string {
 func ParseOutput(handle string) bool {
 	rest, ok := strings.CutPrefix(handle, prefixOutput)
 	return ok && len(rest) == 2*outputBytes && isHex(rest)
+}
+
+// imageDigits is how many hex digits of an image's sha256 its handle
+// carries: 64 bits, unique among one chat's images.
+const imageDigits = 16
+
+// Image is the handle a checkpoint's pointer gives an image it masked
+// (tool_output gives the image back by it): "img_" and the first 16 hex
+// digits of the image's sha256 (lowercase hex, as blobs are named).
+func Image(sha256 string) string {
+	return prefixImage + strings.ToLower(sha256[:min(len(sha256), imageDigits)])
+}
+
+// ParseImage returns the sha256 prefix of a handle Image wrote; ok is
+// false for anything else.
+func ParseImage(handle string) (prefix string, ok bool) {
+	rest, ok := strings.CutPrefix(handle, prefixImage)
+	if !ok || len(rest) != imageDigits || !isHex(rest) {
+		return "", false
+	}
+	return rest, true
 }
 
 // Call is a tool-call id Mirror makes up where the provider gives none

@@ -109,6 +109,21 @@ func TestOwned(t *testing.T) {
 	}
 }
 
+// An image handle is img_ and the first 16 hex digits of the sha256; the
+// parser takes back exactly that.
+func TestImage(t *testing.T) {
+	sum := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	h := Image(sum)
+	if p, ok := ParseImage(h); h != "img_0123456789abcdef" || !ok || p != sum[:16] {
+		t.Errorf("Image = %q, parsed %q %v", h, p, ok)
+	}
+	for _, bad := range []string{"img_0123456789abcde", "img_0123456789abcdefa", "img_0123456789abcdeg", "img_0123456789ABCDEF", "out_0123456789abcdef", "img_"} {
+		if _, ok := ParseImage(bad); ok {
+			t.Errorf("ParseImage(%q) accepted", bad)
+		}
+	}
+}
+
 func TestOutputAndCall(t *testing.T) {
 	h := Output("a long tool output")
 	if !ParseOutput(h) || len(h) != 4+16 || Output("a long tool output") != h || Output("another") == h {
@@ -140,7 +155,7 @@ func TestOutputAndCall(t *testing.T) {
 // accepts is exactly what its writer writes for the value it read.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"m1", "t0", "m01", "c_0123456789abcdef", "a_c_0123456789abcdef_0123456789abcdef",
-		"r_x_0123456789abcdef", "s_0123456789abcdef", "out_0123456789abcdef", "call_x", "", "_", "a__"} {
+		"r_x_0123456789abcdef", "s_0123456789abcdef", "out_0123456789abcdef", "img_0123456789abcdef", "img_0123456789ABCDEF", "call_x", "", "_", "a__"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -170,6 +185,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if ParseOutput(s) && len(s) != 20 {
 			t.Errorf("ParseOutput(%q) accepted a malformed handle", s)
+		}
+		if p, ok := ParseImage(s); ok && Image(p) != s {
+			t.Errorf("ParseImage(%q) = %q, written %q", s, p, Image(p))
 		}
 	})
 }

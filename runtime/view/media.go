@@ -5,22 +5,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
-// ImageHandlePrefix starts the handle an image pointer cites: tool_output
-// with it gives the image back.
-const ImageHandlePrefix = "img_"
-
-// ImageHandle is the handle of an image part: its prefix and the first 16
-// hex digits of its sha256 (64 bits: unique among one chat's images).
-func ImageHandle(p provider.Part) string {
-	sum := p.SHA256
-	if len(sum) > 16 {
-		sum = sum[:16]
-	}
-	return ImageHandlePrefix + strings.ToLower(sum)
-}
+// ImageHandle is the handle an image pointer cites (ids.Image):
+// tool_output with it gives the image back.
+func ImageHandle(p provider.Part) string { return ids.Image(p.SHA256) }
 
 // hasImages reports whether parts hold an image sent as its bytes.
 func hasImages(parts []provider.Part) bool {
