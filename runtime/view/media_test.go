@@ -147,7 +147,7 @@ func TestRecoveredImageFollowsTheResults(t *testing.T) {
 	if v.Messages[4].Tokens != provider.PartTokens("openai", img) {
 		t.Fatalf("the image message counts %d tokens", v.Messages[4].Tokens)
 	}
-	b := &build{in: &Input{}, count: func(s string) int { return len(s) / 4 }, tools: map[string]bool{ToolOutput: true}}
+	b := &build{in: Input{}, count: func(s string) int { return len(s) / 4 }, tools: map[string]bool{ToolOutput: true}}
 	e := b.mask(b.entryOf(r), 0)
 	if len(e.parts) != 0 {
 		t.Fatal("a masked result keeps the image it brought back")
