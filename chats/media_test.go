@@ -244,6 +244,15 @@ func TestVoiceNoteIsTranscribedStoredAndSent(t *testing.T) {
 			if got := tr.Message.Attachments[0].Transcript; got != wantTranscript || !strings.Contains(tr.Error, tc.errorHas) || (tc.errorHas == "") != (tr.Error == "") {
 				t.Fatalf("message.transcribed: transcript %q, error %q", got, tr.Error)
 			}
+			var diags []string
+			for _, ev := range s.events() {
+				if ev.Type == EvDiagnostic && ev.Diagnostic.Kind == runtime.DiagTranscribe {
+					diags = append(diags, ev.Diagnostic.Outcome)
+				}
+			}
+			if want := map[bool]string{true: "ok", false: "server"}[tc.status == 0]; strings.Join(diags, " ") != want {
+				t.Fatalf("transcription diagnostics %v, want %s", diags, want)
+			}
 			reqs := f.requests()
 			texts := strings.Join(userTexts(t, reqs[0]), "\n")
 			if !strings.Contains(texts, tc.want) || !strings.Contains(texts, "see the voice note") {

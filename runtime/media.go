@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -30,6 +31,12 @@ type Transcripts interface {
 type FileSender interface {
 	SendFile(ctx context.Context, call *provider.ToolCall, d tools.Delivery) error
 }
+
+// Diagnostic kinds of media (see Diagnostic).
+const (
+	DiagTranscribe = "transcribe" // one attempt of the transcribe role at a voice note
+	DiagDelivery   = "delivery"   // an image of a model's answer that could not be delivered
+)
 
 // transcriber is a provider with an /audio/transcriptions endpoint (the
 // openai adapter).
@@ -101,7 +108,7 @@ func (t *turn) transcribe() error {
 			if p.Kind != provider.PartAudio || p.Transcript != "" || p.Withheld != "" {
 				continue
 			}
-			text, err := t.e.hear(t.ctx, *p)
+			text, err := t.e.hear(t.ctx, t.in.askerFor(PurposeTurn, false).journal, *p)
 			if err != nil && t.ctx.Err() != nil {
 				return err
 			}
@@ -133,19 +140,38 @@ func (t *turn) transcribe() error {
 
 // hear asks the transcribe chain's models in order for p's transcript,
 // under the provider concurrency cap; the next model is asked only when
-// another may not share the failure.
-func (e *Engine) hear(ctx context.Context, p provider.Part) (string, error) {
+// another may not share the failure. Each attempt leaves a diagnostic in
+// journal (nil: none), as a model request does.
+func (e *Engine) hear(ctx context.Context, journal DiagnosticJournal, p provider.Part) (string, error) {
 	if p.Source == nil {
 		return "", fmt.Errorf("the audio has no source")
 	}
 	err := fmt.Errorf("no model of chain %q can transcribe (it needs a provider of kind openai)", e.roles.Transcribe)
+	n := 0
 	for _, m := range e.chains[e.roles.Transcribe] {
 		tr, ok := m.Provider.(transcriber)
 		if !ok {
 			continue
 		}
+		n++
+		start := time.Now()
 		var text string
 		text, err = e.hearWith(ctx, tr, m, p)
+		if journal != nil {
+			d := Diagnostic{Kind: DiagTranscribe, Model: m.Name, Remote: m.Remote, Attempt: n, Outcome: OutcomeOK,
+				LatencyMS: time.Since(start).Milliseconds()}
+			switch pe := providerError(err); {
+			case err == nil:
+			case ctx.Err() != nil:
+				d.Outcome = OutcomeCanceled
+			case pe != nil:
+				d.Outcome, d.Status, d.RequestID = string(pe.Class), pe.Status, pe.RequestID
+			default:
+				d.Outcome = OutcomeError
+			}
+			d.Error = DiagError(err)
+			journal.Diagnostic(d)
+		}
 		if err == nil || ctx.Err() != nil || !provider.ClassOf(err).Retryable() {
 			return text, err
 		}
@@ -198,8 +224,14 @@ func (t *turn) deliverImages(res provider.Result) {
 	for i, img := range res.Images {
 		name := "image-" + strconv.Itoa(i+1) + extOf(img.MediaType)
 		err := fs.SendFile(t.ctx, nil, tools.Delivery{Body: bytes.NewReader(img.Data), MediaType: img.MediaType, Name: name})
-		if err != nil && t.e.log != nil {
-			t.e.log.Warn("reply image not delivered", "chat", t.in.Chat, "type", img.MediaType, "bytes", len(img.Data), "err", err)
+		if err == nil {
+			continue
+		}
+		if j, ok := t.in.Host.(DiagnosticJournal); ok {
+			j.Diagnostic(Diagnostic{Kind: DiagDelivery, Outcome: OutcomeError, Error: DiagError(err)})
+		}
+		if t.e.log != nil {
+			t.e.log.Warn("reply image not delivered", "chat", t.in.Chat, "type", img.MediaType, "bytes", len(img.Data), "err", DiagError(err))
 		}
 	}
 }

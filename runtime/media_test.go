@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -65,10 +66,11 @@ func TestHearAsksTheChainInOrder(t *testing.T) {
 		first  int
 		want   string
 		second int32 // calls the second server got
+		diags  string
 	}{
-		{"overloaded, then the next", 503, "heard", 1},
-		{"refused: stop", 400, "", 0},
-		{"first answers", 200, "heard", 0},
+		{"overloaded, then the next", 503, "heard", 1, "a:overloaded:503 b:ok:0"},
+		{"refused: stop", 400, "", 0, "a:bad_request:400"},
+		{"first answers", 200, "heard", 0, "a:ok:0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c1, c2 atomic.Int32
@@ -82,13 +84,31 @@ func TestHearAsksTheChainInOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := e.hear(context.Background(), part)
+			j := &heardJournal{}
+			got, err := e.hear(context.Background(), j, part)
 			if got != tc.want || (err == nil) != (tc.want != "") || c2.Load() != tc.second || c1.Load() != 1 {
 				t.Fatalf("hear = %q, %v; servers called %d, %d", got, err, c1.Load(), c2.Load())
 			}
 			if err != nil && !strings.Contains(err.Error(), "a:") {
 				t.Fatalf("the error does not name the provider: %v", err)
 			}
+			// One diagnostic per attempt: the model, its outcome, the
+			// status of a refusal.
+			var outcomes []string
+			for _, d := range j.got {
+				if d.Kind != DiagTranscribe || d.Remote != "whisper-1" {
+					t.Errorf("diagnostic %+v", d)
+				}
+				outcomes = append(outcomes, fmt.Sprintf("%s:%s:%d", d.Model, d.Outcome, d.Status))
+			}
+			if got := strings.Join(outcomes, " "); got != tc.diags {
+				t.Errorf("diagnostics %q, want %q", got, tc.diags)
+			}
 		})
 	}
 }
+
+// heardJournal keeps the diagnostics it is given.
+type heardJournal struct{ got []Diagnostic }
+
+func (j *heardJournal) Diagnostic(d Diagnostic) { j.got = append(j.got, d) }
