@@ -50,6 +50,9 @@ func newLongStack(t *testing.T) (*stack, string) {
 		t.Fatal(err)
 	}
 	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
+	// The tiny window is sized for the tools offered before send_file:
+	// its definition would leave no room for the turns this stack drives.
+	cfg.Tools.Policies.SendFile = config.PolicyDeny
 	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
 	if err != nil {
 		t.Fatal(err)
