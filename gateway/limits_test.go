@@ -147,7 +147,7 @@ func TestFailedLoginsThrottled(t *testing.T) {
 // TestSocketMustAuthenticateInTime: a socket that sends nothing is closed
 // with 4401 after limits.auth_timeout; one that said hello in time stays.
 func TestSocketMustAuthenticateInTime(t *testing.T) {
-	e := newEdge(t, edgeOpts{mutate: func(c *config.Config) { c.Limits.AuthTimeout = 300 * time.Millisecond }})
+	e := newEdge(t, edgeOpts{mutate: func(c *config.Config) { c.Limits.AuthTimeout = 2 * time.Second }})
 	good, _, err := e.dial(nil)
 	if err != nil {
 		t.Fatal(err)
