@@ -420,6 +420,7 @@ func (a *actor) flush() error {
 		return a.broken
 	}
 	a.meta = meta
+	a.s.indexLater(a.id)
 	a.dropHeld, a.dropProcs = nil, nil
 	for i, ev := range b.events {
 		a.publish(ev, b.origins[i])
@@ -674,6 +675,9 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []Attachment, o Origin, toks int) (Message, error) {
 	if a.broken != nil {
 		return Message{}, a.broken
+	}
+	if a.meta.DeleteAt != nil {
+		return Message{}, fmt.Errorf("chat %s was deleted (undo it to write to it): %w", a.id, ErrNotFound)
 	}
 	var known string
 	err := a.s.store.db.View(func(tx *bolt.Tx) error {

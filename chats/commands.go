@@ -389,6 +389,7 @@ func (s *Service) Prune(ctx context.Context, days int, active string) (PruneRepo
 		case state == dropActive:
 			r.SkippedActive++
 		default:
+			s.indexLater(c.ID) // its search documents go too
 			r.count(s.dropFiles(c.ID))
 		}
 	}
@@ -479,32 +480,42 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (int, e
 		if err != nil || !ok || !c.UpdatedAt.Before(cutoff) || c.Turn != "" || c.Resume || c.Pending > 0 {
 			return err
 		}
-		if err := tx.Bucket(bucketChats).Delete([]byte(id)); err != nil {
+		if err := s.removeChatTx(tx, id); err != nil {
 			return err
-		}
-		for _, parent := range [][]byte{bucketRecords, bucketPending, bucketClientIDs, bucketOutputs, bucketArchive} {
-			p := tx.Bucket(parent)
-			if p == nil || p.Bucket([]byte(id)) == nil {
-				continue
-			}
-			if err := p.DeleteBucket([]byte(id)); err != nil {
-				return err
-			}
-		}
-		for _, h := range heldAnswers(tx, id) {
-			if err := tx.Bucket(bucketHeld).Delete([]byte(h[0])); err != nil {
-				return err
-			}
-		}
-		if s.opt.Ledger != nil {
-			// In the same commit: a crash cannot leave a ledger behind
-			// that no chat owns.
-			if err := s.opt.Ledger.DropTx(tx, id); err != nil {
-				return err
-			}
 		}
 		state = dropRemoved
 		return nil
 	})
 	return state, err
+}
+
+// removeChatTx deletes everything the database holds for chat id:
+// metadata, record, pending queue, client ids, tool outputs, archive, held
+// recovery answers and file-change ledger, in the caller's transaction.
+func (s *Service) removeChatTx(tx *bolt.Tx, id string) error {
+	if err := tx.Bucket(bucketChats).Delete([]byte(id)); err != nil {
+		return err
+	}
+	for _, parent := range [][]byte{bucketRecords, bucketPending, bucketClientIDs, bucketOutputs, bucketArchive} {
+		p := tx.Bucket(parent)
+		if p == nil || p.Bucket([]byte(id)) == nil {
+			continue
+		}
+		if err := p.DeleteBucket([]byte(id)); err != nil {
+			return err
+		}
+	}
+	for _, h := range heldAnswers(tx, id) {
+		if err := tx.Bucket(bucketHeld).Delete([]byte(h[0])); err != nil {
+			return err
+		}
+	}
+	if s.opt.Ledger != nil {
+		// In the same commit: a crash cannot leave a ledger behind
+		// that no chat owns.
+		if err := s.opt.Ledger.DropTx(tx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -76,6 +77,11 @@ type env struct {
 	// blobs their attachments.
 	dataDir string
 	blobs   *Blobs
+	// searchDir, when set, is where the search index is kept; undo is
+	// Options.UndoDelete.
+	searchDir string
+	index     *search.Index
+	undo      time.Duration
 }
 
 func newEnv(t *testing.T, g *gate) *env {
@@ -105,7 +111,13 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir}
+	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir, UndoDelete: e.undo}
+	if e.searchDir != "" {
+		if e.index, err = search.Open(e.searchDir); err != nil {
+			e.t.Fatal(err)
+		}
+		opt.Search = e.index
+	}
 	if e.dataDir != "" {
 		if e.blobs, err = OpenBlobs(e.dataDir, BlobLimits{Image: 1 << 20, Document: 1 << 20, Audio: 1 << 20}, 24*time.Hour); err != nil {
 			e.t.Fatal(err)
@@ -147,6 +159,10 @@ func (e *env) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	e.svc.Close(ctx)
+	if e.index != nil {
+		e.index.Close()
+		e.index = nil
+	}
 	e.store.Close()
 	e.db.Close()
 	e.svc = nil
@@ -278,4 +294,8 @@ func recvStarted(t *testing.T, g *gate) string {
 	}
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// bleve (chats/search) starts its analysis workers at init, for the
+// life of the process.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
+}

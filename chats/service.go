@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/ids"
@@ -83,6 +84,12 @@ type Options struct {
 	MaxPending int
 	// Blobs stores attachments; nil refuses them.
 	Blobs *Blobs
+	// Search is the full-text index the chats are fed into (see
+	// manage.go); nil turns search off.
+	Search *search.Index
+	// UndoDelete is how long a deleted chat can be restored before it
+	// goes for good (0: DefaultUndoDelete).
+	UndoDelete time.Duration
 }
 
 // Service is the registry of chats and the API transports use.
@@ -106,6 +113,8 @@ type Service struct {
 	// instance tells this Service's journaled tool processes from those a
 	// previous process left.
 	instance string
+
+	manage manage // deferred deletes and the search indexer (manage.go)
 }
 
 type shard struct {
@@ -133,6 +142,7 @@ func New(opt Options) *Service {
 	for i := range s.shards {
 		s.shards[i].m = map[string]*actor{}
 	}
+	s.startManage()
 	return s
 }
 
@@ -162,6 +172,7 @@ func (s *Service) Resume(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.resumeDeletes()
 	for _, id := range ids {
 		if err := s.do(ctx, id, func(a *actor) error { return nil }); err != nil {
 			s.log.Warn("resume chat", "chat", id, "err", err)
@@ -189,6 +200,7 @@ func (s *Service) Close(ctx context.Context) {
 		close(s.abort)
 		<-done
 	}
+	s.stopManage()
 }
 
 // Watch registers w for chat list changes until the returned func is called.
@@ -223,6 +235,9 @@ func (s *Service) List(ctx context.Context) ([]Chat, error) {
 			var c Chat
 			if err := json.Unmarshal(v, &c); err != nil {
 				return fmt.Errorf("chat %s: corrupt metadata: %w", k, err)
+			}
+			if c.DeleteAt != nil {
+				return nil // deleted, until the undo window passes: listed nowhere
 			}
 			c.State = StateIdle
 			if c.Turn != "" {

@@ -159,6 +159,11 @@ type Chat struct {
 	// Resume says a turn was interrupted and the conversation waits for an
 	// answer, given as soon as the chat is loaded.
 	Resume bool `json:"resume,omitempty"`
+	// Archived hides the chat from the main list (see manage.go).
+	Archived bool `json:"archived"`
+	// DeleteAt is when a deleted chat goes for good; until then the
+	// deletion can be undone and the chat is listed nowhere.
+	DeleteAt *time.Time `json:"delete_at"`
 }
 
 // Message is a user or assistant message as clients see it.

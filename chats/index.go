@@ -1,0 +1,305 @@
+package chats
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats/search"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The search indexer feeds committed transcript rows into the full-text
+// index (chats/search), off the chats' goroutines: a commit only marks its
+// chat dirty. Each chat's mark in the index says how far it is indexed, so
+// at start the indexer catches up whatever a crash or a run without the
+// index left, and a search first waits (briefly) for what is dirty, so it
+// finds what was committed before it.
+
+// indexPage bounds the rows one catch-up step reads in one transaction.
+const indexPage = 2000
+
+// searchWait bounds how long a search waits for the indexer to catch up
+// before it answers from what is indexed.
+const searchWait = 3 * time.Second
+
+type indexer struct {
+	s *Service
+	x *search.Index
+
+	mu    sync.Mutex
+	dirty map[string]bool
+	idle  chan struct{} // closed when nothing is dirty; nil then
+	kick  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+
+	titles map[string]string // title last indexed per chat (indexer goroutine only)
+}
+
+func newIndexer(s *Service, x *search.Index) *indexer {
+	return &indexer{s: s, x: x, dirty: map[string]bool{}, idle: make(chan struct{}), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), titles: map[string]string{}}
+}
+
+// indexLater marks chat as having rows (or a title) to index.
+func (s *Service) indexLater(chat string) {
+	if ix := s.manage.ix; ix != nil {
+		ix.touch(chat)
+	}
+}
+
+func (ix *indexer) touch(chat string) {
+	ix.mu.Lock()
+	ix.dirty[chat] = true
+	if ix.idle == nil {
+		ix.idle = make(chan struct{})
+	}
+	ix.mu.Unlock()
+	select {
+	case ix.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (ix *indexer) close() {
+	ix.once.Do(func() { close(ix.stop) })
+	<-ix.done
+}
+
+// wait returns once nothing is dirty, or ctx is done.
+func (ix *indexer) wait(ctx context.Context) {
+	ix.mu.Lock()
+	ch := ix.idle
+	ix.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-ix.done:
+	}
+}
+
+func (ix *indexer) run() {
+	defer close(ix.done)
+	if err := ix.startup(); err != nil {
+		ix.s.log.Warn("search index: catch up at start", "err", err)
+	}
+	for {
+		if !ix.drain() {
+			return
+		}
+		select {
+		case <-ix.stop:
+			return
+		case <-ix.kick:
+		}
+	}
+}
+
+// startup marks dirty every chat the index is behind on, and every chat
+// the index holds that is no longer stored (deleted while it was not
+// looking).
+func (ix *indexer) startup() error {
+	stored := map[string]bool{}
+	var behind []string
+	err := ix.s.store.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
+			var c Chat
+			if err := json.Unmarshal(v, &c); err != nil {
+				return nil
+			}
+			stored[c.ID] = true
+			mark, err := ix.x.Mark(c.ID)
+			if err != nil {
+				return err
+			}
+			if mark < c.Seq || mark == 0 {
+				behind = append(behind, c.ID)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	indexed, err := ix.x.Chats()
+	if err != nil {
+		return err
+	}
+	ix.mu.Lock()
+	for _, id := range behind {
+		ix.dirty[id] = true
+	}
+	for _, id := range indexed {
+		if !stored[id] {
+			ix.dirty[id] = true
+		}
+	}
+	ix.mu.Unlock()
+	return nil
+}
+
+// drain indexes the dirty chats until none is left; false when stopped.
+func (ix *indexer) drain() bool {
+	for {
+		ix.mu.Lock()
+		if len(ix.dirty) == 0 {
+			if ix.idle != nil {
+				close(ix.idle)
+				ix.idle = nil
+			}
+			ix.mu.Unlock()
+			return true
+		}
+		ids := make([]string, 0, len(ix.dirty))
+		for id := range ix.dirty {
+			ids = append(ids, id)
+		}
+		ix.dirty = map[string]bool{}
+		ix.mu.Unlock()
+		for _, id := range ids {
+			select {
+			case <-ix.stop:
+				return false
+			default:
+			}
+			if err := ix.catchUp(id); err != nil {
+				ix.s.log.Warn("search index: chat not indexed", "chat", id, "err", err)
+			}
+		}
+	}
+}
+
+// catchUp indexes chat's transcript rows after its mark, and its title
+// when it changed; a chat no longer stored leaves the index.
+func (ix *indexer) catchUp(chat string) error {
+	mark, err := ix.x.Mark(chat)
+	if err != nil {
+		return err
+	}
+	for {
+		var docs []search.Doc
+		var title *string
+		gone, more := false, false
+		last := mark
+		err := ix.s.store.db.View(func(tx *bolt.Tx) error {
+			c, ok, err := loadChat(tx, chat)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				gone = true
+				return nil
+			}
+			if t, seen := ix.titles[chat]; !seen || t != c.Title {
+				title = &c.Title
+			}
+			b, _ := subBucket(tx, bucketRecords, chat, false)
+			if b == nil {
+				return nil
+			}
+			cur := b.Cursor()
+			n := 0
+			for k, v := cur.Seek(seqKey(mark + 1)); k != nil; k, v = cur.Next() {
+				if n == indexPage {
+					more = true
+					break
+				}
+				n++
+				ev, err := decodeIfTranscript(b, chat, k, v)
+				if err != nil {
+					return err
+				}
+				last = seqOf(k)
+				if ev == nil {
+					continue
+				}
+				if m, ok := transcriptMessage(ev); ok && strings.TrimSpace(m.Text) != "" {
+					docs = append(docs, search.Doc{Message: m.ID, Seq: m.Seq, Role: m.Role, Text: m.Text, Time: m.Time})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if gone {
+			delete(ix.titles, chat)
+			return ix.x.DropChat(chat)
+		}
+		if title == nil && last == mark {
+			return nil
+		}
+		if err := ix.x.Apply(chat, title, docs, last); err != nil {
+			return err
+		}
+		if title != nil {
+			ix.titles[chat] = *title
+		}
+		mark = last
+		if !more {
+			return nil
+		}
+	}
+}
+
+func seqOf(k []byte) uint64 { return binary.BigEndian.Uint64(k) }
+
+// SearchHit is a search result with the chat it belongs to.
+type SearchHit struct {
+	search.Hit
+	Title    string `json:"title"`
+	Archived bool   `json:"archived,omitempty"`
+}
+
+// Search finds query in every chat's title and transcript, best first, at
+// most limit hits (0: 50). It first lets the indexer catch up with what
+// was committed before it (for a few seconds at most). Deleted chats are
+// never found.
+func (s *Service) Search(ctx context.Context, query string, limit int) ([]SearchHit, error) {
+	ix := s.manage.ix
+	if ix == nil {
+		return nil, ErrSearchOff
+	}
+	wctx, cancel := context.WithTimeout(ctx, searchWait)
+	ix.wait(wctx)
+	cancel()
+	var out []SearchHit
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		metas := map[string]*Chat{}
+		chat := func(id string) *Chat {
+			if c, ok := metas[id]; ok {
+				return c
+			}
+			c, ok, err := loadChat(tx, id)
+			var p *Chat
+			if err == nil && ok && c.DeleteAt == nil {
+				p = &c
+			}
+			metas[id] = p
+			return p
+		}
+		hits, err := ix.x.Search(query, limit, func(id string) bool { return chat(id) != nil })
+		if err != nil {
+			return err
+		}
+		for _, h := range hits {
+			c := chat(h.Chat)
+			out = append(out, SearchHit{Hit: h, Title: c.Title, Archived: c.Archived})
+		}
+		return nil
+	})
+	if errors.Is(err, search.ErrBadQuery) {
+		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	return out, err
+}

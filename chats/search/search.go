@@ -1,0 +1,282 @@
+// Package search is the full-text index of the chats: titles and transcript
+// messages, searched from the browser. It wraps bleve (scorch, on disk
+// beside the record under the data dir) and knows nothing of the chats
+// package: chats feeds it documents and asks it questions.
+//
+// Each chat's high-water mark (the last record seq indexed) is stored in
+// the index itself, in the same batch as the documents it covers, so after
+// a crash the feeder re-indexes exactly from where the index stands.
+package search
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search/query"
+)
+
+// Document kinds.
+const (
+	KindTitle   = "title"
+	KindMessage = "message"
+)
+
+// MaxQuery bounds a query's length in bytes.
+const MaxQuery = 500
+
+// ErrBadQuery is returned for an empty or oversized query.
+var ErrBadQuery = errors.New("bad query")
+
+// Doc is one transcript message to index.
+type Doc struct {
+	Message string // message id, unique in its chat
+	Seq     uint64
+	Role    string
+	Text    string
+	Time    time.Time
+}
+
+// Part is a piece of a snippet; Hit parts are what the query matched.
+type Part struct {
+	Text string `json:"text"`
+	Hit  bool   `json:"hit,omitempty"`
+}
+
+// Hit is one search result: a message (Kind message) or a chat's title.
+type Hit struct {
+	Chat    string    `json:"chat"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message,omitempty"`
+	Seq     uint64    `json:"seq,omitempty"`
+	Role    string    `json:"role,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
+	Score   float64   `json:"score"`
+	// Snippet is the matched text around the first hit, as parts, so a
+	// client renders highlights without parsing markup.
+	Snippet []Part `json:"snippet"`
+}
+
+// Index is the on-disk full-text index.
+type Index struct {
+	idx bleve.Index
+}
+
+type record struct {
+	Chat string  `json:"chat"`
+	Kind string  `json:"kind"`
+	Msg  string  `json:"msg"`
+	Seq  float64 `json:"seq"`
+	Role string  `json:"role"`
+	Text string  `json:"text"`
+	Time string  `json:"time"`
+}
+
+func newMapping() mapping.IndexMapping {
+	kw := bleve.NewTextFieldMapping()
+	kw.Analyzer = keyword.Name
+	kw.IncludeInAll = false
+	text := bleve.NewTextFieldMapping()
+	text.Analyzer = en.AnalyzerName
+	text.Store = true
+	text.IncludeTermVectors = true // term locations: the snippet's highlights
+	stored := bleve.NewTextFieldMapping()
+	stored.Index = false
+	stored.IncludeInAll = false
+	num := bleve.NewNumericFieldMapping()
+	num.Index = false
+	num.IncludeInAll = false
+	doc := bleve.NewDocumentStaticMapping()
+	doc.AddFieldMappingsAt("chat", kw)
+	doc.AddFieldMappingsAt("kind", kw)
+	doc.AddFieldMappingsAt("msg", stored)
+	doc.AddFieldMappingsAt("role", stored)
+	doc.AddFieldMappingsAt("time", stored)
+	doc.AddFieldMappingsAt("seq", num)
+	doc.AddFieldMappingsAt("text", text)
+	m := bleve.NewIndexMapping()
+	m.DefaultMapping = doc
+	m.DefaultAnalyzer = en.AnalyzerName
+	return m
+}
+
+// Open opens the index in dir, creating it (0700) when absent.
+func Open(dir string) (*Index, error) {
+	idx, err := bleve.Open(dir)
+	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("search index %s: %w", dir, err)
+		}
+		_ = os.Remove(dir) // bleve creates it itself, and refuses an existing one
+		idx, err = bleve.New(dir, newMapping())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("search index %s: %w", dir, err)
+	}
+	return &Index{idx: idx}, nil
+}
+
+// Close closes the index.
+func (x *Index) Close() error { return x.idx.Close() }
+
+func markKey(chat string) []byte { return []byte("hw/" + chat) }
+
+// Mark returns the last record seq of chat indexed (0: none).
+func (x *Index) Mark(chat string) (uint64, error) {
+	v, err := x.idx.GetInternal(markKey(chat))
+	if err != nil || v == nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(v), 10, 64)
+}
+
+func msgID(chat, msg string) string { return "m/" + chat + "/" + msg }
+func titleID(chat string) string    { return "t/" + chat }
+
+// Apply indexes chat's title (when title is not nil) and docs, and moves
+// the chat's mark to mark, in one batch: the documents and the mark that
+// covers them are stored together or not at all.
+func (x *Index) Apply(chat string, title *string, docs []Doc, mark uint64) error {
+	b := x.idx.NewBatch()
+	if title != nil {
+		if err := b.Index(titleID(chat), record{Chat: chat, Kind: KindTitle, Text: *title}); err != nil {
+			return err
+		}
+	}
+	for _, d := range docs {
+		r := record{Chat: chat, Kind: KindMessage, Msg: d.Message, Seq: float64(d.Seq), Role: d.Role, Text: d.Text}
+		if !d.Time.IsZero() {
+			r.Time = d.Time.UTC().Format(time.RFC3339Nano)
+		}
+		if err := b.Index(msgID(chat, d.Message), r); err != nil {
+			return err
+		}
+	}
+	b.SetInternal(markKey(chat), []byte(strconv.FormatUint(mark, 10)))
+	return x.idx.Batch(b)
+}
+
+// DropChat removes every document of chat and its mark.
+func (x *Index) DropChat(chat string) error {
+	for {
+		q := bleve.NewTermQuery(chat)
+		q.SetField("chat")
+		req := bleve.NewSearchRequestOptions(q, 1000, 0, false)
+		res, err := x.idx.Search(req)
+		if err != nil {
+			return err
+		}
+		b := x.idx.NewBatch()
+		for _, h := range res.Hits {
+			b.Delete(h.ID)
+		}
+		if len(res.Hits) == 0 {
+			b.DeleteInternal(markKey(chat))
+			return x.idx.Batch(b)
+		}
+		if err := x.idx.Batch(b); err != nil {
+			return err
+		}
+	}
+}
+
+// Chats returns the ids of the chats whose title is indexed.
+func (x *Index) Chats() ([]string, error) {
+	q := bleve.NewTermQuery(KindTitle)
+	q.SetField("kind")
+	var out []string
+	for from := 0; ; from += 1000 {
+		req := bleve.NewSearchRequestOptions(q, 1000, from, false)
+		res, err := x.idx.Search(req)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range res.Hits {
+			out = append(out, strings.TrimPrefix(h.ID, "t/"))
+		}
+		if len(res.Hits) < 1000 {
+			return out, nil
+		}
+	}
+}
+
+// Search finds the messages and titles matching text (every word must
+// match, in any order; the last word may be a prefix, as one types), best
+// first, at most limit of them. keep, when not nil, drops the hits of chats
+// it refuses (deleted ones) before counting them.
+func (x *Index) Search(text string, limit int, keep func(chat string) bool) ([]Hit, error) {
+	text = strings.TrimSpace(text)
+	if text == "" || len(text) > MaxQuery || !utf8.ValidString(text) {
+		return nil, fmt.Errorf("%w: a query is 1 to %d bytes of text", ErrBadQuery, MaxQuery)
+	}
+	if limit <= 0 || limit > 200 {
+		limit = 50
+	}
+	words := strings.Fields(text)
+	match := bleve.NewMatchQuery(text)
+	match.SetField("text")
+	match.SetOperator(query.MatchQueryOperatorAnd)
+	var q query.Query = match
+	if last := strings.ToLower(words[len(words)-1]); utf8.RuneCountInString(last) >= 2 {
+		// As one types: the last word may be the start of one.
+		pre := bleve.NewPrefixQuery(last)
+		pre.SetField("text")
+		var must []query.Query
+		for _, w := range words[:len(words)-1] {
+			m := bleve.NewMatchQuery(w)
+			m.SetField("text")
+			must = append(must, m)
+		}
+		must = append(must, pre)
+		q = bleve.NewDisjunctionQuery(match, bleve.NewConjunctionQuery(must...))
+	}
+	var out []Hit
+	for from := 0; len(out) < limit; from += limit {
+		req := bleve.NewSearchRequestOptions(q, limit, from, false)
+		req.Fields = []string{"chat", "kind", "msg", "seq", "role", "text", "time"}
+		req.IncludeLocations = true
+		res, err := x.idx.Search(req)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range res.Hits {
+			hit := Hit{Score: h.Score}
+			hit.Chat, _ = h.Fields["chat"].(string)
+			hit.Kind, _ = h.Fields["kind"].(string)
+			hit.Message, _ = h.Fields["msg"].(string)
+			hit.Role, _ = h.Fields["role"].(string)
+			if f, ok := h.Fields["seq"].(float64); ok {
+				hit.Seq = uint64(f)
+			}
+			if t, ok := h.Fields["time"].(string); ok {
+				hit.Time, _ = time.Parse(time.RFC3339Nano, t)
+			}
+			body, _ := h.Fields["text"].(string)
+			var spans [][2]int
+			for _, locs := range h.Locations["text"] {
+				for _, l := range locs {
+					spans = append(spans, [2]int{int(l.Start), int(l.End)})
+				}
+			}
+			hit.Snippet = Snippet(body, spans, 160)
+			if keep != nil && !keep(hit.Chat) {
+				continue
+			}
+			if len(out) < limit {
+				out = append(out, hit)
+			}
+		}
+		if len(res.Hits) < limit {
+			break
+		}
+	}
+	return out, nil
+}
