@@ -347,11 +347,11 @@ func (s *Service) CreateReusing(ctx context.Context, chain string, o Origin) (c 
 	return c, false, err
 }
 
-// Export calls fn with every message of chat's transcript, oldest first
-// (as a snapshot and chat.history pages show them, before and after
-// boundaries), and returns the chat. It reads the record page by page in
-// short read transactions, so a long export holds nothing open.
-func (s *Service) Export(ctx context.Context, id string, fn func(Message) error) (Chat, error) {
+// Export calls head (when not nil) with the chat, then fn with every
+// message of its transcript, oldest first (as a snapshot and chat.history
+// pages show them, before and after boundaries). It reads the record page
+// by page in short read transactions, so a long export holds nothing open.
+func (s *Service) Export(ctx context.Context, id string, head func(Chat), fn func(Message) error) (Chat, error) {
 	var c Chat
 	var pins map[string]bool
 	err := s.do(ctx, id, func(a *actor) error {
@@ -367,6 +367,9 @@ func (s *Service) Export(ctx context.Context, id string, fn func(Message) error)
 	})
 	if err != nil {
 		return Chat{}, err
+	}
+	if head != nil {
+		head(c)
 	}
 	after := uint64(0)
 	for {

@@ -377,7 +377,7 @@ func TestExportMatchesTheTranscript(t *testing.T) {
 		e.talk(c.ID, fmt.Sprintf("message %d with **markdown** and <tags>", i))
 	}
 	var got []Message
-	if _, err := e.svc.Export(bg, c.ID, func(m Message) error { got = append(got, m); return nil }); err != nil {
+	if _, err := e.svc.Export(bg, c.ID, nil, func(m Message) error { got = append(got, m); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	s := newSub()

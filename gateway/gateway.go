@@ -185,6 +185,7 @@ func New(opt Options) *Server {
 	s.settingsRoutes()
 	s.uploadRoutes()
 	s.blobRoutes()
+	s.manageRoutes()
 	for _, rt := range opt.Routes {
 		h := rt.Handler
 		if rt.Private {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime"
@@ -36,6 +37,7 @@ type stack struct {
 	http  *httptest.Server
 	svc   *chats.Service
 	store *chats.Store
+	data  string // the data dir
 }
 
 func newStack(t *testing.T, mutate func(*config.Config)) *stack {
@@ -75,8 +77,12 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs})
-	st := &stack{t: t, svc: svc, store: store}
+	index, err := search.Open(filepath.Join(data, "search"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs, Search: index, UndoDelete: 5 * time.Second})
+	st := &stack{t: t, svc: svc, store: store, data: data}
 	st.http = httptest.NewUnstartedServer(nil)
 	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String()})
 	st.http.Config.Handler = st.srv.Handler()
@@ -87,6 +93,7 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		svc.Close(ctx)
+		index.Close()
 		store.Close()
 		db.Close()
 	})

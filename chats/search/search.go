@@ -108,18 +108,24 @@ func newMapping() mapping.IndexMapping {
 	return m
 }
 
-// Open opens the index in dir, creating it (0700) when absent.
+// Open opens the index in dir, creating it (0700) when absent. The index
+// is derived data: one whose creation a crash cut short is made again, and
+// the chats package refills it from the record.
 func Open(dir string) (*Index, error) {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("search index %s: is a symbolic link; refused", dir)
+	}
 	idx, err := bleve.Open(dir)
-	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+	if errors.Is(err, bleve.ErrorIndexMetaMissing) {
+		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("search index %s: %w", dir, err)
 		}
-		_ = os.Remove(dir) // bleve creates it itself, and refuses an existing one
+	}
+	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) || errors.Is(err, bleve.ErrorIndexMetaMissing) {
 		idx, err = bleve.New(dir, newMapping())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("search index %s: %w", dir, err)
+		return nil, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
 	}
 	return &Index{idx: idx}, nil
 }

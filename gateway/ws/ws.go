@@ -667,13 +667,16 @@ func (c *conn) readLoop() {
 
 // frame is every field a client frame may carry.
 type frame struct {
-	Type     string  `json:"type"`
-	Req      string  `json:"req"`
-	Token    string  `json:"token"`
-	Client   string  `json:"client"`
-	Watch    *bool   `json:"watch"`
-	Title    string  `json:"title"`
-	Chain    string  `json:"chain"`
+	Type   string `json:"type"`
+	Req    string `json:"req"`
+	Token  string `json:"token"`
+	Client string `json:"client"`
+	Watch  *bool  `json:"watch"`
+	Title  string `json:"title"`
+	Chain  string `json:"chain"`
+	// Reuse on chat.create answers with the newest empty "New chat"
+	// instead of making another (the browser's New chat button).
+	Reuse    bool    `json:"reuse"`
 	Chat     string  `json:"chat"`
 	Since    *uint64 `json:"since"`
 	Before   *uint64 `json:"before"`
@@ -759,7 +762,12 @@ func (c *conn) handle(data []byte) bool {
 	switch f.Type {
 	case "chat.create":
 		var ch chats.Chat
-		if ch, err = svc.Create(ctx, f.Title, f.Chain, o); err == nil {
+		if f.Reuse && f.Title == "" {
+			ch, _, err = svc.CreateReusing(ctx, f.Chain, o)
+		} else {
+			ch, err = svc.Create(ctx, f.Title, f.Chain, o)
+		}
+		if err == nil {
 			c.send(map[string]any{"type": "chat.created", "chat": ch, "req": omit(f.Req)})
 		}
 	case "chat.open":
