@@ -1164,7 +1164,7 @@ function createChat(then) {
     toast('Not connected — the chat will be created when the connection is back.');
     return;
   }
-  request({ type: 'chat.create' }, { kind: 'create', then });
+  request({ type: 'chat.create', reuse: true }, { kind: 'create', then });
 }
 
 // isCommand says whether text is a chat command the gateway runs itself
@@ -1774,7 +1774,8 @@ function setStatus(state) {
 }
 
 function sortedChats() {
-  return S.order.map((id) => S.chats.get(id)).filter(Boolean);
+  // Archived chats are listed by manage.js under Archived; deleted ones nowhere.
+  return S.order.map((id) => S.chats.get(id)).filter((c) => c && !c.archived && !c.delete_at);
 }
 
 function byActivity(list) {
@@ -1824,6 +1825,7 @@ function renderList() {
     };
   });
   reconcile(dom.list, items, 'li');
+  document.dispatchEvent(new CustomEvent('mirror:chats', { detail: S.order.map((id) => S.chats.get(id)).filter(Boolean) }));
 }
 
 function renderHeader() {
