@@ -149,6 +149,8 @@ func (ix *indexer) startup() error {
 }
 
 // drain indexes the dirty chats until none is left; false when stopped.
+// The updates of many chats go in one batch (one commit of the index), so
+// catching up a thousand chats at start is a few commits, not a thousand.
 func (ix *indexer) drain() bool {
 	for {
 		ix.mu.Lock()
@@ -166,90 +168,116 @@ func (ix *indexer) drain() bool {
 		}
 		ix.dirty = map[string]bool{}
 		ix.mu.Unlock()
+		var batch []search.Update
+		size := 0
+		flush := func() bool {
+			if len(batch) == 0 {
+				return true
+			}
+			ok := true
+			if err := ix.x.ApplyAll(batch); err != nil {
+				ok = false
+				ix.s.log.Warn("search index: chats not indexed (again at their next change or start)", "chats", len(batch), "err", err)
+			} else {
+				for _, u := range batch {
+					if u.Title != nil {
+						ix.titles[u.Chat] = *u.Title
+					}
+				}
+			}
+			batch, size = nil, 0
+			return ok
+		}
 		for _, id := range ids {
 			select {
 			case <-ix.stop:
 				return false
 			default:
 			}
-			if err := ix.catchUp(id); err != nil {
-				ix.s.log.Warn("search index: chat not indexed", "chat", id, "err", err)
+			for {
+				u, gone, more, err := ix.read(id)
+				if err != nil {
+					ix.s.log.Warn("search index: chat not indexed", "chat", id, "err", err)
+					break
+				}
+				if gone {
+					flush()
+					delete(ix.titles, id)
+					if err := ix.x.DropChat(id); err != nil {
+						ix.s.log.Warn("search index: deleted chat's documents stay", "chat", id, "err", err)
+					}
+					break
+				}
+				if u != nil {
+					batch = append(batch, *u)
+					size += len(u.Docs) + 1
+				}
+				if (more || size >= indexPage) && !flush() {
+					break // the next read would start from the same mark
+				}
+				if !more {
+					break
+				}
 			}
 		}
+		flush()
 	}
 }
 
-// catchUp indexes chat's transcript rows after its mark, and its title
-// when it changed; a chat no longer stored leaves the index.
-func (ix *indexer) catchUp(chat string) error {
+// read returns chat's next update: its transcript rows after its mark (at
+// most indexPage rows; more says others follow) and its title when it
+// changed; nil when there is nothing new. gone says the chat is no longer
+// stored.
+func (ix *indexer) read(chat string) (u *search.Update, gone, more bool, err error) {
 	mark, err := ix.x.Mark(chat)
 	if err != nil {
-		return err
+		return nil, false, false, err
 	}
-	for {
-		var docs []search.Doc
-		var title *string
-		gone, more := false, false
-		last := mark
-		err := ix.s.store.db.View(func(tx *bolt.Tx) error {
-			c, ok, err := loadChat(tx, chat)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				gone = true
-				return nil
-			}
-			if t, seen := ix.titles[chat]; !seen || t != c.Title {
-				title = &c.Title
-			}
-			b, _ := subBucket(tx, bucketRecords, chat, false)
-			if b == nil {
-				return nil
-			}
-			cur := b.Cursor()
-			n := 0
-			for k, v := cur.Seek(seqKey(mark + 1)); k != nil; k, v = cur.Next() {
-				if n == indexPage {
-					more = true
-					break
-				}
-				n++
-				ev, err := decodeIfTranscript(b, chat, k, v)
-				if err != nil {
-					return err
-				}
-				last = seqOf(k)
-				if ev == nil {
-					continue
-				}
-				if m, ok := transcriptMessage(ev); ok && strings.TrimSpace(m.Text) != "" {
-					docs = append(docs, search.Doc{Message: m.ID, Seq: m.Seq, Role: m.Role, Text: m.Text, Time: m.Time})
-				}
-			}
-			return nil
-		})
+	var docs []search.Doc
+	var title *string
+	last := mark
+	err = ix.s.store.db.View(func(tx *bolt.Tx) error {
+		c, ok, err := loadChat(tx, chat)
 		if err != nil {
 			return err
 		}
-		if gone {
-			delete(ix.titles, chat)
-			return ix.x.DropChat(chat)
-		}
-		if title == nil && last == mark {
+		if !ok {
+			gone = true
 			return nil
 		}
-		if err := ix.x.Apply(chat, title, docs, last); err != nil {
-			return err
+		if t, seen := ix.titles[chat]; !seen || t != c.Title {
+			title = &c.Title
 		}
-		if title != nil {
-			ix.titles[chat] = *title
-		}
-		mark = last
-		if !more {
+		b, _ := subBucket(tx, bucketRecords, chat, false)
+		if b == nil {
 			return nil
 		}
+		cur := b.Cursor()
+		n := 0
+		for k, v := cur.Seek(seqKey(mark + 1)); k != nil; k, v = cur.Next() {
+			if n == indexPage {
+				more = true
+				break
+			}
+			n++
+			ev, err := decodeIfTranscript(b, chat, k, v)
+			if err != nil {
+				return err
+			}
+			last = seqOf(k)
+			if ev == nil {
+				continue
+			}
+			if m, ok := transcriptMessage(ev); ok && strings.TrimSpace(m.Text) != "" {
+				docs = append(docs, search.Doc{Message: m.ID, Seq: m.Seq, Role: m.Role, Text: m.Text, Time: m.Time})
+			}
+		}
+		return nil
+	})
+	if err != nil || gone || (title == nil && last == mark) {
+		return nil, gone, false, err
 	}
+	return &search.Update{Chat: chat, Title: title, Docs: docs, Mark: last}, false, more, nil
 }
 
 func seqOf(k []byte) uint64 { return binary.BigEndian.Uint64(k) }

@@ -264,7 +264,15 @@ func TestBrowserSearchJumpsIn1000Chats(t *testing.T) {
 		}
 		waitIdle(t, st.svc)
 	}
-	hits, err := st.svc.Search(bg, "quetzal", 10)
+	// A search waits a few seconds for the indexer, then answers from what
+	// it has: ask until the seeding is indexed (bounded).
+	var hits []chats.SearchHit
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		hits, err = st.svc.Search(bg, "quetzal", 10)
+		if err != nil || len(hits) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || len(hits) == 0 || hits[0].Chat != long.ID {
 		t.Fatalf("search: %+v %v", hits, err)
 	}

@@ -147,26 +147,42 @@ func (x *Index) Mark(chat string) (uint64, error) {
 func msgID(chat, msg string) string { return "m/" + chat + "/" + msg }
 func titleID(chat string) string    { return "t/" + chat }
 
+// Update is what one chat adds to the index: its title (nil: unchanged),
+// new documents, and its new mark.
+type Update struct {
+	Chat  string
+	Title *string
+	Docs  []Doc
+	Mark  uint64
+}
+
 // Apply indexes chat's title (when title is not nil) and docs, and moves
 // the chat's mark to mark, in one batch: the documents and the mark that
 // covers them are stored together or not at all.
 func (x *Index) Apply(chat string, title *string, docs []Doc, mark uint64) error {
+	return x.ApplyAll([]Update{{Chat: chat, Title: title, Docs: docs, Mark: mark}})
+}
+
+// ApplyAll is Apply for several chats in one batch (one commit).
+func (x *Index) ApplyAll(us []Update) error {
 	b := x.idx.NewBatch()
-	if title != nil {
-		if err := b.Index(titleID(chat), record{Chat: chat, Kind: KindTitle, Text: *title}); err != nil {
-			return err
+	for _, u := range us {
+		if u.Title != nil {
+			if err := b.Index(titleID(u.Chat), record{Chat: u.Chat, Kind: KindTitle, Text: *u.Title}); err != nil {
+				return err
+			}
 		}
+		for _, d := range u.Docs {
+			r := record{Chat: u.Chat, Kind: KindMessage, Msg: d.Message, Seq: float64(d.Seq), Role: d.Role, Text: d.Text}
+			if !d.Time.IsZero() {
+				r.Time = d.Time.UTC().Format(time.RFC3339Nano)
+			}
+			if err := b.Index(msgID(u.Chat, d.Message), r); err != nil {
+				return err
+			}
+		}
+		b.SetInternal(markKey(u.Chat), []byte(strconv.FormatUint(u.Mark, 10)))
 	}
-	for _, d := range docs {
-		r := record{Chat: chat, Kind: KindMessage, Msg: d.Message, Seq: float64(d.Seq), Role: d.Role, Text: d.Text}
-		if !d.Time.IsZero() {
-			r.Time = d.Time.UTC().Format(time.RFC3339Nano)
-		}
-		if err := b.Index(msgID(chat, d.Message), r); err != nil {
-			return err
-		}
-	}
-	b.SetInternal(markKey(chat), []byte(strconv.FormatUint(mark, 10)))
 	return x.idx.Batch(b)
 }
 

@@ -12,16 +12,19 @@ import (
 func oneLine(s string) string {
 	var b strings.Builder
 	space := false
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
 		if unicode.IsSpace(r) {
 			space = true
+			i += n
 			continue
 		}
 		if space {
 			b.WriteByte(' ')
 			space = false
 		}
-		b.WriteRune(r)
+		b.WriteString(s[i : i+n]) // the bytes as they are, valid or not
+		i += n
 	}
 	if space {
 		b.WriteByte(' ')

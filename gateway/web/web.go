@@ -16,6 +16,7 @@
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
 //	               /static/app.js, /static/markdown.js, /static/quota.js,
 //	               /static/settings.js, /static/attach.js, /static/media.js,
+//	               /static/chatmenu.js, /static/search.js, /static/manage.css,
 //	               /static/favicon.svg)
 //
 // The login page is self-contained (inline style, inline icon), so it renders
