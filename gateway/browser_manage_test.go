@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
 )
 
 // downloads lets the page download into a temp dir and returns a function
@@ -311,4 +314,68 @@ func cmpErr(first, err error) error {
 		return first
 	}
 	return err
+}
+
+// TestManageRoutes: the routes' answers to bad input, unknown chats and
+// busy ones, and the token they need.
+func TestManageRoutes(t *testing.T) {
+	model := newHeldModel(t)
+	st := newStack(t, func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "fake", Kind: "openai", BaseURL: model.srv.URL + "/v1"})
+		c.Models[0].Provider, c.Models[0].Model = "fake", "fake-model"
+	})
+	idle, err := st.svc.Create(t.Context(), "idle", "", chats.Origin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := st.svc.Create(t.Context(), "busy", "", chats.Origin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.svc.Send(t.Context(), busy.ID, "a question", "q", "", chats.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	model.next(t) // held: the turn runs
+	defer func() { model.release <- struct{}{} }()
+	for _, tc := range []struct {
+		method, path, body string
+		auth               bool
+		status             int
+		has                string
+	}{
+		{"PATCH", "/api/chats/" + idle.ID, `{"title":"Renamed"}`, false, 401, ""},
+		{"PATCH", "/api/chats/" + idle.ID, `{"title":"Renamed"}`, true, 200, `"title":"Renamed"`},
+		{"PATCH", "/api/chats/" + idle.ID, `{"archived":true}`, true, 200, `"archived":true`},
+		{"PATCH", "/api/chats/" + idle.ID, `{}`, true, 400, "title"},
+		{"PATCH", "/api/chats/" + idle.ID, `{"title":"x","color":"red"}`, true, 400, "title"},
+		{"PATCH", "/api/chats/" + idle.ID, `{"title":"   "}`, true, 400, "empty"},
+		{"PATCH", "/api/chats/c_nope", `{"title":"x"}`, true, 404, "no such chat"},
+		{"DELETE", "/api/chats/" + busy.ID, "", true, 409, "stop it"},
+		{"DELETE", "/api/chats/c_nope", "", true, 404, ""},
+		{"POST", "/api/chats/c_nope/restore", "", true, 404, ""},
+		{"GET", "/api/chats/" + idle.ID + "/export?format=pdf", "", true, 400, "markdown or json"},
+		{"GET", "/api/chats/c_nope/export?format=json", "", true, 404, ""},
+		{"GET", "/api/chats/" + idle.ID + "/export?format=json", "", true, 200, `"messages":[]`},
+		{"GET", "/api/search?q=", "", true, 400, "query"},
+		{"GET", "/api/search?q=x&limit=0", "", true, 400, "limit"},
+		{"GET", "/api/search?q=renamed", "", false, 401, ""},
+		{"GET", "/api/search?q=renamed", "", true, 200, `"kind":"title"`},
+		{"DELETE", "/api/chats/" + idle.ID, "", true, 200, `"undo_until":"`},
+		{"GET", "/api/search?q=renamed", "", true, 200, `"hits":[]`},
+		{"POST", "/api/chats/" + idle.ID + "/restore", "", true, 200, `"delete_at":null`},
+	} {
+		req, _ := http.NewRequest(tc.method, st.http.URL+tc.path, strings.NewReader(tc.body))
+		if tc.auth {
+			req.Header.Set("Authorization", "Bearer "+testToken)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.has) {
+			t.Errorf("%s %s %s: %d %s", tc.method, tc.path, tc.body, resp.StatusCode, b)
+		}
+	}
 }
