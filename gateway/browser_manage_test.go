@@ -16,6 +16,7 @@ import (
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
@@ -199,6 +200,29 @@ func TestBrowserManageChats(t *testing.T) {
 	if n := js[int](t, ctx, `document.querySelectorAll('#chat-list .chat-item').length`); n != 1 {
 		t.Fatalf("%d chats listed after the delete", n)
 	}
+
+	// A phone in dark mode: the menu fits the screen and Escape closes it;
+	// the search box is in the sidebar the menu button opens.
+	phone := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+			Width: 390, Height: 844, DeviceScaleFactor: 2, Mobile: true}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	})
+	do(t, ctx, phone)
+	until(t, ctx, "phone layout", `innerWidth <= 400 && !document.querySelector('#chat-menu-btn').hidden`)
+	click(t, ctx, "#chat-menu-btn")
+	until(t, ctx, "menu on the screen", `(() => { const m = document.querySelector('#chat-menu'); if (m.hidden) return false;
+  const r = m.getBoundingClientRect(); return r.left >= 0 && r.right <= innerWidth && r.bottom <= innerHeight && r.height > 100 })()`)
+	shot(t, ctx, "phone-menu")
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.activeElement.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true}))`))
+	until(t, ctx, "Escape closes the menu", `document.querySelector('#chat-menu').hidden && document.activeElement === document.querySelector('#chat-menu-btn')`)
+	click(t, ctx, "#menu")
+	until(t, ctx, "search box on the phone", `(() => { const r = document.querySelector('#search').getBoundingClientRect(); return r.width > 200 && r.left >= 0 && r.right <= innerWidth })()`)
+	shot(t, ctx, "phone-sidebar")
 }
 
 // assertSameMessages compares messages by their JSON, the form a client
