@@ -366,6 +366,24 @@ func TestSearchCatchesUpFromItsMarks(t *testing.T) {
 			t.Errorf("query %q: %v", q, err)
 		}
 	}
+
+	// A chat deleted while the index was not looking leaves it at the
+	// next start.
+	e.searchDir = ""
+	e.restart()
+	e.svc.opt.UndoDelete = time.Millisecond
+	if _, err := e.svc.DeleteChat(bg, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the purge", func() bool { return len(e.stored(c.ID)) == 0 })
+	e.searchDir = dir
+	e.restart()
+	if hits, err := e.svc.Search(bg, "aardvark", 10); err != nil || len(hits) != 0 {
+		t.Fatalf("a deleted chat's documents stayed: %+v %v", hits, err)
+	}
+	if ids, _ := e.index.Chats(); len(ids) != 0 {
+		t.Fatalf("indexed chats %v", ids)
+	}
 }
 
 // TestExportMatchesTheTranscript: Export gives what a snapshot and its
