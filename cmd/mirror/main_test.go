@@ -53,6 +53,7 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{"replay help", []string{"replay", "--help"}, 0, "-data"},
 		{"pair approve help", []string{"pair", "approve", "--help"}, 0, "-data"},
 		{"pair list help", []string{"pair", "list", "-h"}, 0, "-data"},
+		{"pair help", []string{"pair", "--help"}, 0, "mirror pair approve CODE"},
 		{"check-compression help", []string{"check-compression", "--help"}, 0, "-context-window"},
 		{"replay without chat", []string{"replay"}, 2, "missing CHAT"},
 		{"pair approve without code", []string{"pair", "approve"}, 2, "missing CODE"},

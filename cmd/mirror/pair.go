@@ -34,6 +34,9 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 		return usageError{errors.New(pairUsage)}
 	}
 	sub, rest := args[0], args[1:]
+	if sub == "-h" || sub == "--help" || sub == "help" {
+		return helpShown{pairUsage + "\n"}
+	}
 	var (
 		c    common
 		code string
