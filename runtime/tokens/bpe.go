@@ -105,9 +105,7 @@ func (t *table) merge(p string, parts []part) []part {
 	for i := range n + 1 {
 		r := uint32(noRank)
 		if i+2 <= n {
-			if v, ok := t.lookup(p[i : i+2]); ok {
-				r = v
-			}
+			r = t.pairs[uint32(p[i])<<8|uint32(p[i+1])]
 		}
 		parts = append(parts, part{uint32(i), r})
 	}

@@ -30,13 +30,15 @@ func loaded(t testing.TB, c *Counter) *Counter {
 	return c
 }
 
-
 // model is what Count promises, computed the slow, obvious way: every
 // pre-token encoded alone (which tiktoken does too), and one longer than
 // maxPiece bytes cut greedily into pieces of at most maxPiece bytes.
-func model(t testing.TB, c *Counter, s string) int {
+func model(t testing.TB, c *Counter, s string) int { return len(modelIDs(t, c, s)) }
+
+// modelIDs is the ids model counts.
+func modelIDs(t testing.TB, c *Counter, s string) []int {
 	t.Helper()
-	n := 0
+	var ids []int
 	for _, p := range pretokens(t, c, s) {
 		for len(p) > 0 {
 			cut, size := 0, 0
@@ -44,11 +46,11 @@ func model(t testing.TB, c *Counter, s string) int {
 				size += utf8.RuneLen(fixRune(p[cut]))
 				cut++
 			}
-			n += len(exact(t, c, string(p[:cut])))
+			ids = append(ids, exact(t, c, string(p[:cut]))...)
 			p = p[cut:]
 		}
 	}
-	return n
+	return ids
 }
 
 func corpus(t testing.TB) map[string]string {
@@ -251,6 +253,21 @@ func degenerate(n int, seed uint64) map[string]string {
 		"lowercase":  pick("abcdefghijklmnopqrstuvwxyz"),
 		"url":        url + pick("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")[len(url):],
 		"text-lines": rep("word\n"),
+	}
+}
+
+// TestUnbrokenText is the golden test of long unbroken text (random
+// base64, hex, one letter, a long URL, ...): the ids are exactly
+// tiktoken's for every pre-token up to maxPiece bytes and for every piece
+// of a longer one.
+func TestUnbrokenText(t *testing.T) {
+	for name, s := range degenerate(sample(6<<10, 2<<10), 21) {
+		for _, c := range counters {
+			loaded(t, c)
+			if got, want := c.Encode(s), modelIDs(t, c, s); !slices.Equal(got, want) {
+				t.Errorf("%s/%s: %d ids differ from the model's %d", c.name, name, len(got), len(want))
+			}
+		}
 	}
 }
 

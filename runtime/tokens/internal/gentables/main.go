@@ -16,7 +16,11 @@ import (
 )
 
 // Must match runtime/tokens/table.go.
-const magic = "MTOKBPE1"
+const (
+	magic    = "MTOKBPE3"
+	rankBits = 18 // a slot is rank+1 in its low bits, a tag of the hash above
+	noRank   = 1<<32 - 1
+)
 
 func main() {
 	out := "tables"
@@ -46,13 +50,17 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// build lays the table out: header, offsets, hash slots, token bytes.
+// build lays the table out: header, offsets, hash slots, pair ranks,
+// token bytes.
 func build(ranks map[string]int) ([]byte, error) {
 	n := len(ranks)
 	byRank := make([]string, n)
 	for tok, r := range ranks {
 		if r < 0 || r >= n || byRank[r] != "" {
 			return nil, fmt.Errorf("ranks are not 0..%d, each once (rank %d)", n-1, r)
+		}
+		if n >= 1<<rankBits-1 {
+			return nil, fmt.Errorf("%d tokens do not fit %d bits", n, rankBits)
 		}
 		if tok == "" || len(tok) > 255 {
 			return nil, fmt.Errorf("token of rank %d has %d bytes", r, len(tok))
@@ -63,13 +71,18 @@ func build(ranks map[string]int) ([]byte, error) {
 	for slots < 2*n { // load factor at most 1/2: short probe chains
 		slots <<= 1
 	}
+	bits := 0
+	for 1<<bits < slots {
+		bits++
+	}
 	table := make([]uint32, slots)
 	for r, tok := range byRank {
-		i := hash(tok) & uint32(slots-1)
+		h := hash(tok)
+		i := h >> (32 - bits)
 		for table[i] != 0 {
 			i = (i + 1) & uint32(slots-1)
 		}
-		table[i] = uint32(r) + 1
+		table[i] = uint32(r) + 1 | h<<rankBits
 	}
 	var blob bytes.Buffer
 	offsets := make([]uint32, n+1)
@@ -86,6 +99,14 @@ func build(ranks map[string]int) ([]byte, error) {
 	}
 	binary.Write(&b, binary.LittleEndian, offsets)
 	binary.Write(&b, binary.LittleEndian, table)
+	pairs := make([]uint32, 1<<16)
+	for i := range pairs {
+		pairs[i] = noRank
+		if r, ok := ranks[string([]byte{byte(i >> 8), byte(i)})]; ok {
+			pairs[i] = uint32(r)
+		}
+	}
+	binary.Write(&b, binary.LittleEndian, pairs)
 	b.Write(blob.Bytes())
 	return b.Bytes(), nil
 }
@@ -97,5 +118,5 @@ func hash(s string) uint32 {
 		h ^= uint32(s[i])
 		h *= 16777619
 	}
-	return h ^ h>>15
+	return h * 0x9e3779b1
 }

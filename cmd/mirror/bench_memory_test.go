@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Issue 20, items 1 and 2: what the first turn of a fresh process costs
+// (the tokenizer was loaded then), how much of the CPU the collector takes
+// under load, and whether memory goes back to the system once the load
+// ends. Each runs `mirror serve` as a child process (the test binary, or
+// MIRROR_BENCH_BIN) and reads its /proc status; the collector's share
+// needs the test binary, which answers SIGUSR1 with its CPU figures.
+
+// statsEnv names the file a child started with it writes its CPU figures
+// to on SIGUSR1 ("seq gc_cpu_s used_cpu_s"), and its heap profile to on
+// SIGUSR2 (the file name plus .heap).
+const statsEnv = "MIRROR_BENCH_STATS"
+
+func init() {
+	path := os.Getenv(statsEnv)
+	if path == "" || os.Getenv("MIRROR_AS_MAIN") != "1" {
+		return
+	}
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		seq := 0
+		for s := range sig {
+			seq++
+			if s == syscall.SIGUSR2 {
+				if f, err := os.Create(path + ".heap.tmp"); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+					_ = os.Rename(path+".heap.tmp", path+".heap")
+				}
+				continue
+			}
+			m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+			metrics.Read(m)
+			var ru syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			used := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+			_ = os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %g %g\n", seq, m[0].Value.Float64(), used), 0o600)
+			_ = os.Rename(path+".tmp", path)
+		}
+	}()
+}
+
+// childCPU asks the child for its collector's and its total CPU seconds so
+// far; ok is false when the child is not the test binary.
+func childCPU(b *testing.B, c *child, path string) (gc, used float64, ok bool) {
+	b.Helper()
+	if os.Getenv("MIRROR_BENCH_BIN") != "" {
+		return 0, 0, false
+	}
+	old, _ := os.ReadFile(path)
+	if err := c.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(benchWait)
+	for time.Now().Before(deadline) {
+		if cur, err := os.ReadFile(path); err == nil && len(cur) > 0 && string(cur) != string(old) {
+			f := strings.Fields(string(cur))
+			if len(f) == 3 {
+				gc, _ = strconv.ParseFloat(f[1], 64)
+				used, _ = strconv.ParseFloat(f[2], 64)
+				return gc, used, true
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // polling a file the child writes, bounded above
+	}
+	b.Fatalf("child did not write its CPU figures; stderr %s", c.stderr)
+	return 0, 0, false
+}
+
+func rssMiB(b *testing.B, c *child) float64 {
+	b.Helper()
+	st, err := procStatus(c.cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(st["VmRSS"]) / 1024
+}
+
+// BenchmarkFirstTurn: a fresh `mirror serve` (empty data dir), one chat,
+// the latency of its first turn and of its second, and the RSS just
+// started and after the first turn. Each iteration is one process; the
+// metrics are medians.
+func BenchmarkFirstTurn(b *testing.B) {
+	dir := b.TempDir()
+	cfg := writeBenchConfig(b, dir)
+	var first, second, rss0, rss1 []float64
+	i := 0
+	for b.Loop() {
+		i++
+		c := startChild(b, cfg, filepath.Join(dir, fmt.Sprintf("data%d", i)), "MIRROR_AS_MAIN=1")
+		f := newFleet(b, c.addr, 1)
+		time.Sleep(300 * time.Millisecond) // a benchmark's settling time, not synchronisation
+		rss0 = append(rss0, rssMiB(b, c))
+		for k := range 2 {
+			lats, _, err := f.runTurns(1)
+			if err != nil || len(lats) != 1 {
+				b.Fatalf("turn %d: %v; stderr %s", k+1, err, c.stderr)
+			}
+			if k == 0 {
+				first = append(first, ms(lats[0]))
+				time.Sleep(300 * time.Millisecond)
+				rss1 = append(rss1, rssMiB(b, c))
+			} else {
+				second = append(second, ms(lats[0]))
+			}
+		}
+		f.close()
+		c.stop(b)
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(median(first), "first_ms")
+	b.ReportMetric(median(second), "second_ms")
+	b.ReportMetric(median(rss0), "rss_start_MiB")
+	b.ReportMetric(median(rss1), "rss_first_turn_MiB")
+}
+
+// BenchmarkMemoryAfterLoad: a fresh `mirror serve`, one chat's first turn,
+// then 1000 chats doing 5 turns each (MIRROR_BENCH_LOAD_TURNS changes the
+// total), then every socket closed and a minute of idle. It reports the
+// collector's share of the child's CPU during the load, and the RSS after
+// the first turn, at the end of the load and after the idle minute.
+func BenchmarkMemoryAfterLoad(b *testing.B) {
+	turns := 5000
+	if n, err := strconv.Atoi(os.Getenv("MIRROR_BENCH_LOAD_TURNS")); err == nil && n > 0 {
+		turns = n
+	}
+	idle := time.Minute
+	if d, err := time.ParseDuration(os.Getenv("MIRROR_BENCH_IDLE")); err == nil && d > 0 {
+		idle = d
+	}
+	dir := b.TempDir()
+	cfg := writeBenchConfig(b, dir)
+	var gcShare, rssFirst, rssLoad, rssIdle, tps []float64
+	i := 0
+	for b.Loop() {
+		i++
+		stats := filepath.Join(dir, fmt.Sprintf("stats%d", i))
+		c := startChild(b, cfg, filepath.Join(dir, fmt.Sprintf("data%d", i)), "MIRROR_AS_MAIN=1", statsEnv+"="+stats)
+		one := newFleet(b, c.addr, 1)
+		if _, _, err := one.runTurns(1); err != nil {
+			b.Fatalf("first turn: %v; stderr %s", err, c.stderr)
+		}
+		time.Sleep(300 * time.Millisecond) // a benchmark's settling time, not synchronisation
+		rssFirst = append(rssFirst, rssMiB(b, c))
+		one.close()
+
+		f := newFleet(b, c.addr, 1000)
+		gc0, used0, ok := childCPU(b, c, stats)
+		_, wall, err := f.runTurns(turns)
+		if err != nil {
+			b.Fatalf("load: %v; stderr %s", err, c.stderr)
+		}
+		tps = append(tps, float64(turns)/wall.Seconds())
+		if gc1, used1, _ := childCPU(b, c, stats); ok && used1 > used0 {
+			gcShare = append(gcShare, 100*(gc1-gc0)/(used1-used0))
+		}
+		rssLoad = append(rssLoad, rssMiB(b, c))
+		f.close()
+		time.Sleep(idle) // the idle minute is what is measured
+		rssIdle = append(rssIdle, rssMiB(b, c))
+		if p := os.Getenv("MIRROR_BENCH_HEAP_PROFILE"); p != "" && ok {
+			_ = c.cmd.Process.Signal(syscall.SIGUSR2)
+			deadline := time.Now().Add(benchWait)
+			for time.Now().Before(deadline) {
+				if data, err := os.ReadFile(stats + ".heap"); err == nil {
+					_ = os.WriteFile(p, data, 0o600)
+					break
+				}
+				time.Sleep(5 * time.Millisecond) // polling a file the child writes, bounded above
+			}
+		}
+		c.stop(b)
+	}
+	b.ReportMetric(0, "ns/op")
+	if len(gcShare) > 0 {
+		b.ReportMetric(median(gcShare), "gc_%cpu")
+	}
+	b.ReportMetric(median(tps), "turns/s")
+	b.ReportMetric(median(rssFirst), "rss_first_turn_MiB")
+	b.ReportMetric(median(rssLoad), "rss_load_end_MiB")
+	b.ReportMetric(median(rssIdle), "rss_idle_MiB")
+	b.ReportMetric(median(rssIdle)/median(rssFirst), "idle/first")
+}
