@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
@@ -22,8 +24,9 @@ import (
 // needs the test binary, which answers SIGUSR1 with its CPU figures.
 
 // statsEnv names the file a child started with it writes its CPU figures
-// to on SIGUSR1 ("seq gc_cpu_s used_cpu_s"), and its heap profile to on
-// SIGUSR2 (the file name plus .heap).
+// to on SIGUSR1 ("seq gc_cpu_s used_cpu_s ..."), and its heap profile to on
+// SIGUSR2 (the file name plus .heap). SIGUSR1 also starts a CPU profile
+// (the file name plus .cpu), and the next one stops it.
 const statsEnv = "MIRROR_BENCH_STATS"
 
 func init() {
@@ -35,8 +38,17 @@ func init() {
 	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
 		seq := 0
+		profiling := false
 		for s := range sig {
 			seq++
+			if s == syscall.SIGUSR1 { // the load starts or ends: a CPU profile of it
+				if profiling {
+					pprof.StopCPUProfile()
+					profiling = false
+				} else if f, err := os.Create(path + ".cpu"); err == nil {
+					profiling = pprof.StartCPUProfile(f) == nil
+				}
+			}
 			if s == syscall.SIGUSR2 {
 				if f, err := os.Create(path + ".heap.tmp"); err == nil {
 					_ = pprof.Lookup("heap").WriteTo(f, 0)
@@ -45,12 +57,15 @@ func init() {
 				}
 				continue
 			}
-			m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+			m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"},
+				{Name: "/cpu/classes/gc/mark/idle:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"},
+				{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"}}
 			metrics.Read(m)
 			var ru syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 			used := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-			_ = os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %g %g\n", seq, m[0].Value.Float64(), used), 0o600)
+			_ = os.WriteFile(path+".tmp", fmt.Appendf(nil, "%d %g %g %g %d %d %d\n", seq, m[0].Value.Float64(), used,
+				m[1].Value.Float64(), m[2].Value.Uint64(), m[3].Value.Uint64(), m[4].Value.Uint64()), 0o600)
 			_ = os.Rename(path+".tmp", path)
 		}
 	}()
@@ -71,7 +86,8 @@ func childCPU(b *testing.B, c *child, path string) (gc, used float64, ok bool) {
 	for time.Now().Before(deadline) {
 		if cur, err := os.ReadFile(path); err == nil && len(cur) > 0 && string(cur) != string(old) {
 			f := strings.Fields(string(cur))
-			if len(f) == 3 {
+			if len(f) >= 3 {
+				b.Logf("child stats: seq gc_s used_s idle_mark_s cycles allocs live = %s", cur)
 				gc, _ = strconv.ParseFloat(f[1], 64)
 				used, _ = strconv.ParseFloat(f[2], 64)
 				return gc, used, true
@@ -81,6 +97,26 @@ func childCPU(b *testing.B, c *child, path string) (gc, used float64, ok bool) {
 	}
 	b.Fatalf("child did not write its CPU figures; stderr %s", c.stderr)
 	return 0, 0, false
+}
+
+// gcShareOf is the share, in percent, of the CPU profile's samples spent
+// in the collector: its mark workers, assists, sweeping and scavenging
+// (read with go tool pprof). The runtime's own estimate (gc_%cpu_runtime_est)
+// counts a mark worker's wall time, which on a machine shared with other
+// work is far above the CPU it got.
+func gcShareOf(profile string) (float64, error) {
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=1000000", "-nodefraction=0", "-edgefraction=0",
+		`-focus=^runtime\.(gcBgMarkWorker|gcAssistAlloc|gcAssistAlloc1|bgsweep|bgscavenge|gcStart|gcMarkTermination|sweepone|markrootSpans|gcDrain|scanobject)$`,
+		os.Args[0], profile).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, out)
+	}
+	// "Showing nodes accounting for 1.23s, 45.67% of 2.70s total"
+	m := regexp.MustCompile(`accounting for [^,]+, ([0-9.]+)% of`).FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no share in %q", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
 }
 
 func rssMiB(b *testing.B, c *child) float64 {
@@ -146,7 +182,8 @@ func BenchmarkMemoryAfterLoad(b *testing.B) {
 	}
 	dir := b.TempDir()
 	cfg := writeBenchConfig(b, dir)
-	var gcShare, rssFirst, rssLoad, rssIdle, tps []float64
+	var anonIdle, fileIdle []float64
+	var gcShare, gcEst, rssFirst, rssLoad, rssIdle, tps []float64
 	i := 0
 	for b.Loop() {
 		i++
@@ -168,12 +205,26 @@ func BenchmarkMemoryAfterLoad(b *testing.B) {
 		}
 		tps = append(tps, float64(turns)/wall.Seconds())
 		if gc1, used1, _ := childCPU(b, c, stats); ok && used1 > used0 {
-			gcShare = append(gcShare, 100*(gc1-gc0)/(used1-used0))
+			gcEst = append(gcEst, 100*(gc1-gc0)/(used1-used0))
+			if p := os.Getenv("MIRROR_BENCH_CPU_PROFILE"); p != "" {
+				if data, err := os.ReadFile(stats + ".cpu"); err == nil {
+					_ = os.WriteFile(p, data, 0o600)
+				}
+			}
+			if share, err := gcShareOf(stats + ".cpu"); err == nil {
+				gcShare = append(gcShare, share)
+			} else {
+				b.Logf("no GC share from the CPU profile: %v", err)
+			}
 		}
 		rssLoad = append(rssLoad, rssMiB(b, c))
 		f.close()
 		time.Sleep(idle) // the idle minute is what is measured
 		rssIdle = append(rssIdle, rssMiB(b, c))
+		if st, err := procStatus(c.cmd.Process.Pid); err == nil {
+			anonIdle = append(anonIdle, float64(st["RssAnon"])/1024)
+			fileIdle = append(fileIdle, float64(st["RssFile"])/1024)
+		}
 		if p := os.Getenv("MIRROR_BENCH_HEAP_PROFILE"); p != "" && ok {
 			_ = c.cmd.Process.Signal(syscall.SIGUSR2)
 			deadline := time.Now().Add(benchWait)
@@ -191,9 +242,14 @@ func BenchmarkMemoryAfterLoad(b *testing.B) {
 	if len(gcShare) > 0 {
 		b.ReportMetric(median(gcShare), "gc_%cpu")
 	}
+	if len(gcEst) > 0 {
+		b.ReportMetric(median(gcEst), "gc_%cpu_runtime_est")
+	}
 	b.ReportMetric(median(tps), "turns/s")
 	b.ReportMetric(median(rssFirst), "rss_first_turn_MiB")
 	b.ReportMetric(median(rssLoad), "rss_load_end_MiB")
 	b.ReportMetric(median(rssIdle), "rss_idle_MiB")
 	b.ReportMetric(median(rssIdle)/median(rssFirst), "idle/first")
+	b.ReportMetric(median(anonIdle), "anon_idle_MiB")
+	b.ReportMetric(median(fileIdle), "file_idle_MiB") // mapped pages: the binary, the database
 }

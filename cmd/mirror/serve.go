@@ -297,6 +297,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		}
 	}
 
+	go watchMemory(sig, dbPath) // memory.go: the collector's pace; memory goes back once a load ends
+
 	// Uploads no message named within the TTL are collected at start and
 	// every hour after.
 	collectCtx, stopCollect := context.WithCancel(sig)
