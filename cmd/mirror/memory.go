@@ -59,14 +59,18 @@ func newMemoryWatch(pace bool) *memoryWatch {
 	}}
 }
 
-// check reads the metrics, returns the GOGC to set (0: leave it), and
-// whether the runtime should return its spare memory now: the heap memory
-// it holds beyond what the last collection found live.
+// check reads the metrics and decides.
 func (w *memoryWatch) check() (gogc int, free bool) {
 	metrics.Read(w.samples)
-	all := value(w.samples[0])
 	held := value(w.samples[1]) + value(w.samples[2]) + value(w.samples[3])
-	live := value(w.samples[4])
+	return w.decide(value(w.samples[0]), held, value(w.samples[4]))
+}
+
+// decide returns the GOGC to set (0: leave it), and whether the runtime
+// should return its spare memory now, given the bytes allocated since the
+// start, the heap memory the runtime holds, and the heap the last
+// collection found live. Spare is what it holds beyond the live heap.
+func (w *memoryWatch) decide(all, held, live uint64) (gogc int, free bool) {
 	spare := held - min(held, live)
 	if w.pace && live > 0 {
 		want := 100
