@@ -50,6 +50,18 @@ func init() {
 				}
 			}
 			if s == syscall.SIGUSR2 {
+				// The memory classes too, for the log of the run.
+				var lines []string
+				for _, d := range metrics.All() {
+					if strings.HasPrefix(d.Name, "/memory/classes/") || d.Name == "/sched/goroutines:goroutines" {
+						m := []metrics.Sample{{Name: d.Name}}
+						metrics.Read(m)
+						if m[0].Value.Kind() == metrics.KindUint64 {
+							lines = append(lines, fmt.Sprintf("%s %d KiB", d.Name, m[0].Value.Uint64()>>10))
+						}
+					}
+				}
+				_ = os.WriteFile(path+".classes", []byte(strings.Join(lines, "\n")), 0o600)
 				if f, err := os.Create(path + ".heap.tmp"); err == nil {
 					_ = pprof.Lookup("heap").WriteTo(f, 0)
 					f.Close()
@@ -231,6 +243,9 @@ func BenchmarkMemoryAfterLoad(b *testing.B) {
 			for time.Now().Before(deadline) {
 				if data, err := os.ReadFile(stats + ".heap"); err == nil {
 					_ = os.WriteFile(p, data, 0o600)
+					if classes, err := os.ReadFile(stats + ".classes"); err == nil {
+						b.Logf("child memory at idle:\n%s", classes)
+					}
 					break
 				}
 				time.Sleep(5 * time.Millisecond) // polling a file the child writes, bounded above

@@ -26,10 +26,11 @@ import (
 // memory it needs (issue 20: ~300 MiB after 1000 chats, long after the last
 // turn). So when almost nothing was allocated for idleChecks checks in a
 // row and the runtime holds more than idleSlack of heap memory beyond what
-// is live, it collects and returns it all at once (debug.FreeOSMemory),
-// once per idle stretch, and asks the kernel to drop its pages of the
-// database mapping (pageOut: bbolt maps the whole file, and a load leaves
-// tens of MiB of it resident).
+// is live, it collects and returns it all at once (debug.FreeOSMemory) and
+// asks the kernel to drop its pages of the database mapping (pageOut: bbolt
+// maps the whole file, and a load leaves tens of MiB of it resident). In
+// the same idle stretch it does so again only when idleSlack more is spare
+// than the last return left (the chats evicted after limits.chat_idle).
 const (
 	memCheck   = time.Second
 	idleChecks = 5         // quiet checks in a row before the memory goes back
@@ -43,8 +44,10 @@ const (
 type memoryWatch struct {
 	samples []metrics.Sample
 	lastAll uint64
-	quiet   int  // quiet checks in a row
-	freed   bool // returned since the last busy check
+	quiet   int    // quiet checks in a row
+	base    uint64 // spare memory right after the last return in this quiet stretch
+	freed   bool   // returned in this quiet stretch: base is set at the next check
+	hasBase bool
 	pace    bool // adapt GOGC (GOGC is not set in the environment)
 	gogc    int  // the GOGC set last
 }
@@ -85,11 +88,15 @@ func (w *memoryWatch) decide(all, held, live uint64) (gogc int, free bool) {
 	busy := all-w.lastAll >= idleAlloc
 	w.lastAll = all
 	if busy {
-		w.quiet, w.freed = 0, false
+		w.quiet, w.freed, w.hasBase = 0, false, false
 		return gogc, false
 	}
 	w.quiet++
-	if w.freed || w.quiet < idleChecks || spare < idleSlack {
+	if w.freed { // what a return leaves (fragmentation) is not returned again
+		w.base, w.hasBase, w.freed = spare, true, false
+		return gogc, false
+	}
+	if w.quiet < idleChecks || spare < idleSlack || w.hasBase && spare < w.base+idleSlack {
 		return gogc, false
 	}
 	w.freed = true

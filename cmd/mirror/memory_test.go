@@ -6,8 +6,8 @@ import (
 
 // TestMemoryWatch: the collector's pace follows the live heap (a floor
 // under the heap goal while it is small, GOGC 100 above), and memory goes
-// back once per idle stretch, after idleChecks quiet checks, only when
-// enough is spare.
+// back after idleChecks quiet checks when enough is spare, and again in the
+// same quiet stretch only when that much more is spare than it left.
 func TestMemoryWatch(t *testing.T) {
 	const MiB = 1 << 20
 	type step struct {
