@@ -85,3 +85,32 @@ func pretokens(t testing.TB, c *Counter, s string) [][]rune {
 	}
 	return out
 }
+
+// TestTablesMatchLoader: the embedded tables hold exactly the loader's
+// ranks (go generate ./runtime/tokens writes them; a stale or damaged
+// file fails here), and every token looks up to its rank.
+func TestTablesMatchLoader(t *testing.T) {
+	for _, c := range counters {
+		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(c.name + ".tiktoken")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := loaded(t, c).enc.t
+		if int(tb.n) != len(ranks) {
+			t.Fatalf("%s: %d tokens, the loader has %d", c.name, tb.n, len(ranks))
+		}
+		for tok, want := range ranks {
+			if got, ok := tb.rank(tok); !ok || int(got) != want {
+				t.Fatalf("%s: %q: rank %d %v, want %d", c.name, tok, got, ok, want)
+			}
+			if tb.token(uint32(want)) != tok {
+				t.Fatalf("%s: token of rank %d is %q, want %q", c.name, want, tb.token(uint32(want)), tok)
+			}
+		}
+		for _, s := range []string{"", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", "no such token, surely"} {
+			if _, ok := tb.lookup(s); ok && s != "" {
+				t.Errorf("%s: %q looks up as a token", c.name, s)
+			}
+		}
+	}
+}
