@@ -297,6 +297,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		}
 	}
 
+	// memory.go: the collector's pace; memory goes back once a load ends.
+	watchCtx, stopWatch := context.WithCancel(sig)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchMemory(watchCtx, dbPath) }()
+
 	// Uploads no message named within the TTL are collected at start and
 	// every hour after.
 	collectCtx, stopCollect := context.WithCancel(sig)
@@ -327,6 +332,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	stopCollect()
 	<-collected
+	stopWatch()
+	<-watched
 	if tg != nil {
 		tg.Close() // unsubscribes and records what it sent, before the chats stop
 	}

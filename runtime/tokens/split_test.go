@@ -30,30 +30,15 @@ func loaded(t testing.TB, c *Counter) *Counter {
 	return c
 }
 
-// exact is tiktoken-go's own answer, the reference.
-func exact(c *Counter, s string) []int { return c.enc.EncodeOrdinary(s) }
-
-// pretokens splits s with the encoding's pattern, as runes.
-func pretokens(t testing.TB, c *Counter, s string) [][]rune {
-	t.Helper()
-	runes := []rune(s)
-	var out [][]rune
-	m, err := c.split.FindRunesMatch(runes)
-	for ; m != nil && err == nil; m, err = c.split.FindNextMatch(m) {
-		out = append(out, runes[m.Index:m.Index+m.Length])
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // model is what Count promises, computed the slow, obvious way: every
 // pre-token encoded alone (which tiktoken does too), and one longer than
 // maxPiece bytes cut greedily into pieces of at most maxPiece bytes.
-func model(t testing.TB, c *Counter, s string) int {
+func model(t testing.TB, c *Counter, s string) int { return len(modelIDs(t, c, s)) }
+
+// modelIDs is the ids model counts.
+func modelIDs(t testing.TB, c *Counter, s string) []int {
 	t.Helper()
-	n := 0
+	var ids []int
 	for _, p := range pretokens(t, c, s) {
 		for len(p) > 0 {
 			cut, size := 0, 0
@@ -61,11 +46,11 @@ func model(t testing.TB, c *Counter, s string) int {
 				size += utf8.RuneLen(fixRune(p[cut]))
 				cut++
 			}
-			n += len(exact(c, string(p[:cut])))
+			ids = append(ids, exact(t, c, string(p[:cut]))...)
 			p = p[cut:]
 		}
 	}
-	return n
+	return ids
 }
 
 func corpus(t testing.TB) map[string]string {
@@ -77,6 +62,9 @@ func corpus(t testing.TB) map[string]string {
 	texts := map[string]string{}
 	var all strings.Builder
 	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+			continue // testdata/fuzz, the fuzzers' corpus
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -94,10 +82,10 @@ func corpus(t testing.TB) map[string]string {
 	return texts
 }
 
-// TestExactOnOrdinaryText: on ordinary text, where no pre-token is longer
-// than maxPiece, Count and Encode are exactly tiktoken's, both on the fast
-// path and forced through the slow one, and at every length the text is
-// cut to (so every kind of cut point is tried).
+// TestExactOnOrdinaryText, the golden test: on ordinary text, where no
+// pre-token is longer than maxPiece, Count and Encode are exactly
+// tiktoken's, on each text of the corpus, on it repeated, and at every
+// length the text is cut to (so every kind of cut point is tried).
 func TestExactOnOrdinaryText(t *testing.T) {
 	for name, text := range corpus(t) {
 		for _, c := range counters {
@@ -111,24 +99,19 @@ func TestExactOnOrdinaryText(t *testing.T) {
 					if longest > maxPiece {
 						t.Fatalf("corpus text has a pre-token of %d bytes", longest)
 					}
-					want := exact(c, s)
+					want := exact(t, c, s)
 					if got := c.Encode(s); !slices.Equal(got, want) {
 						t.Fatalf("Encode differs from tiktoken (%d ids, want %d)", len(got), len(want))
 					}
 					if got := c.Count(s); got != len(want) {
 						t.Fatalf("Count = %d, tiktoken %d", got, len(want))
 					}
-					var slow []int
-					c.slow(s, func(ids []int) { slow = append(slow, ids...) })
-					if !slices.Equal(slow, want) {
-						t.Fatalf("slow path differs from tiktoken (%d ids, want %d)", len(slow), len(want))
-					}
 				}
 				for i := 0; i < min(len(text), sample(len(text), 1500)); i += 1 + i/40 + sample(0, 12) { // every cut early on, sparser later
 					if !utf8.RuneStart(text[i]) {
 						continue
 					}
-					if got, want := c.count(text[:i]), len(exact(c, text[:i])); got != want {
+					if got, want := c.count(text[:i]), len(exact(t, c, text[:i])); got != want {
 						t.Fatalf("count of the first %d bytes = %d, tiktoken %d", i, got, want)
 					}
 				}
@@ -161,38 +144,64 @@ func randomText(rng *rand.Rand, n int) string {
 	return b.String()
 }
 
-// TestHardBoundaries checks the rules that let ordinary text skip the
-// regular expression against the regular expression itself: wherever
-// hardBoundary says no pre-token crosses, none does, and the cut is safe.
-func TestHardBoundaries(t *testing.T) {
+// TestPretokens compares the hand-written pre-tokenizers with the
+// regular expressions they stand for, on random text over the alphabet
+// that decides where pre-tokens start and end.
+func TestPretokens(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 3))
 	for _, c := range counters {
 		loaded(t, c)
-		for range sample(2000, 300) {
+		for range sample(5000, 500) {
 			s := randomText(rng, 1+rng.IntN(40))
-			starts := map[int]bool{}
-			at := 0
-			for _, p := range pretokens(t, c, s) {
-				starts[at] = true
-				at += len(p)
-			}
-			runes := []rune(s)
-			for i := 1; i < len(runes); i++ {
-				if !hardBoundary(runes[i-1], runes[i]) {
-					continue
-				}
-				if !starts[i] {
-					t.Fatalf("%s: %q: a pre-token crosses the boundary before rune %d (%q|%q)", c.name, s, i, runes[i-1], runes[i])
-				}
-				if !safeCut(runes[i-1], runes[i]) {
-					t.Fatalf("%s: %q: boundary before rune %d is not lookahead-safe", c.name, s, i)
-				}
-			}
-			if got, want := c.count(s), len(exact(c, s)); got != want {
+			comparePretokens(t, c, s)
+			if got, want := c.count(s), len(exact(t, c, s)); got != want {
 				t.Fatalf("%s: %q: count %d, tiktoken %d", c.name, s, got, want)
 			}
 		}
 	}
+}
+
+func comparePretokens(t *testing.T, c *Counter, s string) {
+	t.Helper()
+	var want []string
+	for _, p := range pretokens(t, c, s) {
+		want = append(want, string(p))
+	}
+	var got []string
+	for i := 0; i < len(s); {
+		j := c.enc.split(s, i)
+		if j <= i || j > len(s) {
+			t.Fatalf("%s: %q: split at %d returned %d", c.name, s, i, j)
+		}
+		got = append(got, fixUTF8(s[i:j]))
+		i = j
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: %q:\n got  %q\n want %q", c.name, s, got, want)
+	}
+}
+
+// FuzzPretokens: the hand-written pre-tokenizers split any text as the
+// regular expressions do.
+func FuzzPretokens(f *testing.F) {
+	for _, s := range corpus(f) {
+		f.Add(s[:min(len(s), 2000)])
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		f.Add(randomText(rng, 30))
+	}
+	for _, c := range counters {
+		loaded(f, c)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 4<<10 {
+			return
+		}
+		for _, c := range counters {
+			comparePretokens(t, c, s)
+		}
+	})
 }
 
 // TestOverlongPretokens: text with overlong pre-tokens among ordinary
@@ -250,6 +259,21 @@ func degenerate(n int, seed uint64) map[string]string {
 	}
 }
 
+// TestUnbrokenText is the golden test of long unbroken text (random
+// base64, hex, one letter, a long URL, ...): the ids are exactly
+// tiktoken's for every pre-token up to maxPiece bytes and for every piece
+// of a longer one.
+func TestUnbrokenText(t *testing.T) {
+	for name, s := range degenerate(sample(6<<10, 2<<10), 21) {
+		for _, c := range counters {
+			loaded(t, c)
+			if got, want := c.Encode(s), modelIDs(t, c, s); !slices.Equal(got, want) {
+				t.Errorf("%s/%s: %d ids differ from the model's %d", c.name, name, len(got), len(want))
+			}
+		}
+	}
+}
+
 // TestDegenerateNearExact bounds the error where the count is not exact:
 // within 3% (or 2 tokens) of tiktoken's own count, at a length where
 // tiktoken's quadratic count still finishes quickly.
@@ -257,7 +281,7 @@ func TestDegenerateNearExact(t *testing.T) {
 	for name, s := range degenerate(3<<10, 5) {
 		for _, c := range counters {
 			loaded(t, c)
-			got, want := c.Count(s), len(exact(c, s))
+			got, want := c.Count(s), len(exact(t, c, s))
 			if d := max(got-want, want-got); d > 2 && float64(d) > 0.03*float64(want) {
 				t.Errorf("%s/%s: count %d, tiktoken %d", c.name, name, got, want)
 			}
@@ -321,6 +345,14 @@ func FuzzCount(f *testing.F) {
 }
 
 // benchText is 256 KiB (the message size limit) of the named input.
+// fixRune is r as string([]rune) writes it: invalid runes become U+FFFD.
+func fixRune(r rune) rune {
+	if !utf8.ValidRune(r) {
+		return utf8.RuneError
+	}
+	return r
+}
+
 func benchText(b testing.TB, name string) string {
 	const size = 256 << 10
 	switch name {

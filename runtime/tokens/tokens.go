@@ -1,7 +1,9 @@
-// Package tokens counts tokens locally with tiktoken, offline: the BPE tables
-// are embedded in the binary (tiktoken-go-loader), so the gateway never
-// downloads anything. Each encoding is loaded lazily, once per process, and
-// shared; every function here is safe for concurrent use.
+// Package tokens counts tokens locally, exactly as tiktoken does, offline:
+// the BPE rank tables are generated at build time and embedded in the
+// binary in a compact, pointer-free form (table.go), so the gateway never
+// downloads anything, loading an encoding costs microseconds and the
+// collector never scans the tables. Every function here is safe for
+// concurrent use.
 //
 // Counts are of plain text: special-token markers such as <|endoftext|> in
 // user text are counted as ordinary text, never interpreted (and never panic).
@@ -10,10 +12,6 @@ package tokens
 import (
 	"strings"
 	"sync"
-
-	"github.com/dlclark/regexp2"
-	"github.com/pkoukk/tiktoken-go"
-	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
 // Encoding names.
@@ -41,21 +39,12 @@ func Overhead(n int) int {
 	return n*MessageOverhead + ReplyOverhead
 }
 
-// The loader is a package global of tiktoken-go and must be set before the
-// first GetEncoding anywhere in the process; init runs before any caller can
-// reach GetEncoding through this package. Without it tiktoken-go fetches the
-// tables from the internet at run time.
-func init() {
-	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
-}
-
 // Counter counts tokens with one encoding. The zero value is not usable; get
 // one from For or Get.
 type Counter struct {
 	name   string
 	once   sync.Once
-	enc    *tiktoken.Tiktoken
-	split  *regexp2.Regexp // the encoding's pre-tokenizer, for overlong stretches
+	enc    encoder
 	err    error
 	recent countCache
 }
@@ -107,12 +96,19 @@ func Count(text string) int { return o200k.Count(text) }
 func (c *Counter) Encoding() string { return c.name }
 
 // Load loads the encoding now (it is loaded on first use otherwise) and
-// reports whether it could be loaded. Startup may call it to pay the load cost
-// (~150 ms for o200k) before the first message arrives.
+// reports whether it could be loaded. Loading only checks the embedded
+// table's header and reads 256 of its entries (microseconds, no
+// allocation to speak of), so the first count costs what every later one
+// does and nothing needs to be loaded ahead.
 func (c *Counter) Load() error {
 	c.once.Do(func() {
-		if c.enc, c.err = tiktoken.GetEncoding(c.name); c.err == nil {
-			c.split, c.err = compileSplit(c.name)
+		switch c.name {
+		case O200kBase:
+			c.enc.t, c.err = parseTable(o200kTable)
+			c.enc.split = splitO200k
+		case CL100kBase:
+			c.enc.t, c.err = parseTable(cl100kTable)
+			c.enc.split = splitCL100k
 		}
 	})
 	return c.err
@@ -141,11 +137,7 @@ func (c *Counter) Count(text string) int {
 	return n
 }
 
-func (c *Counter) count(text string) int {
-	n := 0
-	c.encode(text, func(ids []int) { n += len(ids) })
-	return n
-}
+func (c *Counter) count(text string) int { return c.enc.walk(text, nil) }
 
 // The same text is often counted twice close together (a fixed prompt every
 // turn; an answer by its provider and again when it is stored), and BPE
@@ -184,12 +176,12 @@ func (c *countCache) put(s string, n int) {
 // Encode returns the token ids of text, treating special-token markers as
 // plain text. It returns nil when the encoding cannot be loaded. The ids
 // are tiktoken's, except inside a pre-token longer than maxPiece bytes,
-// which is encoded in bounded pieces (see split.go), as Count counts it.
+// which is encoded in bounded pieces (see bpe.go), as Count counts it.
 func (c *Counter) Encode(text string) []int {
 	if c.Load() != nil {
 		return nil
 	}
 	var out []int
-	c.encode(text, func(ids []int) { out = append(out, ids...) })
+	c.enc.walk(text, &out)
 	return out
 }
