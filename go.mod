@@ -16,12 +16,14 @@ require (
 
 require github.com/go-telegram-bot-api/telegram-bot-api/v5 v5.5.1
 
-require golang.org/x/time v0.16.0
+require (
+	github.com/blevesearch/bleve/v2 v2.6.3
+	golang.org/x/time v0.16.0
+)
 
 require (
 	github.com/RoaringBitmap/roaring/v2 v2.14.5 // indirect
 	github.com/bits-and-blooms/bitset v1.24.2 // indirect
-	github.com/blevesearch/bleve/v2 v2.6.3 // indirect
 	github.com/blevesearch/bleve_index_api v1.4.1 // indirect
 	github.com/blevesearch/geo v0.2.8 // indirect
 	github.com/blevesearch/go-faiss v1.1.5 // indirect
