@@ -14,10 +14,16 @@
 //	               /static/style.css, /static/monitor.css, /static/monitor.js;
 //	               its DOM contract is described at the top of static/monitor.js)
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
+//	               the highlight.js themes under /static/vendor/highlight/,
 //	               /static/app.js, /static/markdown.js, /static/quota.js,
 //	               /static/settings.js, /static/attach.js, /static/media.js,
 //	               /static/chatmenu.js, /static/search.js, /static/manage.css,
 //	               /static/favicon.svg)
+//
+// static/vendor/ holds the browser libraries (marked, DOMPurify,
+// highlight.js, uPlot) with their licenses, copied there at pinned versions
+// by vendor.sh, which is run by hand; nothing is fetched at build or run
+// time.
 //
 // The login page is self-contained (inline style, inline icon), so it renders
 // even when /static is behind auth.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -43,8 +44,16 @@ var absURL = regexp.MustCompile(`(?i)\b(?:https?|wss?|ftp)://[^\s"'<>()\\]*`)
 
 func TestNoRemoteURLs(t *testing.T) {
 	err := fs.WalkDir(Static(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		// The vendored libraries name URLs in comments, licenses and XML
+		// namespaces; TestVendoredLibraries checks what they are instead.
+		if d.IsDir() && path == "vendor" {
+			return fs.SkipDir
+		}
+		if d.IsDir() {
+			return nil
 		}
 		b, err := fs.ReadFile(Static(), path)
 		if err != nil {
@@ -103,10 +112,12 @@ func TestPagesReferenceOnlyLocalAssets(t *testing.T) {
 			}
 		}
 	}
-	// app.js imports its modules relatively; they must exist too.
-	for _, m := range regexp.MustCompile(`from\s+'\./([^']+)'`).FindAllStringSubmatch(readStatic(t, "app.js"), -1) {
-		if _, err := fs.Stat(Static(), m[1]); err != nil {
-			t.Errorf("app.js imports %s, which is not embedded", m[1])
+	// The modules import others relatively; they must exist too.
+	for _, mod := range []string{"app.js", "markdown.js"} {
+		for _, m := range regexp.MustCompile(`from\s+'\./([^']+)'`).FindAllStringSubmatch(readStatic(t, mod), -1) {
+			if _, err := fs.Stat(Static(), m[1]); err != nil {
+				t.Errorf("%s imports %s, which is not embedded", mod, m[1])
+			}
 		}
 	}
 }
@@ -236,8 +247,12 @@ func TestStaticServesModules(t *testing.T) {
 	for path, ctype := range map[string]string{
 		"/static/app.js":      "javascript",
 		"/static/markdown.js": "javascript",
-		"/static/style.css":   "text/css",
-		"/static/favicon.svg": "image/svg+xml",
+		// DOMPurify's ES build ends in .mjs; a module needs a JavaScript type.
+		"/static/vendor/dompurify/purify.es.mjs":  "javascript",
+		"/static/vendor/marked/marked.esm.js":     "javascript",
+		"/static/vendor/highlight/github.min.css": "text/css",
+		"/static/style.css":                       "text/css",
+		"/static/favicon.svg":                     "image/svg+xml",
 	} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
@@ -252,5 +267,38 @@ func TestStaticServesModules(t *testing.T) {
 		if got := resp.Header.Get("Content-Type"); !strings.Contains(got, ctype) {
 			t.Errorf("GET %s: Content-Type %q, want %s", path, got, ctype)
 		}
+	}
+}
+
+// TestVendoredLibraries: each vendored library sits in static/vendor/ with
+// its license, as vendor.sh put it there at the version it pins, and the
+// test-only axe-core is not embedded (so not served).
+func TestVendoredLibraries(t *testing.T) {
+	versions := readStatic(t, "vendor/VERSIONS")
+	script, err := os.ReadFile("vendor.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lib := range []struct{ dir, pkg string }{
+		{"marked", "marked@"}, {"dompurify", "dompurify@"}, {"highlight", "@highlightjs/cdn-assets@"}, {"uplot", "uplot@"},
+	} {
+		if !strings.Contains(readStatic(t, "vendor/"+lib.dir+"/LICENSE"), "ermission") {
+			t.Errorf("vendor/%s/LICENSE does not read like a license", lib.dir)
+		}
+		i := strings.Index(versions, lib.pkg)
+		if i < 0 {
+			t.Errorf("VERSIONS does not pin %s", lib.pkg)
+			continue
+		}
+		line, _, _ := strings.Cut(versions[i:], "\n")
+		if !strings.Contains(string(script), `"`+line+`"`) {
+			t.Errorf("VERSIONS says %q, which vendor.sh does not pin: rerun vendor.sh", line)
+		}
+	}
+	if _, err := fs.Stat(Static(), "vendor/axe"); err == nil {
+		t.Error("axe-core is embedded; it is for the tests only")
+	}
+	if _, err := os.Stat("testdata/axe/axe.min.js"); err != nil {
+		t.Errorf("axe-core for the tests: %v", err)
 	}
 }
