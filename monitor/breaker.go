@@ -167,16 +167,22 @@ func (b *Breaker) Allow() (done func(err error, class string), err error) {
 		}
 		b.probeSeq++
 		b.probe, b.probeAt = b.probeSeq, now
-		return b.doneFunc(b.gen, b.probe), nil
+		return b.doneFunc(b.gen, b.probe, now), nil
 	default:
-		return b.doneFunc(b.gen, 0), nil
+		return b.doneFunc(b.gen, 0, now), nil
 	}
 }
 
-func (b *Breaker) doneFunc(gen, probe uint64) func(error, string) {
+// doneFunc also counts the request for the Monitor's charts: its latency
+// runs from Allow to done, which for a provider is the whole request.
+func (b *Breaker) doneFunc(gen, probe uint64, start time.Time) func(error, string) {
 	var once sync.Once
 	return func(err error, class string) {
-		once.Do(func() { b.report(gen, probe, err, class) })
+		once.Do(func() {
+			failed := err != nil && class != ClassCanceled && !errors.Is(err, context.Canceled)
+			b.m.recordRequest(b.id, start, b.m.now(), failed)
+			b.report(gen, probe, err, class)
+		})
 	}
 }
 

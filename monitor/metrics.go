@@ -44,6 +44,18 @@ type Metrics struct {
 	quotaWait   prometheus.Histogram
 	tgSends     *prometheus.CounterVec
 	tg429       prometheus.Counter
+
+	// agg, when set, also keeps each turn's tokens for the Monitor's charts.
+	agg *Monitor
+}
+
+// KeepAggregates makes TurnFinished also count tokens into mon's stored
+// aggregates (Monitor.RecordTokens), which survive a restart. Call it
+// before the Metrics are in use.
+func (m *Metrics) KeepAggregates(mon *Monitor) {
+	if m != nil {
+		m.agg = mon
+	}
 }
 
 // NewMetrics builds the metrics and their registry.
@@ -122,6 +134,7 @@ func (m *Metrics) TurnFinished(model string, d time.Duration, in, out, cached in
 	if outcome == "" {
 		outcome = "unknown"
 	}
+	m.agg.RecordTokens(model, in, out, cached)
 	m.turns.WithLabelValues(model, outcome).Inc()
 	m.turnSeconds.WithLabelValues(model).Observe(d.Seconds())
 	for _, t := range []struct {

@@ -1,7 +1,7 @@
 // Package monitor owns Mirror's breakers: the circuits that open when a
 // provider model, a tool loop or the Telegram Bot API keeps failing.
 //
-// It owns three bbolt buckets in the one database file that cmd opens:
+// It owns four bbolt buckets in the one database file that cmd opens:
 //
 //   - "breakers": the current state of every breaker that has ever changed
 //     state, by breaker id, so an open breaker stays open across a restart;
@@ -9,7 +9,9 @@
 //     every transition with its time, reason, trips and whether it was made
 //     by hand;
 //   - "breaker_display": the display history, one entry per closed incident,
-//     which Prune trims to breaker_history_days and breaker_history_max.
+//     which Prune trims to breaker_history_days and breaker_history_max;
+//   - "monitor_rollups": the Monitor's chart aggregates (requests, errors and
+//     latency per breaker, tokens per model, quota use), see rollup.go.
 //
 // Unresolved breakers (open or half open) are always shown, whatever their age
 // or the limits; the limits bound only the history of closed incidents.
@@ -172,6 +174,12 @@ type Monitor struct {
 
 	// pruned, when set (tests), receives the result of every scheduled prune.
 	pruned chan int
+
+	// The charts' aggregates (rollup.go): counts not yet flushed, and
+	// where Flush samples the quotas.
+	rollMu  sync.Mutex
+	pending map[pendKey]rollup
+	sampler func() []QuotaSample
 }
 
 // Open creates the monitor's buckets in db if needed and loads the breakers
@@ -241,6 +249,7 @@ func (m *Monitor) Start() error {
 	// on a slow disk) must not pile up a second one behind it.
 	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)))
 	c.Schedule(sched, cron.FuncJob(m.pruneJob))
+	c.Schedule(cron.Every(time.Minute), cron.FuncJob(m.flushJob))
 	c.Start()
 	m.cron = c
 	return nil
@@ -261,7 +270,14 @@ func (m *Monitor) pruneJob() {
 	}
 }
 
-// Close stops the prune job, waiting for a run in progress, and delivers the
+func (m *Monitor) flushJob() {
+	if err := m.Flush(); err != nil {
+		m.log.Error("monitor aggregates not stored", "err", err)
+	}
+}
+
+// Close stops the prune job, waiting for a run in progress, stores the
+// chart counts not yet flushed, and delivers the
 // notifications already queued to subscribers. Breakers keep working in
 // memory afterwards (callers shutting down may still report), but nothing
 // more is published. It does not close the database.
@@ -274,6 +290,8 @@ func (m *Monitor) Close() {
 		if c != nil {
 			<-c.Stop().Done()
 		}
+		// The last minute's counts, so a restart loses none.
+		m.flushJob()
 		m.hub.close()
 	})
 }

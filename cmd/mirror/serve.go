@@ -218,6 +218,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	metrics := monitor.NewMetrics()
+	// The Monitor's charts: tokens per turn and the quotas' use, stored.
+	metrics.KeepAggregates(mon)
+	mon.SampleQuotas(func() []monitor.QuotaSample {
+		var out []monitor.QuotaSample
+		for _, q := range engine.Quotas() {
+			s := monitor.QuotaSample{Key: q.Provider + "/" + q.Model, Used: q.Usage + q.Outside}
+			if q.Quota != nil {
+				s.Limit = int(q.Quota.Limit)
+			}
+			out = append(out, s)
+		}
+		return out
+	})
 	// Attachments live in data_dir/blobs; opening it removes the temp
 	// files of uploads a crash cut short.
 	at := cfg.Attachments
