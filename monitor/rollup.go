@@ -232,9 +232,9 @@ type Aggregates struct {
 	Quotas    []QuotaSeries    `json:"quotas"`
 	// Days (unix seconds of each UTC day's start) is the axis of Tokens:
 	// tokens are shown per day, the last 1 (day) or 7 (week) days.
-	Days     []int64          `json:"days"`
-	Tokens   []TokenSeries    `json:"tokens"`
-	Breakers []BreakerSpans   `json:"breakers"`
+	Days     []int64        `json:"days"`
+	Tokens   []TokenSeries  `json:"tokens"`
+	Breakers []BreakerSpans `json:"breakers"`
 }
 
 // ProviderSeries is one breaker's requests, errors and mean latency per step.

@@ -31,7 +31,9 @@ func TestAggregatesSurviveARestart(t *testing.T) {
 		}
 	}
 	e := newEnv(t, nil)
-	e.m.SampleQuotas(func() []QuotaSample { return []QuotaSample{{Key: "openai/gpt", Used: 300, Limit: 1000}, {Key: "idle/none"}} })
+	e.m.SampleQuotas(func() []QuotaSample {
+		return []QuotaSample{{Key: "openai/gpt", Used: 300, Limit: 1000}, {Key: "idle/none"}}
+	})
 	for _, s := range []step{
 		{0, req(true, 100*time.Millisecond)},
 		{0, req(false, 300*time.Millisecond)},
