@@ -9,6 +9,7 @@ package gateway
 //	                                   both /api/breakers/provider%3Aopenai%2Fgpt-4o/reset
 //	                                   and /api/breakers/provider:openai/gpt-4o/reset work
 //	GET  /api/monitor/events           Server-Sent Events, see monitorEvents
+//	GET  /api/monitor/aggregates       monitor.Aggregates as JSON; ?span=day (default) | week
 //	GET  /metrics                      Prometheus text format (Bearer token like the API)
 //
 // Without Options.Monitor (or Options.Metrics for /metrics) these answer 503
@@ -67,6 +68,7 @@ func (s *Server) monitorRoutes() {
 	// followed by more segments when it spans several, and ids hold "/".
 	s.mux.Handle("POST /api/breakers/{rest...}", s.need(http.HandlerFunc(s.apiBreakerReset)))
 	s.mux.Handle("GET /api/monitor/events", s.need(http.HandlerFunc(s.monitorEvents)))
+	s.mux.Handle("GET /api/monitor/aggregates", s.need(http.HandlerFunc(s.apiAggregates)))
 	s.mux.Handle("GET /metrics", s.need(http.HandlerFunc(s.serveMetrics)))
 	s.mux.Handle("GET /api/quotas", s.need(http.HandlerFunc(s.apiQuotas)))
 }
@@ -326,4 +328,30 @@ func (s *Server) apiQuotas(w http.ResponseWriter, r *http.Request) {
 		q = []any{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"quotas": q})
+}
+
+// apiAggregates serves the Monitor's charts: the stored aggregates of one
+// span (day or week), which survive a restart.
+func (s *Server) apiAggregates(w http.ResponseWriter, r *http.Request) {
+	mon := s.opt.Monitor
+	if mon == nil {
+		monitorOff(w)
+		return
+	}
+	span := monitor.Span(r.URL.Query().Get("span"))
+	if span == "" {
+		span = monitor.SpanDay
+	}
+	a, err := mon.Aggregates(span)
+	if errors.Is(err, monitor.ErrSpan) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	if err != nil {
+		s.log.Error("monitor aggregates", "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the aggregates"})
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, a)
 }

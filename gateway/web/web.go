@@ -11,7 +11,8 @@
 //	GET /          Index(), after auth
 //	GET /login     LoginPage(); a wrong token answers 401 with LoginPageWithError(msg)
 //	GET /monitor   MonitorPage(), after auth: the breaker dashboard (it loads
-//	               /static/style.css, /static/monitor.css, /static/monitor.js;
+//	               /static/style.css, /static/monitor.css, /static/monitor.js,
+//	               which imports /static/charts.js and its vendored uPlot;
 //	               its DOM contract is described at the top of static/monitor.js)
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
 //	               the highlight.js themes under /static/vendor/highlight/,

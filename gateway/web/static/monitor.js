@@ -27,6 +27,9 @@
 //   #quotas-section                 hidden unless GET /api/quotas answers 200
 //   #mon-error                      a problem with the feed (signed out, monitor off)
 //   #toasts .toast                  transient errors (a refused reset)
+//   #charts                         the charts of the stored aggregates (see charts.js)
+
+import { initCharts } from './charts.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -319,3 +322,4 @@ renderHistory();
 renderChats();
 connect();
 loadQuotas();
+initCharts();
