@@ -2,9 +2,11 @@ package monitor
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/config"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -230,4 +232,69 @@ func TestRollupsPruned(t *testing.T) {
 			t.Errorf("after %s: %d five-minute and %d hourly buckets, want %d and %d", c.advance, fine, hour, c.fine, c.hour)
 		}
 	}
+}
+
+// BenchmarkAllowDone is the cost a request pays at its breaker: Allow, then
+// done, which now also counts it for the charts (in memory; Flush writes).
+func BenchmarkAllowDone(b *testing.B) {
+	m, _ := benchMonitor(b)
+	br := m.Provider("openai", "gpt")
+	b.ReportAllocs()
+	for b.Loop() {
+		done, err := br.Allow()
+		if err != nil {
+			b.Fatal(err)
+		}
+		done(nil, "")
+	}
+}
+
+// BenchmarkAggregatesWeek reads a week of a busy gateway: 5 breakers with
+// requests every minute, 3 models' tokens, 2 quotas.
+func BenchmarkAggregatesWeek(b *testing.B) {
+	m, c := benchMonitor(b)
+	e := struct {
+		m     *Monitor
+		clock *clock
+	}{m, c}
+	e.m.SampleQuotas(func() []QuotaSample {
+		return []QuotaSample{{Key: "a/x", Used: 10, Limit: 100}, {Key: "b/y", Used: 5, Limit: 50}}
+	})
+	for range 7 * 24 * 60 {
+		for i := range 5 {
+			done, _ := e.m.Provider("p", string(rune('a'+i))).Allow()
+			done(nil, "")
+		}
+		for _, m := range []string{"main", "fast", "deep"} {
+			e.m.RecordTokens(m, 100, 10, 0)
+		}
+		if err := e.m.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		e.clock.Advance(time.Minute)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.m.Aggregates(SpanWeek); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchMonitor is a Monitor on a bbolt file of b's, with a fake clock.
+func benchMonitor(b *testing.B) (*Monitor, *clock) {
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "m.db"), 0o600, &bolt.Options{Timeout: time.Second, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := newClock()
+	m, err := Open(db, config.Default(), Options{Clock: c.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		m.Close()
+		db.Close()
+	})
+	return m, c
 }
