@@ -62,11 +62,12 @@ pkg="$tmp/dompurify/package"
 copy "$pkg/dist/purify.es.mjs" "$out/dompurify/purify.es.mjs"
 copy "$pkg/LICENSE" "$out/dompurify/LICENSE"
 
-# The common-languages build as an ES module, and one theme per scheme.
+# The common-languages build as an ES module, and one theme per scheme:
+# a11y-light and a11y-dark, made to keep WCAG AA contrast (4.5:1).
 pkg="$tmp/_highlightjs_cdn-assets/package"
 copy "$pkg/es/highlight.min.js" "$out/highlight/highlight.min.js"
-copy "$pkg/styles/github.min.css" "$out/highlight/github.min.css"
-copy "$pkg/styles/github-dark.min.css" "$out/highlight/github-dark.min.css"
+copy "$pkg/styles/a11y-light.min.css" "$out/highlight/a11y-light.min.css"
+copy "$pkg/styles/a11y-dark.min.css" "$out/highlight/a11y-dark.min.css"
 copy "$pkg/LICENSE" "$out/highlight/LICENSE"
 
 pkg="$tmp/uplot/package"

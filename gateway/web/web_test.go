@@ -250,7 +250,7 @@ func TestStaticServesModules(t *testing.T) {
 		// DOMPurify's ES build ends in .mjs; a module needs a JavaScript type.
 		"/static/vendor/dompurify/purify.es.mjs":  "javascript",
 		"/static/vendor/marked/marked.esm.js":     "javascript",
-		"/static/vendor/highlight/github.min.css": "text/css",
+		"/static/vendor/highlight/a11y-light.min.css": "text/css",
 		"/static/style.css":                       "text/css",
 		"/static/favicon.svg":                     "image/svg+xml",
 	} {

@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/mirror-gateway/mirror/config"
+)
+
+// axeContrast runs the vendored axe-core (gateway/web/testdata/axe, put
+// there by vendor.sh; the binary does not embed it) on the page and returns
+// its color-contrast violations, one line per node: WCAG AA asks 4.5:1 for
+// text (3:1 for large text).
+func axeContrast(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	src, err := os.ReadFile("web/testdata/axe/axe.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](string(src)+"\n;void 0")); err != nil {
+		t.Fatalf("load axe-core: %v", err)
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, { runOnly: { type: 'rule', values: ['color-contrast'] }, resultTypes: ['violations'] })
+		.then((r) => JSON.stringify(r.violations.flatMap((v) => v.nodes.map((n) => n.target.join(' ') + ': ' + (n.any[0]?.message || n.failureSummary)))))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe.run: %v", err)
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+		return err
+	})
+}
+
+// TestBrowserContrast: axe-core finds no text under 4.5:1 (3:1 when large)
+// on the chat page, with a conversation, a code block, timestamps and the
+// composer's hint, nor on the Monitor with a breaker, its history and the
+// charts, in light and in dark.
+func TestBrowserContrast(t *testing.T) {
+	model := newHeldModel(t)
+	st := newMonitorStackWith(t, func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "fake", Kind: "openai", BaseURL: model.srv.URL + "/v1"})
+		c.Models[0].Provider, c.Models[0].Model = "fake", "fake-model"
+	})
+	ctx := browser(t)
+	login(t, ctx, st.stack)
+	click(t, ctx, "#new-chat")
+	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
+	typeAndSend(t, ctx, "a *reply* with [a link](https://example.org) and\n\n```go\nfunc main() { return }\n```\n")
+	model.next(t)
+	until(t, ctx, "reply shown", `[...document.querySelectorAll('.msg.assistant:not(.streaming)')].some(e => e.textContent.includes('— done.'))`)
+	b := st.mon.Provider("fake", "m")
+	trip(t, b)
+	if _, err := st.mon.Reset(b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	trip(t, st.mon.Provider("fake", "n"))
+	if err := st.mon.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each scheme from a fresh load: switching under a live page would
+	// catch colours mid-transition.
+	page := js[string](t, ctx, `location.href`)
+	for _, scheme := range []string{"light", "dark"} {
+		do(t, ctx, colorScheme(scheme), chromedp.Navigate(page))
+		until(t, ctx, "reply shown", `[...document.querySelectorAll('.msg.assistant:not(.streaming)')].some(e => e.textContent.includes('— done.')) && document.querySelector('#status').dataset.state === 'connected'`)
+		shot(t, ctx, "contrast-chat-"+scheme)
+		if v := axeContrast(t, ctx); len(v) > 0 {
+			t.Errorf("chat page, %s: %d contrast violations:\n%s", scheme, len(v), strings.Join(v, "\n"))
+		}
+	}
+	for _, scheme := range []string{"light", "dark"} {
+		do(t, ctx, colorScheme(scheme), chromedp.Navigate(st.http.URL+"/monitor"))
+		until(t, ctx, "charts drawn", `document.querySelector('#charts').dataset.span === 'day' && !!document.querySelector('#history .breaker') && !!document.querySelector('#unresolved .breaker')`)
+		shot(t, ctx, "contrast-monitor-"+scheme)
+		if v := axeContrast(t, ctx); len(v) > 0 {
+			t.Errorf("Monitor, %s: %d contrast violations:\n%s", scheme, len(v), strings.Join(v, "\n"))
+		}
+	}
+}
