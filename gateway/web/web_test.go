@@ -248,11 +248,11 @@ func TestStaticServesModules(t *testing.T) {
 		"/static/app.js":      "javascript",
 		"/static/markdown.js": "javascript",
 		// DOMPurify's ES build ends in .mjs; a module needs a JavaScript type.
-		"/static/vendor/dompurify/purify.es.mjs":  "javascript",
-		"/static/vendor/marked/marked.esm.js":     "javascript",
+		"/static/vendor/dompurify/purify.es.mjs":      "javascript",
+		"/static/vendor/marked/marked.esm.js":         "javascript",
 		"/static/vendor/highlight/a11y-light.min.css": "text/css",
-		"/static/style.css":                       "text/css",
-		"/static/favicon.svg":                     "image/svg+xml",
+		"/static/style.css":                           "text/css",
+		"/static/favicon.svg":                         "image/svg+xml",
 	} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
