@@ -22,7 +22,7 @@ func readStatic(t *testing.T, name string) string {
 }
 
 func TestEmbeddedFiles(t *testing.T) {
-	for _, name := range []string{"index.html", "app.js", "markdown.js", "quota.js", "settings.js", "attach.js", "media.js", "style.css", "login.html", "favicon.svg"} {
+	for _, name := range []string{"index.html", "app.js", "markdown.js", "quota.js", "settings.js", "attach.js", "media.js", "style.css", "login.html", "favicon.svg", "charts.js"} {
 		t.Run(name, func(t *testing.T) {
 			if s := readStatic(t, name); len(strings.TrimSpace(s)) == 0 {
 				t.Fatalf("%s is empty", name)
@@ -158,7 +158,7 @@ func TestAppSpeaksProtocol(t *testing.T) {
 
 func TestNoHTMLInjection(t *testing.T) {
 	bad := regexp.MustCompile(`\.innerHTML\b|\.outerHTML\b|insertAdjacentHTML|document\.write|\beval\(|new Function\(|createContextualFragment`)
-	for _, name := range []string{"app.js", "markdown.js", "quota.js", "settings.js"} {
+	for _, name := range []string{"app.js", "markdown.js", "quota.js", "settings.js", "charts.js"} {
 		if loc := bad.FindStringIndex(readStatic(t, name)); loc != nil {
 			t.Errorf("%s uses %q: render text with textContent and DOM nodes", name, readStatic(t, name)[loc[0]:loc[1]])
 		}
