@@ -59,6 +59,23 @@ func (h *host) QuotaWait(w quota.Wait) {
 	})
 }
 
+// CallProgress shows the chat's subscribers what a running call reported
+// of its progress: a tool.progress that, like quota.wait, carries the
+// latest durable seq and is never stored. It never blocks the call.
+func (h *host) CallProgress(call provider.ToolCall, message string) {
+	go h.a.post(func() {
+		a := h.a
+		if a.turn != h.t {
+			return
+		}
+		ev := &Event{Type: EvToolProgress, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: h.t.id,
+			Call: &provider.ToolCall{ID: call.ID, Name: call.Name}, Text: message}
+		for sub := range a.subs {
+			sub.Deliver(Delivery{Event: ev})
+		}
+	})
+}
+
 // Diagnostic adds what one attempt or hook block left to the record
 // (runtime.DiagnosticJournal). It goes with the turn's next commit rather
 // than one of its own: a model request costs no extra sync, and nothing is

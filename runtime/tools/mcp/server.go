@@ -206,8 +206,11 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 // it started.
 func (s *server) transport() (sdk.Transport, func(), error) {
 	if !s.cfg.Stdio() {
-		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.headers}}
-		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 1}, func() {}, nil
+		// A transport of its own per start, so stopping leaves no idle
+		// connection (and its goroutines) behind.
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		hc := &http.Client{Transport: headerTransport{base: base, headers: s.headers}}
+		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 1}, base.CloseIdleConnections, nil
 	}
 	cmd := pgroup.Command(shellLine(s.cfg.Command, s.cfg.Args))
 	cmd.KillStragglers = true
