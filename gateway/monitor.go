@@ -10,6 +10,7 @@ package gateway
 //	                                   and /api/breakers/provider:openai/gpt-4o/reset work
 //	GET  /api/monitor/events           Server-Sent Events, see monitorEvents
 //	GET  /metrics                      Prometheus text format (Bearer token like the API)
+//	GET  /api/mcp                      {"servers":[{name, transport, state, tools, restarts, error, breaker}]}
 //
 // Without Options.Monitor (or Options.Metrics for /metrics) these answer 503
 // with a JSON error.
@@ -69,6 +70,7 @@ func (s *Server) monitorRoutes() {
 	s.mux.Handle("GET /api/monitor/events", s.need(http.HandlerFunc(s.monitorEvents)))
 	s.mux.Handle("GET /metrics", s.need(http.HandlerFunc(s.serveMetrics)))
 	s.mux.Handle("GET /api/quotas", s.need(http.HandlerFunc(s.apiQuotas)))
+	s.mux.Handle("GET /api/mcp", s.need(http.HandlerFunc(s.apiMCP)))
 }
 
 // closeMonitorFeeds ends every live feed and waits for their handlers;
@@ -326,4 +328,18 @@ func (s *Server) apiQuotas(w http.ResponseWriter, r *http.Request) {
 		q = []any{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"quotas": q})
+}
+
+// apiMCP lists the MCP servers for the Monitor: state, tool counts,
+// restarts, the last error (secrets redacted) and the breaker's id.
+func (s *Server) apiMCP(w http.ResponseWriter, r *http.Request) {
+	if s.opt.MCP == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no MCP servers run in this gateway"})
+		return
+	}
+	v := s.opt.MCP()
+	if v == nil {
+		v = []any{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": v})
 }

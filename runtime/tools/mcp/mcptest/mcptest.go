@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ import (
 // Files in the folder: one line per event.
 const (
 	CallsFile  = "calls"  // "echo", "slow", "cancelled slow", ...
-	StartsFile = "starts" // one line per start of a stdio server
+	StartsFile = "starts" // "start PID", one line per start of a stdio server
 )
 
 // Modes of Main (its second argument).
@@ -165,7 +166,7 @@ func Main() {
 		return
 	}
 	mode, dir, _ := strings.Cut(v, " ")
-	note(dir, StartsFile, "start")
+	note(dir, StartsFile, "start "+strconv.Itoa(os.Getpid()))
 	switch mode {
 	case ModeFailAfterOnce:
 		if len(Lines(dir, StartsFile)) > 1 {
