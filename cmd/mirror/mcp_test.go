@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -216,4 +218,56 @@ func (w *wsClient) frame() map[string]any {
 		w.t.Fatalf("error frame %v", m)
 	}
 	return m
+}
+
+// BenchmarkStartWithMCPServers is BenchmarkStartToFirstConn with 5 stdio
+// MCP servers configured (this test binary as mcptest.Main): "ready"
+// servers answer at once, "slow" ones take a minute to answer. The gateway
+// must accept connections without waiting for either; each iteration is
+// one process, the metrics the median and the slowest.
+func BenchmarkStartWithMCPServers(b *testing.B) {
+	for _, mode := range []string{mcptest.ModeServe, mcptest.ModeSlowStart} {
+		b.Run(map[string]string{mcptest.ModeServe: "ready", mcptest.ModeSlowStart: "slow"}[mode], func(b *testing.B) {
+			dir := b.TempDir()
+			var y strings.Builder
+			y.WriteString(benchYAML + "mcp:\n  servers:\n")
+			var env []string
+			for i := range 5 {
+				fmt.Fprintf(&y, "    - {name: s%d, command: %s, env: {%s: MCPTEST_MAIN_%d}}\n", i, strconv.Quote(os.Args[0]), mcptest.EnvMain, i)
+				env = append(env, fmt.Sprintf("MCPTEST_MAIN_%d=%s %s", i, mode, dir))
+			}
+			cfg := filepath.Join(dir, "runtime.yaml")
+			if err := os.WriteFile(cfg, []byte(y.String()), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			var times []float64
+			i := 0
+			for b.Loop() {
+				i++
+				addr := freeAddr(b)
+				cmd := newServeCmd(cfg, filepath.Join(dir, fmt.Sprintf("data%d", i)), addr)
+				cmd.Env = append(cmd.Env, env...)
+				client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+				t0 := time.Now()
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				c := &child{cmd: cmd, waited: make(chan error, 1), stderr: cmd.Stderr.(*lockedBuffer)}
+				go func() { c.waited <- cmd.Wait() }()
+				deadline := time.Now().Add(benchWait)
+				for healthz(client, addr) != nil {
+					if time.Now().After(deadline) {
+						c.kill()
+						b.Fatalf("no /healthz in %s; stderr %s", benchWait, c.stderr)
+					}
+					time.Sleep(200 * time.Microsecond)
+				}
+				times = append(times, ms(time.Since(t0)))
+				c.kill() // the servers' leaders see the gateway go and end them
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(median(times), "start_ms")
+			b.ReportMetric(slices.Max(times), "max_ms")
+		})
+	}
 }
