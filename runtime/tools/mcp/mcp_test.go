@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -345,4 +347,59 @@ func TestShellLine(t *testing.T) {
 	if got != want {
 		t.Errorf("shellLine = %s, want %s", got, want)
 	}
+}
+
+// An HTTP server that goes away opens its breaker too: its calls fail,
+// it cannot be reached again, and its tools then answer unavailable.
+func TestHTTPOutageOpensBreaker(t *testing.T) {
+	dir := t.TempDir()
+	ts := httptest.NewServer(mcptest.Handler(dir, "", nil))
+	s := config.MCPServer{Name: "srv", URL: ts.URL, Timeout: 5 * time.Second}
+	f := newFixture(t, dir, []config.MCPServer{s}, nil, []config.PolicyPattern{{Pattern: "srv__*", Policy: config.PolicyAllow}},
+		monitor.Thresholds{Failures: 3, Cooldown: time.Hour})
+	waitFor(t, "the tools", func() bool { return f.offered("srv__echo") })
+	ts.CloseClientConnections()
+	ts.Close()
+	waitFor(t, "the breaker", func() bool {
+		f.run(context.Background(), "srv__echo", `{"text":"x"}`, tools.CallMeta{})
+		return f.mon.MCP("srv").View().State == monitor.StateOpen
+	})
+	res := f.run(context.Background(), "srv__echo", `{"text":"x"}`, tools.CallMeta{})
+	if !res.IsError || !strings.Contains(res.Content, "unavailable: the MCP server srv keeps failing") {
+		t.Errorf("echo while open = %+v", res)
+	}
+	if st := f.m.Status()[0]; st.State != StateUnavailable || st.Error == "" {
+		t.Errorf("Status = %+v", st)
+	}
+}
+
+// FuzzCheck feeds arbitrary arguments through the registry's check of an
+// MCP tool: never a panic, and what passes is a JSON object.
+func FuzzCheck(f *testing.F) {
+	srv := &server{cfg: config.MCPServer{Name: "srv"}, m: &Manager{log: slog.New(slog.DiscardHandler)}}
+	ext := srv.externals([]*sdk.Tool{{Name: "t", InputSchema: map[string]any{"type": "object",
+		"properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 0}, "s": map[string]any{"type": "string"}},
+		"required": []any{"n"}}}})
+	reg, err := tools.New(tools.Options{Workspace: f.TempDir(), Sources: []tools.Source{staticSource(ext)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{`{"n":1}`, `{"n":-1}`, `{"s":"x"}`, `[]`, `{"n":1e400}`, ``, `{"n":1,"n":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		err := reg.Check(provider.ToolCall{Name: "srv__t", Arguments: args})
+		if err == nil && !json.Valid([]byte(args)) && strings.TrimSpace(args) != "" {
+			t.Fatalf("invalid JSON %q passed", args)
+		}
+	})
+}
+
+// staticSource is a Source with a fixed list, for checks that call nothing.
+type staticSource []tools.External
+
+func (s staticSource) Tools() []tools.External { return s }
+func (s staticSource) Generation() uint64      { return 1 }
+func (s staticSource) Call(context.Context, string, []byte, tools.CallMeta) (string, bool, error) {
+	return "", true, errors.New("not callable")
 }

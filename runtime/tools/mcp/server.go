@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -237,20 +238,30 @@ func (s *server) transport() (sdk.Transport, func(), error) {
 	return &sdk.IOTransport{Reader: stdout, Writer: stdin}, stop, nil
 }
 
-// call runs one tool call on the running session.
+// call runs one tool call on the running session. A stdio server's
+// breaker is the supervisor's (a crash is what fails); an HTTP server has
+// no process to watch, so its calls are what tell its breaker: each asks
+// it first, and after the cooldown the first call is the probe.
 func (s *server) call(ctx context.Context, tool string, args []byte, meta tools.CallMeta) (string, bool, error) {
-	if s.breaker != nil && s.breaker.View().State == monitor.StateOpen {
-		v := s.breaker.View()
-		until := ""
-		if v.RetryAt != nil {
-			until = " until " + v.RetryAt.Format(time.RFC3339)
+	done := func(error, string) {}
+	if s.breaker != nil {
+		if s.cfg.Stdio() {
+			if s.breaker.View().State == monitor.StateOpen {
+				return "", true, s.unavailable()
+			}
+		} else {
+			d, err := s.breaker.Allow()
+			if err != nil {
+				return "", true, s.unavailable()
+			}
+			done = d
 		}
-		return "", true, fmt.Errorf("unavailable: the MCP server %s keeps failing (%s) and is switched off%s; do the task without it or tell the person", s.cfg.Name, s.lastError(), until)
 	}
 	s.mu.Lock()
 	sess := s.sess
 	s.mu.Unlock()
 	if sess == nil {
+		done(nil, monitor.ClassCanceled) // says nothing either way
 		return "", true, fmt.Errorf("unavailable: the MCP server %s is not running now (%s); it is being restarted, so try again later or do the task without it", s.cfg.Name, s.lastError())
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
@@ -264,21 +275,46 @@ func (s *server) call(ctx context.Context, tool string, args []byte, meta tools.
 	res, err := sess.CallTool(ctx, params)
 	switch {
 	case err == nil:
+		done(nil, "")
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		done(err, monitor.ClassTimeout)
 		return "", true, fmt.Errorf("no answer within %s (mcp.servers timeout); the call was cancelled on the server", s.cfg.CallTimeout())
 	case ctx.Err() != nil:
+		done(nil, monitor.ClassCanceled)
 		return "", true, errors.New("stopped: the call was cancelled on the server")
 	default:
-		if !s.cfg.Stdio() && s.breaker != nil {
-			// An HTTP server has no process to watch: its failed calls are
-			// what tell its breaker it is down.
-			if done, aerr := s.breaker.Allow(); aerr == nil {
-				done(err, monitor.ClassNetwork)
-			}
+		var werr *jsonrpc.Error
+		if errors.As(err, &werr) && werr.Code != codeRejected {
+			// The server answered with an error: it is up.
+			done(nil, "")
+			return "", true, err
+		}
+		done(err, monitor.ClassNetwork)
+		s.mu.Lock()
+		s.lastErr = s.redact(err.Error())
+		s.mu.Unlock()
+		if !s.cfg.Stdio() {
+			// The session may be gone with the server (a restarted one
+			// forgets it): end it, so the supervisor connects again.
+			go sess.Close()
 		}
 		return "", true, err
 	}
 	return render(res), res.IsError, nil
+}
+
+// codeRejected is the SDK's JSON-RPC code for a request its transport
+// could not deliver (the HTTP POST failed): no answer from the server.
+const codeRejected = -32005
+
+// unavailable is what a call of an open server's tool answers.
+func (s *server) unavailable() error {
+	v := s.breaker.View()
+	until := ""
+	if v.RetryAt != nil {
+		until = " until " + v.RetryAt.Format(time.RFC3339)
+	}
+	return fmt.Errorf("unavailable: the MCP server %s keeps failing (%s) and is switched off%s; do the task without it or tell the person", s.cfg.Name, s.lastError(), until)
 }
 
 func (s *server) lastError() string {
