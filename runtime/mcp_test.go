@@ -116,7 +116,7 @@ func TestMCPCallOfALeftOutServerIsRefused(t *testing.T) {
 	call := provider.ToolCall{ID: "call_1", Name: "srv__echo", Arguments: `{"text":"x"}`}
 	j := &recorder{}
 	_, err := e.Run(context.Background(), TurnInput{Chat: "c1", Turn: 3, Chain: "default", Host: j, Servers: []string{},
-		Settle: map[string]string{call.ID: Repeat},
+		Settle:  map[string]string{call.ID: Repeat},
 		History: []provider.Message{{Role: provider.RoleUser, Content: "echo"}, {Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{call}}}},
 		func(string) error { return nil })
 	if err != nil {

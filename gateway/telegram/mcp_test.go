@@ -67,4 +67,3 @@ func TestMCPToolInTelegram(t *testing.T) {
 		return st.idle(t, chat)
 	})
 }
-

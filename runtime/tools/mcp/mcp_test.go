@@ -379,7 +379,7 @@ func FuzzCheck(f *testing.F) {
 	srv := &server{cfg: config.MCPServer{Name: "srv"}, m: &Manager{log: slog.New(slog.DiscardHandler)}}
 	ext := srv.externals([]*sdk.Tool{{Name: "t", InputSchema: map[string]any{"type": "object",
 		"properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 0}, "s": map[string]any{"type": "string"}},
-		"required": []any{"n"}}}})
+		"required":   []any{"n"}}}})
 	reg, err := tools.New(tools.Options{Workspace: f.TempDir(), Sources: []tools.Source{staticSource(ext)}})
 	if err != nil {
 		f.Fatal(err)
