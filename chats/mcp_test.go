@@ -179,7 +179,7 @@ func TestMCPServersPerChat(t *testing.T) {
 	e := newMCPEnv(t, config.PolicyPattern{Pattern: "srv__*", Policy: config.PolicyAllow})
 	c := e.chat()
 	st, err := e.svc.Command(bg, c.ID, "/status", Origin{})
-	if err != nil || !strings.Contains(st, "(6 from MCP servers)") {
+	if err != nil || !strings.Contains(st, "(7 from MCP servers)") {
 		t.Fatalf("/status = %q, %v", st, err)
 	}
 	out, err := e.svc.Command(bg, c.ID, "/mcp off srv", Origin{})

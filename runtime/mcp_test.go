@@ -69,10 +69,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestMCPToolsInTheFixedPart(t *testing.T) {
 	e, reg, _ := mcpEngine(t)
 	all, none := e.Tools("default", nil), e.Tools("default", []string{})
-	if all.MCP != 6 || none.MCP != 0 || all.Tools != none.Tools+6 || all.Tokens <= none.Tokens || all.Window != 128000 {
+	if all.MCP != 7 || none.MCP != 0 || all.Tools != none.Tools+7 || all.Tokens <= none.Tokens || all.Window != 128000 {
 		t.Fatalf("Tools: all %+v, none %+v", all, none)
 	}
-	if !strings.Contains(all.Line(), "(6 from MCP servers)") {
+	if !strings.Contains(all.Line(), "(7 from MCP servers)") {
 		t.Errorf("Line() = %s", all.Line())
 	}
 	if mi := e.Models()[0].Tools; mi != all {
@@ -87,7 +87,7 @@ func TestMCPToolsInTheFixedPart(t *testing.T) {
 		t.Fatal(res.Content)
 	}
 	waitUntil(t, "the changed list", func() bool { return offers(e.offered(true), "srv__added") })
-	if got := e.Tools("default", nil); got.MCP != 7 || got.Tokens <= all.Tokens {
+	if got := e.Tools("default", nil); got.MCP != 8 || got.Tokens <= all.Tokens {
 		t.Errorf("after the change: %+v (before %+v)", got, all)
 	}
 	if defs, _ := e.offer(true, []string{"other"}); offers(defs, "srv__echo") {

@@ -75,7 +75,9 @@ func (r *Registry) externalDefs(keep func(server string) bool) []provider.Tool {
 	var ext []External
 	for _, s := range r.sources {
 		for _, t := range s.Tools() {
-			if r.Policy(t.Name) == Deny || (keep != nil && !keep(t.Server)) {
+			// The policy straight from the patterns: r.Policy would look
+			// the tool up again, for every tool of every source.
+			if Policy(config.MCPPolicy(r.patterns, t.Name)) == Deny || (keep != nil && !keep(t.Server)) {
 				continue
 			}
 			ext = append(ext, t)

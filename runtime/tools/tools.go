@@ -3,7 +3,10 @@
 // the workspace every path is confined to, the built-in tools (read_file,
 // write_file, edit_file, list_dir, shell, send_file), previews of long results, and the
 // file-tool change ledger behind /changes and /rewind (bbolt bucket
-// "changes").
+// "changes"). Tools whose list changes while the gateway runs (the MCP
+// servers of runtime/tools/mcp) join as a Source: named SERVER__TOOL, with
+// policies by name or pattern (ask when none matches), checked, approved,
+// journaled and previewed like the built-ins.
 //
 // A call goes Check (unknown tool, denied, bad arguments: refused before
 // anyone is asked), then, when Policy says ask, the caller's approval, then

@@ -177,11 +177,27 @@ func TestListAndCall(t *testing.T) {
 		if res.Handle == "" || len(res.Full) != 40000 || len(res.Content) >= len(res.Full) || !strings.Contains(res.Content, res.Handle) {
 			t.Errorf("big: handle %q, full %d, content %d", res.Handle, len(res.Full), len(res.Content))
 		}
-		if got := mcptest.Lines(dir, mcptest.CallsFile); !slices.Equal(got, []string{"echo"}) {
+		// Resources are read through SERVER__read_resource, which names them.
+		for _, d := range f.reg.Definitions() {
+			if d.Name == "srv__read_resource" && !strings.Contains(d.Description, "mem://notes (notes)") {
+				t.Errorf("read_resource offered as %q", d.Description)
+			}
+		}
+		res = f.run(context.Background(), "srv__read_resource", `{"uri":"mem://notes"}`, tools.CallMeta{})
+		if res.IsError || res.Content != "the notes" {
+			t.Errorf("read_resource = %+v", res)
+		}
+		if res = f.run(context.Background(), "srv__read_resource", `{"uri":"mem://none"}`, tools.CallMeta{}); !res.IsError {
+			t.Errorf("read_resource of nothing = %+v", res)
+		}
+		if v := f.mon.MCP("srv").View(); v.State != monitor.StateClosed {
+			t.Errorf("a missing resource counted against the server: %+v", v)
+		}
+		if got := mcptest.Lines(dir, mcptest.CallsFile); !slices.Equal(got, []string{"echo", "read mem://notes"}) {
 			t.Errorf("the server saw %q, want one echo (bad arguments never reach it)", got)
 		}
 		st := f.m.Status()
-		if len(st) != 1 || st[0].State != StateReady || st[0].Tools != 6 || st[0].Breaker != "mcp:srv" {
+		if len(st) != 1 || st[0].State != StateReady || st[0].Tools != 7 || st[0].Breaker != "mcp:srv" {
 			t.Errorf("Status = %+v", st)
 		}
 	})

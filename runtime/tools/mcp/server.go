@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,14 +35,15 @@ type server struct {
 	breaker *monitor.Breaker  // nil without a Monitor
 	changed chan struct{}     // its tool list changed
 
-	mu       sync.Mutex
-	sess     *sdk.ClientSession // nil while not running
-	tools    []tools.External
-	state    string
-	lastErr  string
-	restarts int
-	progress map[string]func(string) // progress token -> the call's reporter
-	nextTok  uint64
+	mu        sync.Mutex
+	sess      *sdk.ClientSession // nil while not running
+	tools     []tools.External
+	state     string
+	lastErr   string
+	restarts  int
+	resources bool                    // SERVER__read_resource is offered: the server has resources
+	progress  map[string]func(string) // progress token -> the call's reporter
+	nextTok   uint64
 }
 
 func (s *server) addSecret(v string) {
@@ -90,17 +92,17 @@ func (s *server) run(ctx context.Context) {
 			}
 			done = d
 		}
-		report := func(err error) {
+		report := func(err error, class string) {
 			if done != nil {
-				done(err, monitor.ClassServer)
+				done(err, class)
 				done = nil
 			}
 		}
 		s.set(StateStarting, "")
 		started := time.Now()
-		err := s.serve(ctx, func() { report(nil) })
+		err := s.serve(ctx, func() { report(nil, "") })
 		if ctx.Err() != nil {
-			report(nil) // shutting down says nothing of the server
+			report(ctx.Err(), monitor.ClassCanceled) // shutting down says nothing of the server
 			return
 		}
 		s.mu.Lock()
@@ -108,7 +110,7 @@ func (s *server) run(ctx context.Context) {
 		s.mu.Unlock()
 		s.set(StateRestarting, err.Error())
 		s.m.log.Warn("mcp: server ended; restarting", "server", s.cfg.Name, "error", s.redact(err.Error()), "backoff", backoff)
-		report(err)
+		report(err, monitor.ClassServer)
 		if time.Since(started) >= s.opt.Stable {
 			backoff = s.opt.MinBackoff
 		}
@@ -124,13 +126,9 @@ func (s *server) run(ctx context.Context) {
 // It returns why it ended.
 func (s *server) serve(ctx context.Context, stable func()) error {
 	client := sdk.NewClient(&sdk.Implementation{Name: "mirror", Version: "1"}, &sdk.ClientOptions{
-		Capabilities: &sdk.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
-			select {
-			case s.changed <- struct{}{}:
-			default:
-			}
-		},
+		Capabilities:               &sdk.ClientCapabilities{},
+		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { s.listChanged() },
+		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { s.listChanged() },
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			s.onProgress(req.Params)
 		},
@@ -195,8 +193,17 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 		all = append(all, t)
 	}
 	ext := s.externals(all)
+	res, err := s.resourceTool(lctx, sess, all)
+	if err != nil {
+		return err
+	}
+	if res != nil {
+		ext = append(ext, *res)
+		sort.Slice(ext, func(i, j int) bool { return ext[i].Name < ext[j].Name })
+	}
 	s.mu.Lock()
 	s.tools = ext
+	s.resources = res != nil
 	s.mu.Unlock()
 	s.m.gen.Add(1)
 	return nil
@@ -261,8 +268,9 @@ func (s *server) call(ctx context.Context, tool string, args []byte, meta tools.
 	sess := s.sess
 	s.mu.Unlock()
 	if sess == nil {
-		done(nil, monitor.ClassCanceled) // says nothing either way
-		return "", true, fmt.Errorf("unavailable: the MCP server %s is not running now (%s); it is being restarted, so try again later or do the task without it", s.cfg.Name, s.lastError())
+		err := fmt.Errorf("unavailable: the MCP server %s is not running now (%s); it is being restarted, so try again later or do the task without it", s.cfg.Name, s.lastError())
+		done(err, monitor.ClassCanceled) // an error of an ignored class: neither failure nor success
+		return "", true, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout())
 	defer cancel()
@@ -272,7 +280,13 @@ func (s *server) call(ctx context.Context, tool string, args []byte, meta tools.
 		defer s.unwatch(tok)
 		params.SetProgressToken(tok)
 	}
-	res, err := sess.CallTool(ctx, params)
+	var res *sdk.CallToolResult
+	var err error
+	if s.readsResources(tool) {
+		res, err = readResource(ctx, sess, args)
+	} else {
+		res, err = sess.CallTool(ctx, params)
+	}
 	switch {
 	case err == nil:
 		done(nil, "")
@@ -280,7 +294,7 @@ func (s *server) call(ctx context.Context, tool string, args []byte, meta tools.
 		done(err, monitor.ClassTimeout)
 		return "", true, fmt.Errorf("no answer within %s (mcp.servers timeout); the call was cancelled on the server", s.cfg.CallTimeout())
 	case ctx.Err() != nil:
-		done(nil, monitor.ClassCanceled)
+		done(ctx.Err(), monitor.ClassCanceled) // the person stopped it: says nothing of the server
 		return "", true, errors.New("stopped: the call was cancelled on the server")
 	default:
 		var werr *jsonrpc.Error
@@ -488,3 +502,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 var _ io.Writer = (*lineLog)(nil)
+
+// listChanged asks the supervisor to list the server's tools (and
+// resources) again; it never blocks the session.
+func (s *server) listChanged() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}

@@ -7,7 +7,8 @@
 // Tools: echo {text}, slow {} (reports progress, then waits to be
 // cancelled), crash {} (the process exits), add_tool {} (adds "added" and
 // so tells the client its list changed), secret {} (returns the variable
-// MCPTEST_SECRET and writes it to stderr), big {n} (n characters).
+// MCPTEST_SECRET and writes it to stderr), big {n} (n characters); and one
+// resource, mem://notes.
 package mcptest
 
 import (
@@ -140,6 +141,11 @@ func NewServer(dir string, cancelled chan<- struct{}) *mcp.Server {
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			n, _ := args(req)["n"].(float64)
 			return text(strings.Repeat("x", int(n))), nil
+		})
+	s.AddResource(&mcp.Resource{URI: "mem://notes", Name: "notes", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			note(dir, CallsFile, "read "+req.Params.URI)
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "the notes"}}}, nil
 		})
 	return s
 }
