@@ -100,6 +100,7 @@ var commands = []CommandSpec{
 	{Name: "/changes", Help: "the file changes of this chat's tools, by turn", run: (*Service).cmdChanges},
 	{Name: "/rewind", Args: "N", Help: "put the workspace back to before turn N", run: (*Service).cmdRewind},
 	{Name: "/mcp", Args: "[all|none|on NAME...|off NAME...]", Help: "the MCP servers this chat offers the model, or choose them", run: (*Service).cmdMCP},
+	{Name: "/prompt", Args: "[SERVER NAME ARG=VALUE...]", Help: "the MCP servers' prompts, or send one as your message", run: (*Service).cmdPrompt},
 	{Name: "/stop", Help: "stop the running turn", run: (*Service).cmdStop},
 }
 
@@ -154,6 +155,10 @@ func (s *Service) cmdStatus(ctx context.Context, chat string, _ []string, _ stri
 
 func (s *Service) cmdMCP(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
 	return s.mcpCommand(ctx, chat, fields, o)
+}
+
+func (s *Service) cmdPrompt(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
+	return s.promptCommand(ctx, chat, fields, o)
 }
 
 func (s *Service) cmdCompact(ctx context.Context, chat string, _ []string, text string, o Origin) (string, error) {

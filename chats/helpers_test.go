@@ -87,6 +87,7 @@ type env struct {
 	sources    []tools.Source
 	patterns   []config.PolicyPattern
 	mcpServers []string
+	prompts    Prompts
 }
 
 func newEnv(t *testing.T, g *gate) *env {
@@ -116,7 +117,7 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir, UndoDelete: e.undo, MCPServers: e.mcpServers}
+	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir, UndoDelete: e.undo, MCPServers: e.mcpServers, Prompts: e.prompts}
 	if e.searchDir != "" {
 		if e.index, err = search.Open(e.searchDir); err != nil {
 			e.t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mirror-gateway/mirror/runtime"
 )
@@ -136,4 +137,53 @@ func orNone(names []string) string {
 		return "none"
 	}
 	return strings.Join(names, ", ")
+}
+
+// Prompts are the prompts of the MCP servers (runtime/tools/mcp's
+// Manager), which /prompt sends as the person's message.
+type Prompts interface {
+	// PromptList lists them, one line each.
+	PromptList() []string
+	// PromptText is the text of a server's prompt with args.
+	PromptText(ctx context.Context, server, name string, args map[string]string) (string, error)
+}
+
+// promptCommand is /prompt: without arguments the servers' prompts; with
+// SERVER NAME [ARG=VALUE...] that prompt's text sent as the person's next
+// message, queued like any other.
+func (s *Service) promptCommand(ctx context.Context, chat string, fields []string, o Origin) (string, error) {
+	p := s.opt.Prompts
+	if p == nil {
+		return "No MCP server offers prompts here.", nil
+	}
+	if len(fields) == 1 {
+		list := p.PromptList()
+		if len(list) == 0 {
+			return "No MCP server offers prompts now.", nil
+		}
+		return "Prompts (send one with /prompt SERVER NAME [ARG=VALUE...]; * marks a required argument):\n" + strings.Join(list, "\n"), nil
+	}
+	if len(fields) < 3 {
+		return "", fmt.Errorf("%w: usage: /prompt SERVER NAME [ARG=VALUE...]", ErrBadInput)
+	}
+	args := map[string]string{}
+	for _, f := range fields[3:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return "", fmt.Errorf("%w: prompt arguments are ARG=VALUE, not %q", ErrBadInput, f)
+		}
+		args[k] = v
+	}
+	text, err := p.PromptText(ctx, fields[1], fields[2], args)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadInput, err)
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", fmt.Errorf("%w: the prompt %s of %s is empty", ErrBadInput, fields[2], fields[1])
+	}
+	m, err := s.Send(ctx, chat, text, "prompt-"+randomID(), "", o)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Sent the prompt %s of %s as message %s (%d characters).", fields[2], fields[1], m.ID, utf8.RuneCountInString(text)), nil
 }

@@ -34,7 +34,7 @@ func newMCPEnv(t *testing.T, patterns ...config.PolicyPattern) *mcpEnv {
 	}
 	m.Start(context.Background())
 	e := &env{t: t, path: filepath.Join(t.TempDir(), "mirror.db"), tools: true, workspace: filepath.Join(t.TempDir(), "ws"),
-		sources: []tools.Source{m}, patterns: patterns, mcpServers: []string{"srv"}}
+		sources: []tools.Source{m}, patterns: patterns, mcpServers: []string{"srv"}, prompts: m}
 	e.start()
 	t.Cleanup(func() {
 		e.stop()
@@ -211,5 +211,32 @@ func TestMCPServersPerChat(t *testing.T) {
 	}
 	if len(mcptest.Lines(e.dir, mcptest.CallsFile)) != 0 {
 		t.Fatal("a left-out server was called")
+	}
+}
+
+// /prompt lists the servers' prompts and sends one, filled in, as the
+// person's message: the turn answers it like any other.
+func TestMCPPromptIsSentAsAMessage(t *testing.T) {
+	e := newMCPEnv(t)
+	c := e.chat()
+	out, err := e.svc.Command(bg, c.ID, "/prompt", Origin{})
+	if err != nil || !strings.Contains(out, "srv greet name*: Greets someone.") {
+		t.Fatalf("/prompt = %q, %v", out, err)
+	}
+	for _, bad := range []string{"/prompt srv", "/prompt srv greet name", "/prompt nosuch greet", "/prompt srv nosuch"} {
+		if _, err := e.svc.Command(bg, c.ID, bad, Origin{}); err == nil {
+			t.Errorf("%s was accepted", bad)
+		}
+	}
+	s := newSub()
+	if err := e.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = e.svc.Command(bg, c.ID, "/prompt srv greet name=Ada", Origin{}); err != nil || !strings.Contains(out, "Sent the prompt greet of srv") {
+		t.Fatalf("/prompt srv greet = %q, %v", out, err)
+	}
+	evs := s.waitFor(t, "finished", has(EvTurnFinished, 1))
+	if r := finishedReply(evs); !strings.Contains(r, "Say hello to Ada.") {
+		t.Fatalf("reply %q", r)
 	}
 }

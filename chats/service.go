@@ -93,6 +93,8 @@ type Options struct {
 	// MCPServers are the configured MCP servers' names, which /mcp offers
 	// or leaves out per chat.
 	MCPServers []string
+	// Prompts are the MCP servers' prompts /prompt sends; nil has none.
+	Prompts Prompts
 }
 
 // Service is the registry of chats and the API transports use.

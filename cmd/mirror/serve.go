@@ -246,7 +246,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	defer index.Close() // after svc.Close, which stops the indexer
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
-		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index, MCPServers: servers.Servers()})
+		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index, MCPServers: servers.Servers(), Prompts: servers})
 
 	var tg *telegram.Bot
 	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file

@@ -42,6 +42,7 @@ type server struct {
 	lastErr   string
 	restarts  int
 	resources bool                    // SERVER__read_resource is offered: the server has resources
+	prompts   []Prompt                // the prompts /prompt sends
 	progress  map[string]func(string) // progress token -> the call's reporter
 	nextTok   uint64
 }
@@ -129,6 +130,7 @@ func (s *server) serve(ctx context.Context, stable func()) error {
 		Capabilities:               &sdk.ClientCapabilities{},
 		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { s.listChanged() },
 		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { s.listChanged() },
+		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { s.listChanged() },
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			s.onProgress(req.Params)
 		},
@@ -195,6 +197,9 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 	ext := s.externals(all)
 	res, err := s.resourceTool(lctx, sess, all)
 	if err != nil {
+		return err
+	}
+	if err := s.listPrompts(lctx, sess); err != nil {
 		return err
 	}
 	if res != nil {

@@ -8,7 +8,7 @@
 // cancelled), crash {} (the process exits), add_tool {} (adds "added" and
 // so tells the client its list changed), secret {} (returns the variable
 // MCPTEST_SECRET and writes it to stderr), big {n} (n characters); and one
-// resource, mem://notes.
+// resource, mem://notes; and one prompt, greet {name}.
 package mcptest
 
 import (
@@ -141,6 +141,10 @@ func NewServer(dir string, cancelled chan<- struct{}) *mcp.Server {
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			n, _ := args(req)["n"].(float64)
 			return text(strings.Repeat("x", int(n))), nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets someone.", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Say hello to " + req.Params.Arguments["name"] + "."}}}}, nil
 		})
 	s.AddResource(&mcp.Resource{URI: "mem://notes", Name: "notes", MIMEType: "text/plain"},
 		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
