@@ -135,6 +135,7 @@ func TestMCPCallAfterKillMinusNine(t *testing.T) {
 	b.send(map[string]any{"type": "chat.open", "chat": chat, "since": 0})
 	recoveries := map[string]bool{}
 	count := func(m map[string]any) {
+		t.Logf("frame %v", m["type"])
 		if m["type"] == "recovery.requested" {
 			recoveries[m["recovery"].(map[string]any)["id"].(string)] = true
 		}
