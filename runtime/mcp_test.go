@@ -102,11 +102,11 @@ type recorder struct {
 	out []ToolResult
 }
 
-func (r *recorder) CallFinished(_ provider.ToolCall, res ToolResult) error {
+func (r *recorder) CallFinished(call provider.ToolCall, res ToolResult) (uint64, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.out = append(r.out, res)
-	return nil
+	r.mu.Unlock()
+	return r.journal.CallFinished(call, res)
 }
 
 // A call of a server the chat no longer offers (a recovery repeated after
