@@ -240,3 +240,48 @@ func TestMCPPromptIsSentAsAMessage(t *testing.T) {
 		t.Fatalf("reply %q", r)
 	}
 }
+
+// probe is a tool source whose one tool reports whether its call's
+// approval was durable when the call arrived.
+type probe struct{ e *env }
+
+func (p probe) Generation() uint64 { return 1 }
+func (p probe) Tools() []tools.External {
+	return []tools.External{{Name: "probe__check", Description: "Reports.", Parameters: []byte(`{"type":"object"}`), Server: "probe"}}
+}
+func (p probe) Call(_ context.Context, _ string, _ []byte, meta tools.CallMeta) (string, bool, error) {
+	for _, ev := range p.e.durable(meta.Chat) {
+		if ev.Type == EvApprovalResolved {
+			return "approval durable", false, nil
+		}
+	}
+	return "approval not durable yet", true, nil
+}
+
+// An approved call is sent only once its approval is stored: an MCP call
+// journals nothing else before it goes, and after a crash a call whose
+// approval was lost would be asked for again as if it never ran.
+func TestApprovedCallRunsOnceTheApprovalIsDurable(t *testing.T) {
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "mirror.db"), tools: true, workspace: filepath.Join(t.TempDir(), "ws")}
+	e.sources = []tools.Source{probe{e}}
+	e.start()
+	t.Cleanup(e.stop)
+	for i := range 5 {
+		c := e.chat()
+		s := newSub()
+		if err := e.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Send(bg, c.ID, `/tool probe__check {}`, "1", "", Origin{}); err != nil {
+			t.Fatal(err)
+		}
+		ap := approvalOf(t, s, 1)
+		if err := e.svc.AnswerApproval(bg, ap.ID, true, Origin{}); err != nil {
+			t.Fatal(err)
+		}
+		evs := s.waitFor(t, "finished", has(EvTurnFinished, 1))
+		if r := resultOf(evs, 1); r == nil || r.Content != "approval durable" {
+			t.Fatalf("try %d: result %+v", i, r)
+		}
+	}
+}

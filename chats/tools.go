@@ -234,12 +234,13 @@ func firstLine(s string) string {
 	return l
 }
 
+// resolveApproval records the answer; the caller tells the waiting call
+// (w.answer) only once that record is durable.
 func (a *actor) resolveApproval(w *waiting, allow bool, reason string, o Origin) {
 	delete(a.approvals, w.ID)
 	ap := w.Approval
 	ap.Allow, ap.Reason = &allow, reason
 	a.append(&Event{Type: EvApprovalResolved, Turn: w.Turn, Approval: &ap}, o)
-	w.answer <- allow
 }
 
 func (a *actor) answerApproval(id string, allow bool, o Origin) error {
@@ -251,7 +252,13 @@ func (a *actor) answerApproval(id string, allow bool, o Origin) error {
 		return fmt.Errorf("approval %s is not waiting (answered already, or its turn ended): %w", id, ErrNotFound)
 	}
 	a.resolveApproval(w, allow, "", o)
-	return a.flush()
+	// The call runs only once its approval is durable: a call sent before
+	// (an MCP call has nothing else to journal before it goes) would,
+	// after a crash, look never approved, and be asked for again as if it
+	// had never run.
+	err := a.flush()
+	w.answer <- allow && err == nil
+	return err
 }
 
 func (a *actor) answerRecovery(id, action string, o Origin) error {
