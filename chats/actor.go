@@ -847,7 +847,7 @@ func (a *actor) maybeStart() {
 	t := &turn{id: id, cancel: cancel, seq: ev.Seq, start: time.Now()}
 	a.turn = t
 	rows := a.rows()
-	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, Rows: rows, Host: &host{a: a, t: t}, Settle: a.settled,
+	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, Rows: rows, Host: &host{a: a, t: t}, Settle: a.settled, Servers: a.servers(),
 		Picked: len(rows) - picked, Last: last, Measured: a.conv.measured, SessionStart: a.conv.checkpointed,
 		Signals: view.Signals{Pruned: a.conv.pruned}}
 	if a.compact != nil {

@@ -99,6 +99,8 @@ var commands = []CommandSpec{
 	{Name: "/prune-sessions", Args: "[days]", Help: "delete the chats inactive for more than days (default 30)", run: (*Service).cmdPrune},
 	{Name: "/changes", Help: "the file changes of this chat's tools, by turn", run: (*Service).cmdChanges},
 	{Name: "/rewind", Args: "N", Help: "put the workspace back to before turn N", run: (*Service).cmdRewind},
+	{Name: "/mcp", Args: "[all|none|on NAME...|off NAME...]", Help: "the MCP servers this chat offers the model, or choose them", run: (*Service).cmdMCP},
+	{Name: "/prompt", Args: "[SERVER NAME ARG=VALUE...]", Help: "the MCP servers' prompts, or send one as your message", run: (*Service).cmdPrompt},
 	{Name: "/stop", Help: "stop the running turn", run: (*Service).cmdStop},
 }
 
@@ -149,6 +151,14 @@ func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (out
 func (s *Service) cmdStatus(ctx context.Context, chat string, _ []string, _ string, _ Origin) (out string, err error) {
 	err = s.do(ctx, chat, func(a *actor) error { out = a.status(); return nil })
 	return out, err
+}
+
+func (s *Service) cmdMCP(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
+	return s.mcpCommand(ctx, chat, fields, o)
+}
+
+func (s *Service) cmdPrompt(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
+	return s.promptCommand(ctx, chat, fields, o)
 }
 
 func (s *Service) cmdCompact(ctx context.Context, chat string, _ []string, text string, o Origin) (string, error) {
@@ -223,11 +233,14 @@ const (
 
 // status is /status: the Context line as the last turn read it.
 func (a *actor) status() string {
-	c := a.context
-	if c == nil {
-		return "Context: no turn has run in this conversation yet."
+	line := "Context: no turn has run in this conversation yet."
+	if c := a.context; c != nil {
+		line = c.Line
 	}
-	return c.Line
+	if tl := a.toolsLine(); tl != "" {
+		line += "\n" + tl
+	}
+	return line
 }
 
 // PruneDays reads the argument of /prune-sessions: none means 30 days, one

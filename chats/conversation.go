@@ -260,7 +260,7 @@ func Inspect(db *bolt.DB, chat string) (Inspection, error) {
 	if err != nil {
 		return Inspection{}, err
 	}
-	in := runtime.TurnInput{Chat: a.id, Chain: a.meta.Chain, Rows: a.rows(), Measured: a.conv.measured,
+	in := runtime.TurnInput{Chat: a.id, Chain: a.meta.Chain, Rows: a.rows(), Measured: a.conv.measured, Servers: a.servers(),
 		Signals: view.Signals{Pruned: a.conv.pruned}, SessionStart: a.conv.checkpointed, Last: a.seq}
 	in.Picked = len(in.Rows)
 	if a.compact != nil {

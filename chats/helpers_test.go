@@ -82,6 +82,12 @@ type env struct {
 	searchDir string
 	index     *search.Index
 	undo      time.Duration
+	// sources and patterns add tools to the registry (MCP servers) under
+	// their policies; mcpServers are the names /mcp knows.
+	sources    []tools.Source
+	patterns   []config.PolicyPattern
+	mcpServers []string
+	prompts    Prompts
 }
 
 func newEnv(t *testing.T, g *gate) *env {
@@ -111,7 +117,7 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir, UndoDelete: e.undo}
+	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir, UndoDelete: e.undo, MCPServers: e.mcpServers, Prompts: e.prompts}
 	if e.searchDir != "" {
 		if e.index, err = search.Open(e.searchDir); err != nil {
 			e.t.Fatal(err)
@@ -129,7 +135,8 @@ func (e *env) start() {
 			e.t.Fatal(err)
 		}
 		reg, err := tools.New(tools.Options{Workspace: e.workspace, Ledger: e.ledger,
-			Policies: map[string]tools.Policy{"write_file": tools.Allow, "edit_file": tools.Allow, "shell": tools.Ask}})
+			Policies: map[string]tools.Policy{"write_file": tools.Allow, "edit_file": tools.Allow, "shell": tools.Ask},
+			Sources:  e.sources, Patterns: e.patterns})
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -90,6 +90,11 @@ type Options struct {
 	// UndoDelete is how long a deleted chat can be restored before it
 	// goes for good (0: DefaultUndoDelete).
 	UndoDelete time.Duration
+	// MCPServers are the configured MCP servers' names, which /mcp offers
+	// or leaves out per chat.
+	MCPServers []string
+	// Prompts are the MCP servers' prompts /prompt sends; nil has none.
+	Prompts Prompts
 }
 
 // Service is the registry of chats and the API transports use.

@@ -59,6 +59,23 @@ func (h *host) QuotaWait(w quota.Wait) {
 	})
 }
 
+// CallProgress shows the chat's subscribers what a running call reported
+// of its progress: a tool.progress that, like quota.wait, carries the
+// latest durable seq and is never stored. It never blocks the call.
+func (h *host) CallProgress(call provider.ToolCall, message string) {
+	go h.a.post(func() {
+		a := h.a
+		if a.turn != h.t {
+			return
+		}
+		ev := &Event{Type: EvToolProgress, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: h.t.id,
+			Call: &provider.ToolCall{ID: call.ID, Name: call.Name}, Text: message}
+		for sub := range a.subs {
+			sub.Deliver(Delivery{Event: ev})
+		}
+	})
+}
+
 // Diagnostic adds what one attempt or hook block left to the record
 // (runtime.DiagnosticJournal). It goes with the turn's next commit rather
 // than one of its own: a model request costs no extra sync, and nothing is
@@ -217,12 +234,13 @@ func firstLine(s string) string {
 	return l
 }
 
+// resolveApproval records the answer; the caller tells the waiting call
+// (w.answer) only once that record is durable.
 func (a *actor) resolveApproval(w *waiting, allow bool, reason string, o Origin) {
 	delete(a.approvals, w.ID)
 	ap := w.Approval
 	ap.Allow, ap.Reason = &allow, reason
 	a.append(&Event{Type: EvApprovalResolved, Turn: w.Turn, Approval: &ap}, o)
-	w.answer <- allow
 }
 
 func (a *actor) answerApproval(id string, allow bool, o Origin) error {
@@ -234,7 +252,13 @@ func (a *actor) answerApproval(id string, allow bool, o Origin) error {
 		return fmt.Errorf("approval %s is not waiting (answered already, or its turn ended): %w", id, ErrNotFound)
 	}
 	a.resolveApproval(w, allow, "", o)
-	return a.flush()
+	// The call runs only once its approval is durable: a call sent before
+	// (an MCP call has nothing else to journal before it goes) would,
+	// after a crash, look never approved, and be asked for again as if it
+	// had never run.
+	err := a.flush()
+	w.answer <- allow && err == nil
+	return err
 }
 
 func (a *actor) answerRecovery(id, action string, o Origin) error {

@@ -50,8 +50,9 @@ const (
 	EvMessageDeleted  = "message.deleted"
 	EvMessagePicked   = "message.picked"
 	EvTurnStarted     = "turn.started"
-	EvReplyDelta      = "reply.delta" // never stored
-	EvQuotaWait       = "quota.wait"  // never stored
+	EvReplyDelta      = "reply.delta"   // never stored
+	EvQuotaWait       = "quota.wait"    // never stored
+	EvToolProgress    = "tool.progress" // a running call's progress (call, text); never stored
 	EvTurnFinished    = "turn.finished"
 	EvTurnFailed      = "turn.failed"
 
@@ -164,6 +165,9 @@ type Chat struct {
 	// DeleteAt is when a deleted chat goes for good; until then the
 	// deletion can be undone and the chat is listed nowhere.
 	DeleteAt *time.Time `json:"delete_at"`
+	// MCPServers are the MCP servers the chat offers the model (/mcp);
+	// absent offers every configured one.
+	MCPServers *[]string `json:"mcp_servers,omitempty"`
 }
 
 // Message is a user or assistant message as clients see it.

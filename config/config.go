@@ -34,6 +34,8 @@ type Config struct {
 	BreakerPruneSchedule string `yaml:"breaker_prune_schedule"`
 	Tools                Tools  `yaml:"tools"`
 	Hooks                Hooks  `yaml:"hooks"`
+	// MCP lists the MCP tool servers.
+	MCP MCP `yaml:"mcp"`
 	// Attachments bounds the files people attach to messages.
 	Attachments Attachments `yaml:"attachments"`
 
@@ -213,6 +215,9 @@ type ToolPolicies struct {
 	ListDir   string `yaml:"list_dir"`
 	Shell     string `yaml:"shell"`
 	SendFile  string `yaml:"send_file"`
+	// MCP are the keys naming MCP tools (SERVER__TOOL, with * patterns
+	// such as github__*), in file order; see MCPPolicy.
+	MCP []PolicyPattern `yaml:"-"`
 }
 
 // Map returns the policies keyed by tool name.

@@ -135,7 +135,18 @@ var (
 	modelType    = reflect.TypeFor[Model]()
 	providerType = reflect.TypeFor[Provider]()
 	hookType     = reflect.TypeFor[Hook]()
+	policiesType = reflect.TypeFor[ToolPolicies]()
 )
+
+// mcpPolicy reads a tools.policies key naming MCP tools (it has "__"): the
+// built-in tools are fields, MCP tools are known only once their servers
+// answer, so their keys are kept as patterns and checked against
+// mcp.servers by Validate.
+func (d *decoder) mcpPolicy(n *yaml.Node, p *ToolPolicies, key, path string) {
+	var s string
+	d.decode(n, reflect.ValueOf(&s).Elem(), path)
+	p.MCP = append(p.MCP, PolicyPattern{Pattern: key, Policy: s})
+}
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
@@ -190,6 +201,11 @@ func (d *decoder) strct(n *yaml.Node, v reflect.Value, path string) {
 		}
 		seen[k.Value] = k.Line
 		idx, ok := fields[k.Value]
+		if !ok && v.Type() == policiesType && mcpPolicyKey(k.Value) {
+			d.lines[fp] = k.Line
+			d.mcpPolicy(val, v.Addr().Interface().(*ToolPolicies), k.Value, fp)
+			continue
+		}
 		if !ok {
 			d.unknown(k, path, known)
 			continue

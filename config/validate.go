@@ -30,6 +30,7 @@ func (c *Config) Validate() error {
 	v.edges()
 	v.breakers()
 	v.tools()
+	v.mcp()
 	v.hooks()
 	v.attachments()
 	sort.SliceStable(v.errs, func(i, j int) bool {

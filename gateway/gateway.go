@@ -46,6 +46,9 @@ type Options struct {
 	// Quotas returns what /api/quotas shows (the runtime's []quota.Status);
 	// nil answers 503 there.
 	Quotas func() any
+	// MCP returns what /api/mcp shows: the MCP servers, their state and
+	// tool counts (runtime/tools/mcp Status); nil answers 503.
+	MCP func() any
 	// DataDir is the data dir, where /api/memory reads the memory notes
 	// boundaries wrote; "" lists none.
 	DataDir string

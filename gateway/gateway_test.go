@@ -42,6 +42,13 @@ type stack struct {
 
 func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 	t.Helper()
+	return newStackWith(t, mutate, nil, nil)
+}
+
+// newStackWith is newStack whose registry also has sources (MCP servers)
+// and whose /api/mcp answers mcpStatus (nil: 503).
+func newStackWith(t *testing.T, mutate func(*config.Config), sources []tools.Source, mcpStatus func() any) *stack {
+	t.Helper()
 	cfg := config.Default()
 	zero := time.Duration(0)
 	cfg.Providers[0].Delay = &zero
@@ -61,7 +68,9 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 		t.Fatal(err)
 	}
 	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
-	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
+	topt := tools.OptionsFrom(cfg, nil)
+	topt.Sources = sources
+	reg, err := tools.New(topt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +93,7 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 	svc := chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs, Search: index, UndoDelete: 5 * time.Second})
 	st := &stack{t: t, svc: svc, store: store, data: data}
 	st.http = httptest.NewUnstartedServer(nil)
-	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String()})
+	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), MCP: mcpStatus})
 	st.http.Config.Handler = st.srv.Handler()
 	st.http.Start()
 	t.Cleanup(func() {

@@ -11,6 +11,7 @@ package gateway
 //	GET  /api/monitor/events           Server-Sent Events, see monitorEvents
 //	GET  /api/monitor/aggregates       monitor.Aggregates as JSON; ?span=day (default) | week
 //	GET  /metrics                      Prometheus text format (Bearer token like the API)
+//	GET  /api/mcp                      {"servers":[{name, transport, state, tools, restarts, error, breaker}]}
 //
 // Without Options.Monitor (or Options.Metrics for /metrics) these answer 503
 // with a JSON error.
@@ -71,6 +72,7 @@ func (s *Server) monitorRoutes() {
 	s.mux.Handle("GET /api/monitor/aggregates", s.need(http.HandlerFunc(s.apiAggregates)))
 	s.mux.Handle("GET /metrics", s.need(http.HandlerFunc(s.serveMetrics)))
 	s.mux.Handle("GET /api/quotas", s.need(http.HandlerFunc(s.apiQuotas)))
+	s.mux.Handle("GET /api/mcp", s.need(http.HandlerFunc(s.apiMCP)))
 }
 
 // closeMonitorFeeds ends every live feed and waits for their handlers;
@@ -354,4 +356,18 @@ func (s *Server) apiAggregates(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, a)
+}
+
+// apiMCP lists the MCP servers for the Monitor: state, tool counts,
+// restarts, the last error (secrets redacted) and the breaker's id.
+func (s *Server) apiMCP(w http.ResponseWriter, r *http.Request) {
+	if s.opt.MCP == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no MCP servers run in this gateway"})
+		return
+	}
+	v := s.opt.MCP()
+	if v == nil {
+		v = []any{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": v})
 }

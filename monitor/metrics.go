@@ -218,7 +218,7 @@ var (
 )
 
 var (
-	allKinds  = []Kind{KindProvider, KindToolLoop, KindTelegram}
+	allKinds  = []Kind{KindProvider, KindToolLoop, KindTelegram, KindMCP}
 	allStates = []State{StateClosed, StateOpen, StateHalfOpen}
 )
 

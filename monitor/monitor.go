@@ -57,6 +57,7 @@ const (
 	KindProvider Kind = "provider"  // one model of one provider
 	KindToolLoop Kind = "tool_loop" // the same tool call failing again and again in one turn
 	KindTelegram Kind = "telegram"  // the Bot API
+	KindMCP      Kind = "mcp"       // one MCP tool server (it will not start, keeps crashing or is unreachable)
 )
 
 // Errors.
@@ -329,6 +330,14 @@ func (m *Monitor) Telegram() *Breaker {
 // shows on the Monitor, without holding up the replies the bot sends.
 func (m *Monitor) TelegramPolling() *Breaker {
 	return m.breaker(string(KindTelegram)+":polling", KindTelegram, "polling")
+}
+
+// MCP returns the breaker of one MCP tool server, id "mcp:SERVER", scope
+// the server's name (mcp.servers[].name): it opens when the server will
+// not start, keeps crashing or cannot be reached, and while it is open the
+// server's tools answer that they are unavailable.
+func (m *Monitor) MCP(server string) *Breaker {
+	return m.breaker(string(KindMCP)+":"+server, KindMCP, server)
 }
 
 func (m *Monitor) breaker(id string, kind Kind, scope string) *Breaker {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -76,7 +79,14 @@ func (e *Engine) callResult(ctx context.Context, in *TurnInput, call provider.To
 	if j, ok := in.Host.(ProcessJournal); ok {
 		meta.Process = func(g pgroup.Group) error { return j.CallProcess(call, g) }
 	}
+	if p, ok := in.Host.(ProgressReporter); ok {
+		meta.Progress = func(msg string) { p.CallProgress(call, msg) }
+	}
 	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
+	if srv, _, ok := strings.Cut(call.Name, config.MCPSeparator); ok && in.Servers != nil && !slices.Contains(in.Servers, srv) {
+		// Not offered in this chat (/mcp): refused like a tool that is not there.
+		return fail(fmt.Sprintf("Not run: the MCP server %s is not offered in this chat; do the task without it or ask the person to turn it on (/mcp on %s).", srv, srv)), nil
+	}
 	if err := e.tools.Check(call); err != nil {
 		return fail(err.Error()), nil
 	}
@@ -152,6 +162,13 @@ func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
 // next start can stop a command still running and say so in the recovery.
 type ProcessJournal interface {
 	CallProcess(call provider.ToolCall, g pgroup.Group) error
+}
+
+// ProgressReporter is a Host that shows what a running call reports of its
+// progress (an MCP server's progress notifications). CallProgress must not
+// block the call: it is told, not asked.
+type ProgressReporter interface {
+	CallProgress(call provider.ToolCall, message string)
 }
 
 // ToolLoopError ends a turn whose model kept making the same failing call;

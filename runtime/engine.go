@@ -78,18 +78,20 @@ type Engine struct {
 	sem    chan struct{}
 	quota  *quota.Book // nil: no quota accounting
 
-	defsOnce   sync.Once
-	defsTokens int    // the offered tool definitions' JSON, counted once
-	defsPrint  string // and their fingerprint
+	defsMu    sync.Mutex
+	defsCache map[*provider.Tool]counted // the offered tool lists' JSON, counted once per list
 
 	order    []*Model // as runtime.yaml lists them
 	limitsMu sync.RWMutex
 	settings map[string]modelSettings // chosen in the browser, by model
 	limitsDB *bolt.DB                 // where they are kept; nil keeps them in memory
 
-	offeredOnce sync.Once
-	offeredDefs []provider.Tool // what a turn with a chat offers
-	roster      []string        // their names
+	offerMu     sync.Mutex
+	offerSet    bool
+	offerGen    uint64              // the registry's Generation offeredDefs was made at
+	offeredDefs []provider.Tool     // what a turn with a chat offers
+	roster      []string            // their names
+	offerSome   map[string]offering // for chats that offer only some MCP servers
 
 	cal       *tokens.Calibration // what providers billed against local counts, per model
 	dataDir   string              // memory notes and handoff records live here; "" writes none

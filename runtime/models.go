@@ -2,8 +2,11 @@ package runtime
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/budget"
+	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
 // ModelInfo is a model's request budget and conversation limits, as the
@@ -29,6 +32,9 @@ type ModelInfo struct {
 	Soft       int        `json:"soft"`
 	Hard       int        `json:"hard"`
 	Compaction Compaction `json:"configured_compaction"`
+	// Tools is how much of the window the tool definitions take (every
+	// MCP server offered).
+	Tools ToolsInfo `json:"tools"`
 }
 
 // Compaction is a pair of soft and hard shares.
@@ -47,7 +53,8 @@ func (e *Engine) Models() []ModelInfo {
 }
 
 func (e *Engine) modelInfo(m *Model) ModelInfo {
-	sz := e.sizer(m, e.offered(true))
+	defs := e.offered(true)
+	sz := e.sizer(m, defs)
 	choices := budget.LimitChoices(m.Window)
 	if choices == nil {
 		choices = []budget.Choice{}
@@ -55,7 +62,8 @@ func (e *Engine) modelInfo(m *Model) ModelInfo {
 	soft, hard := e.ratios(m)
 	return ModelInfo{Name: m.Name, Provider: m.ProvName, Model: m.Remote, Window: m.Window, Configured: m.ContextLimit,
 		ContextLimit: sz.budget.Limit, Budget: sz.budget, Choices: choices, SoftRatio: soft, HardRatio: hard,
-		Soft: sz.limits.Soft, Hard: sz.limits.Hard, Compaction: Compaction{m.SoftRatio, m.HardRatio}}
+		Soft: sz.limits.Soft, Hard: sz.limits.Hard, Compaction: Compaction{m.SoftRatio, m.HardRatio},
+		Tools: ToolsInfo{Tools: len(defs), Tokens: sz.defs, Window: m.Window, MCP: mcpCount(defs)}}
 }
 
 // SetContextLimit chooses a model's context limit: one of its choices
@@ -100,4 +108,14 @@ func (e *Engine) SetCompaction(model string, soft, hard float64) (ModelInfo, err
 		return ModelInfo{}, err
 	}
 	return e.modelInfo(m), nil
+}
+
+func mcpCount(defs []provider.Tool) int {
+	n := 0
+	for _, d := range defs {
+		if strings.Contains(d.Name, config.MCPSeparator) {
+			n++
+		}
+	}
+	return n
 }

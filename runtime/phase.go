@@ -132,7 +132,7 @@ func (e *Engine) newTurn(ctx context.Context, in TurnInput, onDelta func(string)
 		return turn{}, fmt.Errorf("no chain %q", in.Chain)
 	}
 	t := turn{e: e, ctx: ctx, in: in, onDelta: onDelta, chain: chain}
-	t.defs = e.offered(in.Host != nil)
+	t.defs = e.offeredIn(&in)
 	t.sz = e.sizer(chain[0], t.defs)
 	t.rows = in.rows()
 	t.picked, t.end = min(max(in.Picked, 0), len(t.rows)), len(t.rows)

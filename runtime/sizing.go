@@ -3,7 +3,11 @@ package runtime
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -32,14 +36,38 @@ type ContextInfo struct {
 }
 
 // offered is the tools a turn offers: none without a chat to journal
-// them, else the workspace tools and the conversation's own (answered by
-// the turn and its chat: they read and write the chat's record).
+// them, else the workspace tools (the MCP servers' among them) and the
+// conversation's own (answered by the turn and its chat: they read and
+// write the chat's record).
 func (e *Engine) offered(withHost bool) []provider.Tool {
+	defs, _ := e.offer(withHost, nil)
+	return defs
+}
+
+// offeredIn is what in's turn offers: its chat may leave MCP servers out.
+func (e *Engine) offeredIn(in *TurnInput) []provider.Tool {
+	defs, _ := e.offer(in.Host != nil, in.Servers)
+	return defs
+}
+
+// offer is offered with the MCP tools limited to servers (nil: all), and
+// the names of what it offers. The lists are made again only when the
+// registry's Generation says a server's tools changed, so the request
+// bytes (and the slices, which defsCount knows by identity) stay the same
+// until then.
+func (e *Engine) offer(withHost bool, servers []string) ([]provider.Tool, []string) {
 	if !withHost {
-		return nil
+		return nil, nil
 	}
-	// Tools are set before the first turn, so the list is made once.
-	e.offeredOnce.Do(func() {
+	e.offerMu.Lock()
+	defer e.offerMu.Unlock()
+	var gen uint64
+	if e.tools != nil {
+		gen = e.tools.Generation()
+	}
+	if !e.offerSet || gen != e.offerGen {
+		e.offerSet, e.offerGen = true, gen
+		e.offeredDefs, e.roster, e.offerSome = nil, nil, nil
 		if e.tools != nil {
 			e.offeredDefs = e.tools.Definitions()
 		}
@@ -48,8 +76,63 @@ func (e *Engine) offered(withHost bool) []provider.Tool {
 		for _, t := range e.offeredDefs {
 			e.roster = append(e.roster, t.Name)
 		}
-	})
-	return e.offeredDefs
+	}
+	if servers == nil {
+		return e.offeredDefs, e.roster
+	}
+	key := strings.Join(servers, "\x00")
+	if o, ok := e.offerSome[key]; ok {
+		return o.defs, o.roster
+	}
+	var o offering
+	for _, t := range e.offeredDefs {
+		if srv, _, ok := strings.Cut(t.Name, config.MCPSeparator); ok && !slices.Contains(servers, srv) {
+			continue
+		}
+		o.defs = append(o.defs, t)
+		o.roster = append(o.roster, t.Name)
+	}
+	if e.offerSome == nil || len(e.offerSome) >= 64 {
+		e.offerSome = map[string]offering{}
+	}
+	e.offerSome[key] = o
+	return o.defs, o.roster
+}
+
+// offering is the tools of chats that offer only some MCP servers.
+type offering struct {
+	defs   []provider.Tool
+	roster []string
+}
+
+// ToolsInfo is how much of a model's window the tool definitions take: a
+// fixed part of every request, which the conversation's limits leave out
+// but the request ceiling includes.
+type ToolsInfo struct {
+	Tools  int `json:"tools"`     // definitions offered
+	MCP    int `json:"mcp_tools"` // of them, from MCP servers
+	Tokens int `json:"tokens"`    // their JSON as the wire carries it
+	Window int `json:"window"`
+}
+
+// Line says it in a sentence, for /status.
+func (i ToolsInfo) Line() string {
+	share := 0.0
+	if i.Window > 0 {
+		share = 100 * float64(i.Tokens) / float64(i.Window)
+	}
+	return fmt.Sprintf("Tools: %d definitions (%d from MCP servers) take %d tokens, %.1f%% of the %d-token window, in every request.", i.Tools, i.MCP, i.Tokens, share, i.Window)
+}
+
+// Tools is ToolsInfo for a chat on chain that offers servers (nil: all).
+func (e *Engine) Tools(chain string, servers []string) ToolsInfo {
+	defs, _ := e.offer(true, servers)
+	n, _ := e.defsCount(defs)
+	info := ToolsInfo{Tools: len(defs), MCP: mcpCount(defs), Tokens: n}
+	if m := e.chains[chain]; len(m) > 0 {
+		info.Window = m[0].Window
+	}
+	return info
 }
 
 // sizer measures a conversation against the first model of its chain: the
@@ -217,18 +300,55 @@ func fingerprint(parts ...string) string {
 }
 
 // defsCount is the tokens of the tool definitions' JSON and their
-// fingerprint. A turn offers the same definitions every time, so that list
-// is counted once per Engine; another list (the forced ask's two tools) is
-// counted each time, never mistaken for it.
+// fingerprint. A turn offers the same list (the same slice: see offer)
+// until a server's list changes, so each offered list is counted once;
+// another list (the forced ask's two tools) is counted each time, never
+// mistaken for one.
 func (e *Engine) defsCount(defs []provider.Tool) (int, string) {
 	if len(defs) == 0 {
 		return 0, ""
 	}
-	if len(defs) != len(e.offeredDefs) || &defs[0] != &e.offeredDefs[0] {
+	key := &defs[0]
+	e.defsMu.Lock()
+	defer e.defsMu.Unlock()
+	if c, ok := e.defsCache[key]; ok && len(c.defs) == len(defs) {
+		return c.n, c.print
+	}
+	if !e.isOffered(defs) {
 		return countDefs(defs)
 	}
-	e.defsOnce.Do(func() { e.defsTokens, e.defsPrint = countDefs(defs) })
-	return e.defsTokens, e.defsPrint
+	n, print := countDefs(defs)
+	if e.defsCache == nil || len(e.defsCache) >= 64 { // lists of old generations go
+		e.defsCache = map[*provider.Tool]counted{}
+	}
+	// The entry holds the slice, so its array cannot be freed and its
+	// address reused by another list while the entry stands.
+	e.defsCache[key] = counted{defs: defs, n: n, print: print}
+	return n, print
+}
+
+// counted is an offered tool list, its tokens and its fingerprint.
+type counted struct {
+	defs  []provider.Tool
+	n     int
+	print string
+}
+
+// isOffered reports whether defs is one of the lists offer made (the very
+// slice, not an equal one).
+func (e *Engine) isOffered(defs []provider.Tool) bool {
+	e.offerMu.Lock()
+	defer e.offerMu.Unlock()
+	same := func(l []provider.Tool) bool { return len(l) == len(defs) && len(l) > 0 && &l[0] == &defs[0] }
+	if same(e.offeredDefs) {
+		return true
+	}
+	for _, o := range e.offerSome {
+		if same(o.defs) {
+			return true
+		}
+	}
+	return false
 }
 
 // countDefs counts defs as the wire carries them: the schema as JSON, not

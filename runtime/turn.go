@@ -95,6 +95,9 @@ type TurnInput struct {
 	// without a result because a crash interrupted them: Repeat or Skip.
 	// Open calls not named here had not started, and run as usual.
 	Settle map[string]string
+	// Servers are the MCP servers the chat offers the model; nil offers
+	// every configured one, an empty list none.
+	Servers []string
 	// Rows are the conversation's stored rows (since its latest boundary),
 	// oldest first, ending with the ones the turn picked up. When nil, the
 	// rows are made from History (callers without a record).

@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/mirror-gateway/mirror/runtime/tools/mcp/mcptest"
 )
 
 // The test binary doubles as the mirror binary, so the tests below run the
 // gateway as a real process without building it separately.
 func TestMain(m *testing.M) {
+	mcptest.Main() // re-executed as an MCP server of a gateway under test
 	if os.Getenv("MIRROR_AS_MAIN") == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 	}

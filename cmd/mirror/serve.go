@@ -28,6 +28,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
+	"github.com/mirror-gateway/mirror/runtime/tools/mcp"
 )
 
 // DBFile is the database's name inside the data dir.
@@ -203,7 +204,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	toolbox, err := tools.New(tools.OptionsFrom(cfg, ledger))
+	// MCP servers start in the background: the gateway listens at once,
+	// and each server's tools join the registry when it answers.
+	servers, err := mcp.New(mcp.Options{Servers: cfg.MCP.Servers, Dir: cfg.Dir, Getenv: getenv, Monitor: mon, Log: log})
+	if err != nil {
+		return usageError{err}
+	}
+	servers.Start(sig)
+	defer servers.Close() // after the chats: running calls end with their turns
+	topt := tools.OptionsFrom(cfg, ledger)
+	topt.Sources = []tools.Source{servers}
+	toolbox, err := tools.New(topt)
 	replayChat := func(w io.Writer, chat string) error { return writeReplay(w, db, engine, chat) }
 	if err != nil {
 		return usageError{err}
@@ -248,7 +259,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	defer index.Close() // after svc.Close, which stops the indexer
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
-		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index})
+		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index, MCPServers: servers.Servers(), Prompts: servers})
 
 	var tg *telegram.Bot
 	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file
@@ -285,7 +296,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 				return q
 			}
 			return []quota.Status{}
-		}})
+		}, MCP: func() any { return servers.Status() }})
 	hs := srv.HTTPServer(slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

@@ -325,6 +325,13 @@ func (f *follower) apply(d chats.Delivery) error {
 		}
 		return nil
 	}
+	if ev.Type == chats.EvToolProgress {
+		// Not durable either: the running call's progress, as the status.
+		if f.running && ev.Turn == f.st.Turn && ev.Call != nil {
+			f.wait, f.dirty = progressLine(ev), true
+		}
+		return nil
+	}
 	if ev.Seq <= f.seen {
 		return nil // already applied (a resume overlapping what we had)
 	}

@@ -19,6 +19,15 @@ func waitLine(ev *chats.Event) string {
 		secs, shortTokens(int64(ev.QuotaUsage)), shortTokens(ev.Quota))
 }
 
+// progressLine is the status a running tool call's progress shows.
+func progressLine(ev *chats.Event) string {
+	text := ev.Text
+	if r := []rune(text); len(r) > 200 {
+		text = string(r[:200]) + "…"
+	}
+	return fmt.Sprintf("⏳ %s: %s", ev.Call.Name, text)
+}
+
 // shortTokens spells a token count as 950, 38k or 1.2M.
 func shortTokens(n int64) string {
 	switch {

@@ -75,6 +75,8 @@ type stackOpts struct {
 	prep func(*Bot)
 	// quota, when set, is the engine's quota Book.
 	quota *quota.Book
+	// sources add tools to the registry (MCP servers).
+	sources []tools.Source
 }
 
 func newStack(t testing.TB, delay time.Duration, mutate func(*config.Config), interval time.Duration, global int, fake *fakeAPI) *stack {
@@ -132,7 +134,9 @@ func (st *stack) open(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.New(tools.OptionsFrom(st.cfg, nil))
+	topt := tools.OptionsFrom(st.cfg, nil)
+	topt.Sources = st.so.sources
+	reg, err := tools.New(topt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -543,7 +543,7 @@ func (c *conn) heldByReplay(d chats.Delivery) bool {
 		if r.chat != d.Event.Chat {
 			continue
 		}
-		if d.Event.Type == chats.EvReplyDelta || d.Event.Type == chats.EvQuotaWait {
+		if d.Event.Type == chats.EvReplyDelta || d.Event.Type == chats.EvQuotaWait || d.Event.Type == chats.EvToolProgress {
 			return true // chat.resumed carries the running reply
 		}
 		if d.Event.Seq <= r.after {

@@ -3,7 +3,10 @@
 // the workspace every path is confined to, the built-in tools (read_file,
 // write_file, edit_file, list_dir, shell, send_file), previews of long results, and the
 // file-tool change ledger behind /changes and /rewind (bbolt bucket
-// "changes").
+// "changes"). Tools whose list changes while the gateway runs (the MCP
+// servers of runtime/tools/mcp) join as a Source: named SERVER__TOOL, with
+// policies by name or pattern (ask when none matches), checked, approved,
+// journaled and previewed like the built-ins.
 //
 // A call goes Check (unknown tool, denied, bad arguments: refused before
 // anyone is asked), then, when Policy says ask, the caller's approval, then
@@ -80,6 +83,11 @@ type Options struct {
 	// Ledger records file changes for /changes and /rewind; nil records
 	// nothing (and nothing can be rewound).
 	Ledger *Ledger
+	// Sources add tools whose list may change (the MCP servers).
+	Sources []Source
+	// Patterns are the policies of the sources' tools, by exact name or
+	// pattern (tools.policies keys with "__"); a tool none matches is Ask.
+	Patterns []config.PolicyPattern
 }
 
 // OptionsFrom reads Options from the loaded configuration. ledger may be nil.
@@ -89,7 +97,7 @@ func OptionsFrom(c *config.Config, ledger *Ledger) Options {
 		pol[name] = Policy(p)
 	}
 	return Options{Workspace: c.WorkspacePath(), Private: []string{c.DataPath()}, Policies: pol, ShellTimeout: c.Tools.ShellTimeout,
-		OutputLimit: c.Tools.OutputLimit, Ledger: ledger}
+		OutputLimit: c.Tools.OutputLimit, Ledger: ledger, Patterns: c.Tools.Policies.MCP}
 }
 
 // CallMeta says whose call Run is running: the ledger records each change
@@ -107,6 +115,9 @@ type CallMeta struct {
 	// it stores the bytes and records the delivery before it returns; nil
 	// where no person can receive one.
 	Send func(ctx context.Context, d Delivery) error
+	// Progress, when set, is told what a long call reports while it runs
+	// (an MCP server's progress notifications), for the chat to show.
+	Progress func(message string)
 }
 
 // Result is what one call produced.
@@ -137,6 +148,9 @@ type Registry struct {
 
 	tools map[string]*tool
 	order []string
+
+	sources  []Source
+	patterns []config.PolicyPattern
 }
 
 // tool is one built-in tool. run gets arguments that passed the schema; it
@@ -159,7 +173,7 @@ func New(opt Options) (*Registry, error) {
 		return nil, err
 	}
 	r := &Registry{ws: ws, policies: map[string]Policy{}, shellTimeout: opt.ShellTimeout, limit: opt.OutputLimit,
-		ledger: opt.Ledger, tools: map[string]*tool{}}
+		ledger: opt.Ledger, tools: map[string]*tool{}, sources: opt.Sources, patterns: opt.Patterns}
 	switch {
 	case r.shellTimeout < 0:
 		return nil, errors.New("tools: shell timeout must not be negative")
@@ -209,9 +223,14 @@ func New(opt Options) (*Registry, error) {
 func (r *Registry) Workspace() string { return r.ws.real }
 
 // Definitions are the tools to offer the model, in a fixed order so the
-// request bytes stay the same turn after turn. Denied tools are left out: a
-// model is not offered what it may not call.
-func (r *Registry) Definitions() []provider.Tool {
+// request bytes stay the same turn after turn (until a source's list
+// changes: see Generation). Denied tools are left out: a model is not
+// offered what it may not call.
+func (r *Registry) Definitions() []provider.Tool { return r.DefinitionsFor(nil) }
+
+// DefinitionsFor is Definitions with the sources' tools limited to the
+// servers keep accepts (nil: all), for a chat that offers only some.
+func (r *Registry) DefinitionsFor(keep func(server string) bool) []provider.Tool {
 	var out []provider.Tool
 	for _, name := range r.order {
 		if r.Policy(name) == Deny {
@@ -220,13 +239,16 @@ func (r *Registry) Definitions() []provider.Tool {
 		t := r.tools[name]
 		out = append(out, provider.Tool{Name: t.name, Description: t.description, Parameters: append([]byte(nil), t.params...)})
 	}
-	return out
+	return append(out, r.externalDefs(keep)...)
 }
 
 // Policy is the policy of the tool called name; Deny for a name that is no tool.
 func (r *Registry) Policy(name string) Policy {
 	t := r.tools[name]
 	if t == nil {
+		if e, _ := r.external(name); e != nil {
+			return Policy(config.MCPPolicy(r.patterns, name))
+		}
 		return Deny
 	}
 	if p, ok := r.policies[name]; ok {
@@ -248,6 +270,12 @@ func (r *Registry) Check(call provider.ToolCall) error {
 func (r *Registry) check(call provider.ToolCall) ([]byte, error) {
 	t := r.tools[call.Name]
 	if t == nil {
+		if e, _ := r.external(call.Name); e != nil {
+			if r.Policy(call.Name) == Deny {
+				return nil, fmt.Errorf("%s: %w (tools.policies in runtime.yaml); do the task without it or ask the person to allow it", call.Name, ErrDenied)
+			}
+			return checkExternal(e, call.Arguments)
+		}
 		return nil, fmt.Errorf("%s: %w; the tools are %s", quote(call.Name), ErrUnknownTool, strings.Join(r.available(), ", "))
 	}
 	if r.Policy(call.Name) == Deny {
@@ -272,7 +300,15 @@ func (r *Registry) Run(ctx context.Context, call provider.ToolCall, meta CallMet
 	if err := ctx.Err(); err != nil {
 		return r.result(fmt.Sprintf("%s: not run: %v", call.Name, err), true)
 	}
-	out, failed, err := r.tools[call.Name].run(ctx, args, meta)
+	t := r.tools[call.Name]
+	if t == nil {
+		_, src := r.external(call.Name)
+		if src == nil { // its server's list changed since check
+			return r.result(fmt.Sprintf("%s: %v; the tools are %s", quote(call.Name), ErrUnknownTool, strings.Join(r.available(), ", ")), true)
+		}
+		return r.runExternal(ctx, src, call.Name, args, meta)
+	}
+	out, failed, err := t.run(ctx, args, meta)
 	if err != nil {
 		return r.result(call.Name+": "+err.Error(), true)
 	}
@@ -311,6 +347,11 @@ func preview(full string, limit int) (string, string) {
 
 func (r *Registry) names() []string {
 	out := append([]string(nil), r.order...)
+	for _, s := range r.sources {
+		for _, t := range s.Tools() {
+			out = append(out, t.Name)
+		}
+	}
 	sort.Strings(out)
 	return out
 }

@@ -639,7 +639,7 @@ function onChatEvent(ev) {
     applyDelta(v, ev);
     return render();
   }
-  if (ev.type === 'quota.wait') {
+  if (ev.type === 'quota.wait' || ev.type === 'tool.progress') {
     // Not durable: it carries the seq of the last durable event, so the
     // seq check below would drop it.
     applyEvent(v, ev);
@@ -769,6 +769,16 @@ function applyEvent(v, ev) {
     case 'compact':
     case 'diagnostic':
       return applyMark(v, ev, true);
+    case 'tool.progress': {
+      // Not durable: what a running call (an MCP tool) reports, shown on
+      // its chip until its result.
+      const r = v.running;
+      const id = ev.call && ev.call.id;
+      if (!r || !id) return;
+      const t = r.tools.find((x) => x.id === id);
+      if (t && !t.done) t.progress = String(ev.text || '');
+      return;
+    }
     case 'quota.wait':
       // Not durable: it says what the running turn does now, until a delta,
       // a tool call or the turn's end shows it went on.
@@ -2174,7 +2184,10 @@ function streamingItem(r) {
       const col = h('div', { class: 'col' });
       if (r.tools.length) {
         const tools = h('div', { class: 'tools' });
-        for (const t of r.tools) tools.append(h('span', { class: 'tool' + (t.done ? ' done' : '') + (t.failed ? ' failed' : '') }, t.name));
+        for (const t of r.tools) {
+          const label = t.progress && !t.done ? `${t.name}: ${t.progress}` : t.name;
+          tools.append(h('span', { class: 'tool' + (t.done ? ' done' : '') + (t.failed ? ' failed' : ''), role: t.progress ? 'status' : null }, label));
+        }
         col.append(tools);
       }
       col.append(body);

@@ -25,6 +25,11 @@
 //   .running-chat[data-chat=ID]     one of them; class .busy while running; .title,
 //                                   .chat-state, .queue (text: the pending count)
 //   #quotas-section                 hidden unless GET /api/quotas answers 200
+//   #mcp-section                    hidden unless GET /api/mcp answers 200 with servers;
+//   .mcp-server[data-name=NAME]     one server; data-state = starting | ready |
+//                                   restarting | unavailable | stopped; children
+//                                   .name, .transport, .state, .tools (count),
+//                                   .restarts, .error (the last one, secrets redacted)
 //   #mon-error                      a problem with the feed (signed out, monitor off)
 //   #toasts .toast                  transient errors (a refused reset)
 //   #charts                         the charts of the stored aggregates (see charts.js)
@@ -264,6 +269,28 @@ async function loadQuotas() {
   if (ok) setTimeout(loadQuotas, 30000);
 }
 
+// loadMCP shows the MCP servers while GET /api/mcp answers 200 with some,
+// every 5 s: their state changes without a breaker transition (a start).
+async function loadMCP() {
+  let servers = null;
+  try {
+    const res = await fetch('/api/mcp', { headers: { Accept: 'application/json' } });
+    if (res.status === 200) servers = (await res.json()).servers || [];
+  } catch { /* hidden */ }
+  const ok = Array.isArray(servers) && servers.length > 0;
+  $('#mcp-section').hidden = !ok;
+  if (!ok) return;
+  $('#mcp-count').textContent = String(servers.length);
+  $('#mcp').replaceChildren(...servers.map((s) => el('li', { class: `mcp-server ${s.state}`, 'data-name': s.name, 'data-state': s.state },
+    el('span', { class: 'name', text: s.name }),
+    el('span', { class: 'transport', text: s.transport }),
+    el('span', { class: 'state', text: s.state }),
+    el('span', { class: 'tools', text: String(s.tools), title: 'tools' }),
+    el('span', { class: 'restarts', text: String(s.restarts), title: 'restarts' }),
+    s.error ? el('span', { class: 'error', text: s.error }) : null)));
+  setTimeout(loadMCP, 5000);
+}
+
 // ------------------------------------------------------------ feed
 
 let source = null;
@@ -323,3 +350,4 @@ renderChats();
 connect();
 loadQuotas();
 initCharts();
+loadMCP();
