@@ -2,6 +2,7 @@ package chats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -155,4 +156,36 @@ func outcomeAttachments(parts []provider.Part) []Attachment {
 		out[i] = Attachment{SHA256: p.SHA256, Type: p.MediaType, Size: p.Size, Name: p.Name, Width: p.Width, Height: p.Height}
 	}
 	return out
+}
+
+// MediaRefused keeps, as a diagnostic of chat (kind media), why a file of
+// the person's message did not reach the model: an unsupported kind, a
+// file past its limit, a failed download, a file whose content is not what
+// it says (a corrupt image). via names the transport (telegram, browser),
+// outcome one of runtime's media outcomes, reason what the person was told
+// (redacted and cut as every diagnostic). The person is told by the
+// transport; this is the record's side of it (issue 16 item 7). A chat
+// that does not exist or cannot write keeps none.
+func (s *Service) MediaRefused(ctx context.Context, chat, via, outcome, reason string) {
+	d := runtime.Diagnostic{Kind: runtime.DiagMedia, Name: via, Outcome: outcome, Error: runtime.DiagError(fmt.Errorf("%s", reason))}
+	_ = s.do(ctx, chat, func(a *actor) error {
+		if a.usable() != nil {
+			return nil
+		}
+		a.append(&Event{Type: EvDiagnostic, Diagnostic: &d}, Origin{})
+		return a.flush()
+	})
+}
+
+// RefusalOutcome is the media outcome of an error Upload or Blobs.Put
+// refused a file with: too_large, bad_file (content that contradicts its
+// type, a corrupt image, an empty file) or error.
+func RefusalOutcome(err error) string {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return runtime.OutcomeTooLarge
+	case errors.Is(err, ErrBadInput):
+		return runtime.OutcomeBadFile
+	}
+	return runtime.OutcomeError
 }

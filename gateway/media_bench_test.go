@@ -49,12 +49,16 @@ func (w *turnWaiter) Deliver(d chats.Delivery) {
 // upload in flight (one at a time here): an upload is streamed, never
 // held whole.
 func BenchmarkTurnsDuringUpload(b *testing.B) {
-	for _, uploads := range []bool{false, true} {
-		b.Run("uploads="+strconv.FormatBool(uploads), func(b *testing.B) { benchTurnsDuringUpload(b, 100, uploads) })
+	// none: no upload; paced: one 10 MB upload at a time, a second apart
+	// (a person sending a big file now and then; 10 MB/s at most);
+	// stream: one after another, as fast as they go.
+	for _, mode := range []string{"none", "paced", "stream"} {
+		b.Run("uploads="+mode, func(b *testing.B) { benchTurnsDuringUpload(b, 100, mode) })
 	}
 }
 
-func benchTurnsDuringUpload(b *testing.B, nchats int, uploads bool) {
+func benchTurnsDuringUpload(b *testing.B, nchats int, mode string) {
+	uploads := mode != "none"
 	cfg := config.Default()
 	db, err := chats.OpenDB(filepath.Join(b.TempDir(), "mirror.db"), time.Second)
 	if err != nil {
@@ -166,6 +170,13 @@ func benchTurnsDuringUpload(b *testing.B, nchats int, uploads bool) {
 					return
 				}
 				uploaded.Add(1)
+				if mode == "paced" {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Second):
+					}
+				}
 			}
 		})
 	}

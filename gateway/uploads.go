@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/runtime"
 )
 
 // uploadRoutes adds POST /api/uploads: the request body is one file, its
@@ -34,8 +36,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		limit := b.Limits().For(baseType(declared))
 		// A declared size past the limit is refused before a byte is read.
 		if r.ContentLength > limit {
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "too_large",
-				"message": "a " + chats.KindOf(baseType(declared)) + " attachment may be at most " + strconv.FormatInt(limit, 10) + " bytes; this one is " + strconv.FormatInt(r.ContentLength, 10)})
+			msg := "a " + chats.KindOf(baseType(declared)) + " attachment may be at most " + strconv.FormatInt(limit, 10) + " bytes; this one is " + strconv.FormatInt(r.ContentLength, 10)
+			s.uploadRefused(r, runtime.OutcomeTooLarge, msg)
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "too_large", "message": msg})
 			return
 		}
 		// A file up to the limit may take longer than a form to arrive.
@@ -44,6 +47,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a, err := s.opt.Chats.Upload(r.Context(), r.Body, declared, r.URL.Query().Get("name"))
+	switch {
+	case err == nil:
+	case errors.Is(err, chats.ErrTooLarge), errors.Is(err, chats.ErrBadInput):
+		s.uploadRefused(r, chats.RefusalOutcome(err), err.Error())
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.uploadRefused(r, runtime.OutcomeDownload, "the file took too long to arrive")
+	}
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusCreated, map[string]any{"attachment": a})
@@ -61,6 +71,22 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("upload failed", "err", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "message": "the file could not be stored"})
 	}
+}
+
+// uploadRefused leaves a diagnostic (kind media, named browser) of a
+// refused upload in the chat the upload was meant for (?chat=, which the
+// composer sends), so the record says what the person was told (issue 16
+// item 7). An upload that names no chat, or one that does not exist,
+// leaves none: the refusal is the answer either way.
+func (s *Server) uploadRefused(r *http.Request, outcome, reason string) {
+	chat := r.URL.Query().Get("chat")
+	if chat == "" || len(chat) > 64 {
+		return
+	}
+	// The request's context ends with the connection the refusal closes.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	s.opt.Chats.MediaRefused(ctx, chat, "browser", outcome, reason)
 }
 
 // baseType is a Content-Type without its parameters.

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/png"
 	"io"
@@ -12,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime"
 )
 
 func pngOf(t testing.TB, w, h int) []byte {
@@ -188,5 +192,65 @@ func TestUploadOutlivesTheFormBodyTimeout(t *testing.T) {
 	status, out := st.post(t, bearer(), "text/plain", "slow.txt", body, -1)
 	if status != http.StatusCreated {
 		t.Fatalf("slow upload: %d %v", status, out)
+	}
+}
+
+// Every upload the server refuses leaves a diagnostic (kind media, named
+// browser, saying why) in the chat the composer named with ?chat=, and
+// nothing else in it; an accepted upload leaves none (issue 16 item 7).
+func TestUploadRefusalsLeaveADiagnostic(t *testing.T) {
+	st := newStack(t, func(c *config.Config) { c.Attachments.MaxDocumentBytes = 64 << 10 })
+	ctx := context.Background()
+	img := pngOf(t, 7, 3)
+	corrupt := []byte("\x89PNG\r\n\x1a\nnot really a png")
+	for _, tc := range []struct {
+		name    string
+		typ     string
+		body    []byte
+		length  int64
+		outcome string // "" for no diagnostic
+	}{
+		{"an image", "image/png", img, int64(len(img)), ""},
+		{"declared length over the limit", "text/plain", bytes.Repeat([]byte("a"), 65<<10), 65 << 10, runtime.OutcomeTooLarge},
+		{"streamed past the limit", "text/plain", bytes.Repeat([]byte("a"), 65<<10), -1, runtime.OutcomeTooLarge},
+		{"a corrupt image", "image/png", corrupt, int64(len(corrupt)), runtime.OutcomeBadFile},
+		{"a page declared as an image", "image/png", []byte("<html><script>x</script>"), 24, runtime.OutcomeBadFile},
+		{"an empty file", "text/plain", nil, 0, runtime.OutcomeBadFile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := st.svc.Create(ctx, "attach", "", chats.Origin{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status, out := st.post(t, bearer(), tc.typ, "f&chat="+c.ID, bytes.NewReader(tc.body), tc.length)
+			if (status == http.StatusCreated) != (tc.outcome == "") {
+				t.Fatalf("status %d %v", status, out)
+			}
+			frames, err := st.svc.Events(ctx, c.ID, 0, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, fr := range frames {
+				var ev chats.Event
+				if err := json.Unmarshal(fr.Raw, &ev); err != nil {
+					t.Fatal(err)
+				}
+				if ev.Type != chats.EvDiagnostic {
+					continue
+				}
+				d := ev.Diagnostic
+				if d == nil || d.Kind != runtime.DiagMedia || d.Name != "browser" || d.Error == "" || d.Error != runtime.DiagError(errors.New(d.Error)) {
+					t.Fatalf("diagnostic %s", fr.Raw)
+				}
+				if msg, _ := out["message"].(string); !strings.Contains(msg, strings.TrimSuffix(d.Error, "…")[:20]) {
+					t.Errorf("the diagnostic says %q, the person was told %q", d.Error, msg)
+				}
+				got = append(got, d.Outcome)
+			}
+			if strings.Join(got, " ") != tc.outcome {
+				t.Fatalf("diagnostics %q, want %q", got, tc.outcome)
+			}
+		})
 	}
 }

@@ -36,6 +36,15 @@ type FileSender interface {
 const (
 	DiagTranscribe = "transcribe" // one attempt of the transcribe role at a voice note
 	DiagDelivery   = "delivery"   // an image of a model's answer that could not be delivered
+	DiagMedia      = "media"      // a file of the person's message that did not reach the model (Name: the transport)
+)
+
+// Outcomes of a media diagnostic (DiagMedia) besides OutcomeError.
+const (
+	OutcomeUnsupported = "unsupported"     // a kind Mirror does not pass on (a video, a location)
+	OutcomeTooLarge    = "too_large"       // past its kind's limit, or the Bot API's 20 MB
+	OutcomeDownload    = "download_failed" // the transport could not fetch it
+	OutcomeBadFile     = "bad_file"        // content that contradicts its type: a corrupt image, an empty file
 )
 
 // transcriber is a provider with an /audio/transcriptions endpoint (the

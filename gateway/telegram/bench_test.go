@@ -194,8 +194,8 @@ func BenchmarkFetchFile(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		a, problem, err := st.bot.fetch(context.Background(), ref)
-		if err != nil || problem != "" || a.Size != size {
-			b.Fatalf("fetch: %v %s %+v", err, problem, a)
+		if err != nil || problem.text != "" || a.Size != size {
+			b.Fatalf("fetch: %v %s %+v", err, problem.text, a)
 		}
 	}
 }

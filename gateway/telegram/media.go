@@ -15,6 +15,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/runtime"
 )
 
 // MaxBotDownload is the largest file the Bot API lets a bot download
@@ -190,6 +191,14 @@ func sizeText(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// aKind is a kind of attachment with its article: "an image", "a document".
+func aKind(kind string) string {
+	if kind != "" && strings.IndexByte("aeiou", kind[0]) >= 0 {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
 // tooBigForBots is what the person reads about a file past MaxBotDownload.
 func tooBigForBots(f fileRef) string {
 	size := ""
@@ -199,55 +208,62 @@ func tooBigForBots(f fileRef) string {
 	return fmt.Sprintf("Your %s%s did not reach the assistant: Telegram does not let bots download files over 20 MB. Send a smaller one, or a link to it.", f.what, size)
 }
 
+// refusal is why a file of a message was not passed on: text is what the
+// person is told, outcome the media diagnostic's (runtime.Outcome*).
+type refusal struct {
+	text    string
+	outcome string
+}
+
 // fetch downloads one file of a message into the blob store as an upload
 // (streamed: getFile, then the file's bytes straight into Upload, which
 // hashes and writes them to disk as they come, so nothing is held whole).
 // problem is set, and nothing stored, when the file cannot be passed on;
-// it is what to tell the person. An error is returned only when the
+// its text is what to tell the person. An error is returned only when the
 // update must be handled again (the bot is shutting down).
-func (b *Bot) fetch(ctx context.Context, f fileRef) (a chats.Attachment, problem string, err error) {
+func (b *Bot) fetch(ctx context.Context, f fileRef) (a chats.Attachment, problem refusal, err error) {
 	blobs := b.svc.Blobs()
 	if blobs == nil {
-		return a, fmt.Sprintf("Your %s did not reach the assistant: this Mirror stores no attachments.", f.what), nil
+		return a, refusal{fmt.Sprintf("Your %s did not reach the assistant: this Mirror stores no attachments.", f.what), runtime.OutcomeUnsupported}, nil
 	}
 	if f.size > MaxBotDownload {
-		return a, tooBigForBots(f), nil
+		return a, refusal{tooBigForBots(f), runtime.OutcomeTooLarge}, nil
 	}
 	if limit := blobs.Limits().For(f.typ); f.size > limit {
-		return a, fmt.Sprintf("Your %s (%s) did not reach the assistant: a %s attachment may be at most %s here.", f.what, sizeText(f.size), chats.KindOf(f.typ), sizeText(limit)), nil
+		return a, refusal{fmt.Sprintf("Your %s (%s) did not reach the assistant: %s attachment may be at most %s here.", f.what, sizeText(f.size), aKind(chats.KindOf(f.typ)), sizeText(limit)), runtime.OutcomeTooLarge}, nil
 	}
 	resp, err := b.call(ctx, callOpts{prio: prioFirst}, tgbotapi.FileConfig{FileID: f.id})
 	if err != nil {
 		if ctx.Err() != nil {
-			return a, "", err
+			return a, refusal{}, err
 		}
 		if isAPIError(err, "file is too big") {
-			return a, tooBigForBots(f), nil
+			return a, refusal{tooBigForBots(f), runtime.OutcomeTooLarge}, nil
 		}
-		return a, fmt.Sprintf("Your %s could not be downloaded from Telegram (%s), so it did not reach the assistant; please send it again.", f.what, Redact(err.Error())), nil
+		return a, refusal{fmt.Sprintf("Your %s could not be downloaded from Telegram (%s), so it did not reach the assistant; please send it again.", f.what, Redact(err.Error())), runtime.OutcomeDownload}, nil
 	}
 	var file tgbotapi.File
 	if err := json.Unmarshal(resp.Result, &file); err != nil || file.FilePath == "" {
-		return a, fmt.Sprintf("Your %s could not be downloaded: Telegram gave no file path for it; please send it again.", f.what), nil
+		return a, refusal{fmt.Sprintf("Your %s could not be downloaded: Telegram gave no file path for it; please send it again.", f.what), runtime.OutcomeDownload}, nil
 	}
 	if int64(file.FileSize) > MaxBotDownload {
-		return a, tooBigForBots(f), nil
+		return a, refusal{tooBigForBots(f), runtime.OutcomeTooLarge}, nil
 	}
 	wait := 500 * time.Millisecond
 	var last error
 	for try := 0; try < downloadTries; try++ {
 		if try > 0 {
 			if err := b.pause(ctx, wait); err != nil {
-				return a, "", err
+				return a, refusal{}, err
 			}
 			wait *= 2
 		}
 		a, retry, err := b.download(ctx, file.FilePath, f)
 		if err == nil {
-			return a, "", nil
+			return a, refusal{}, nil
 		}
 		if ctx.Err() != nil {
-			return a, "", ctx.Err()
+			return a, refusal{}, ctx.Err()
 		}
 		last = err
 		if !retry {
@@ -255,14 +271,13 @@ func (b *Bot) fetch(ctx context.Context, f fileRef) (a chats.Attachment, problem
 		}
 		b.log.Warn("telegram: file download failed; retrying", "err", err)
 	}
-	var what string
 	switch {
 	case errors.Is(last, chats.ErrTooLarge), errors.Is(last, chats.ErrBadInput):
-		what = fmt.Sprintf("Your %s did not reach the assistant: %s", f.what, last.Error())
+		problem = refusal{fmt.Sprintf("Your %s did not reach the assistant: %s", f.what, last.Error()), chats.RefusalOutcome(last)}
 	default:
-		what = fmt.Sprintf("Your %s could not be downloaded from Telegram (%s), so it did not reach the assistant; please send it again.", f.what, Redact(last.Error()))
+		problem = refusal{fmt.Sprintf("Your %s could not be downloaded from Telegram (%s), so it did not reach the assistant; please send it again.", f.what, Redact(last.Error())), runtime.OutcomeDownload}
 	}
-	return chats.Attachment{}, what, nil
+	return chats.Attachment{}, problem, nil
 }
 
 // download streams the file at filePath into the blob store. retry says

@@ -3,6 +3,7 @@ package telegram
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
@@ -17,6 +18,8 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
 )
@@ -217,7 +220,8 @@ func (m *partsModel) last() []provider.Message {
 // TestMediaKinds passes each kind of Telegram message on (or refuses it)
 // and checks what reaches the chat and what the person is told.
 func TestMediaKinds(t *testing.T) {
-	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	const imageLimit = 5 << 20 // under the Bot API's 20 MB, to be told apart
+	st := newStackWith(t, stackOpts{delay: time.Millisecond, mutate: func(c *config.Config) { c.Attachments.MaxImageBytes = imageLimit }})
 	f := st.fake
 	tooBig := f.addFile(nil, 25<<20)
 	notFound := f.addFile([]byte("gone"), 0)
@@ -258,6 +262,20 @@ func TestMediaKinds(t *testing.T) {
 		{"video with a caption", `"video":{"file_id":"vid","file_unique_id":"v","width":1,"height":1,"duration":1},"caption":"look"`,
 			"look", nil, "I cannot read a video yet"},
 		{"location", `"location":{"latitude":1.5,"longitude":2.5}`, "-", nil, "I cannot read a location yet"},
+		{"over the image limit", fmt.Sprintf(`"document":{"file_id":"bigpng","file_unique_id":"l1","file_name":"scan.png","mime_type":"image/png","file_size":%d},"caption":"scan"`, imageLimit+1),
+			"scan", nil, "an image attachment may be at most 5.0 MB here"},
+	}
+	// Each refusal leaves a diagnostic (kind media) in the chat, naming
+	// why (issue 16 item 7); what passed on whole leaves none.
+	diag := map[string]string{
+		"over 20 MB by its size":      runtime.OutcomeTooLarge,
+		"over 20 MB by getFile":       runtime.OutcomeTooLarge,
+		"over the image limit":        runtime.OutcomeTooLarge,
+		"failed download":             runtime.OutcomeDownload,
+		"corrupt image":               runtime.OutcomeBadFile,
+		"image declared, content not": runtime.OutcomeBadFile,
+		"video with a caption":        runtime.OutcomeUnsupported,
+		"location":                    runtime.OutcomeUnsupported,
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,6 +287,10 @@ func TestMediaKinds(t *testing.T) {
 			f.polledPast(t, upd)
 			if tc.note != "" {
 				f.waitFor("the note: "+tc.note, func() bool { return f.hasTextLocked(tg, tc.note) })
+			}
+			// The diagnostic commits before the note is sent.
+			if got, want := st.mediaDiagnostics(t, tg), diag[tc.name]; strings.Join(got, " ") != want {
+				t.Errorf("media diagnostics %q, want %q", got, want)
 			}
 			m, ok := st.passedMessage(t, tg, id)
 			if tc.text == "-" {
@@ -313,6 +335,36 @@ func TestMediaKinds(t *testing.T) {
 	if left := tempFiles(t, st); len(left) > 0 {
 		t.Errorf("temp files left in the blob store: %v", left)
 	}
+}
+
+// mediaDiagnostics returns the outcomes of the media diagnostics stored in
+// tg's current chat (none when it has no chat), checking each names the
+// transport and says why.
+func (st *stack) mediaDiagnostics(t testing.TB, tg int64) []string {
+	t.Helper()
+	chat := st.bot.currentChat(tg)
+	if chat == "" {
+		return nil
+	}
+	frames, err := st.svc.Events(context.Background(), chat, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, fr := range frames {
+		var ev chats.Event
+		if err := json.Unmarshal(fr.Raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != chats.EvDiagnostic || ev.Diagnostic == nil || ev.Diagnostic.Kind != runtime.DiagMedia {
+			continue
+		}
+		if ev.Diagnostic.Name != "telegram" || ev.Diagnostic.Error == "" || strings.Contains(ev.Diagnostic.Error, botToken) {
+			t.Errorf("media diagnostic %+v", *ev.Diagnostic)
+		}
+		out = append(out, ev.Diagnostic.Outcome)
+	}
+	return out
 }
 
 // tempFiles lists the blob store's temp files.

@@ -18,6 +18,8 @@ import (
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
+	"github.com/mirror-gateway/mirror/runtime/provider/openai"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
@@ -77,6 +79,10 @@ type stackOpts struct {
 	quota *quota.Book
 	// sources add tools to the registry (MCP servers).
 	sources []tools.Source
+	// stt, when set, is the base URL of an OpenAI-compatible
+	// /audio/transcriptions server the engine's transcribe role asks (its
+	// chat model: model, else the builtin one).
+	stt string
 }
 
 func newStack(t testing.TB, delay time.Duration, mutate func(*config.Config), interval time.Duration, global int, fake *fakeAPI) *stack {
@@ -125,7 +131,16 @@ func (st *stack) open(t testing.TB) {
 		t.Fatal(err)
 	}
 	var eng *runtime.Engine
-	if st.so.model != nil {
+	if st.so.stt != "" {
+		var chat provider.Provider = builtin.New(*st.cfg.Providers[0].Delay)
+		if st.so.model != nil {
+			chat = st.so.model
+		}
+		eng, err = runtime.NewEngine([]*runtime.Model{
+			{Name: "m", ProvName: "builtin", ProvKind: config.KindBuiltin, Provider: chat, Remote: "echo", Window: 128000},
+			{Name: "stt", ProvName: "whisper", ProvKind: config.KindOpenAI, Provider: openai.New(openai.Config{Name: "whisper", BaseURL: st.so.stt}), Remote: "whisper-1", Window: 8192},
+		}, map[string][]string{"default": {"m"}, "stt": {"stt"}}, config.Roles{Chat: "default", Reflect: "default", Transcribe: "stt"}, 8)
+	} else if st.so.model != nil {
 		eng, err = runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: st.so.model, Remote: "fake", Window: 128000}},
 			map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
 	} else {

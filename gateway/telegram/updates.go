@@ -300,6 +300,7 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, func(
 	}
 	if md.unsupported != "" {
 		note := "I cannot read " + md.unsupported + " yet, so it did not reach the assistant (I read text, photos, files, voice and audio messages, video messages and stickers)."
+		b.mediaRefused(tg, []refusal{{note, runtime.OutcomeUnsupported}})
 		if strings.TrimSpace(text) == "" {
 			b.notify(tg, note, nil, m.MessageID)
 			return nil, nil, nil
@@ -332,19 +333,22 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, func(
 func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group string) (func(bk *bolt.Bucket) error, func(), error) {
 	tg := m.Chat.ID
 	var sums, problems []string
+	var refused []refusal
 	for _, f := range files {
 		a, problem, err := b.fetch(b.ctx, f)
 		if err != nil {
 			return nil, nil, err
 		}
-		if problem != "" {
-			b.log.Info("telegram: a file was not passed on", "tg", tg, "kind", f.what, "reason", problem)
-			problems = append(problems, problem)
+		if problem.text != "" {
+			b.log.Info("telegram: a file was not passed on", "tg", tg, "kind", f.what, "reason", problem.text)
+			problems = append(problems, problem.text)
+			refused = append(refused, problem)
 			continue
 		}
 		sums = append(sums, a.SHA256)
 	}
 	if len(problems) > 0 {
+		b.mediaRefused(tg, refused)
 		b.notify(tg, strings.Join(problems, "\n"), nil, m.MessageID)
 	}
 	if strings.TrimSpace(text) == "" {
@@ -360,6 +364,20 @@ func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group s
 		return nil, nil, nil
 	}
 	return b.passOn(m, text, sums)
+}
+
+// mediaRefused leaves a diagnostic (kind media) of each file of a message
+// that was not passed on in the Telegram chat's current chat, so the record
+// says what the person was told and why (issue 16 item 7).
+func (b *Bot) mediaRefused(tg int64, refused []refusal) {
+	chat, err := b.ensureChat(tg)
+	if err != nil {
+		b.log.Warn("telegram: no chat to keep a refused file's diagnostic in", "tg", tg, "err", err)
+		return
+	}
+	for _, r := range refused {
+		b.svc.MediaRefused(b.ctx, chat, "telegram", r.outcome, r.text)
+	}
 }
 
 // passOn sends the person's message to the Telegram chat's current chat

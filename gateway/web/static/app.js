@@ -2607,7 +2607,7 @@ function bind() {
     if (item && item.dataset.chat) selectChat(item.dataset.chat);
   });
 
-  const files = initAttach({ form: dom.composer, input: dom.input, onChange: render });
+  const files = initAttach({ form: dom.composer, input: dom.input, onChange: render, chat: () => S.current });
   dom.composer.addEventListener('submit', (e) => {
     e.preventDefault();
     const text = dom.input.value.trim();

@@ -70,8 +70,9 @@ function refusal(status, body) {
 let nextId = 0;
 
 // initAttach wires the composer; onChange is called whenever the tray
-// changes (the caller re-renders what depends on it).
-export function initAttach({ form, input, onChange = () => {} }) {
+// changes (the caller re-renders what depends on it); chat returns the open
+// chat's id, which an upload names so a refusal is kept in its record.
+export function initAttach({ form, input, onChange = () => {}, chat = () => null }) {
   const button = document.getElementById('attach');
   const picker = document.getElementById('attach-input');
   const tray = document.getElementById('attachments');
@@ -138,7 +139,9 @@ export function initAttach({ form, input, onChange = () => {} }) {
   function upload(it) {
     const xhr = new XMLHttpRequest();
     it.xhr = xhr;
-    xhr.open('POST', `/api/uploads?name=${encodeURIComponent(it.name)}`);
+    // The chat it is meant for keeps a diagnostic if the server refuses it.
+    const to = chat();
+    xhr.open('POST', `/api/uploads?name=${encodeURIComponent(it.name)}${to ? `&chat=${encodeURIComponent(to)}` : ''}`);
     xhr.setRequestHeader('Content-Type', it.type);
     xhr.upload.addEventListener('progress', (e) => {
       if (!e.lengthComputable) return;
