@@ -359,11 +359,12 @@ func (f *fakeAPI) notifyLocked() {
 // waitFor waits until cond (run under the lock) holds, woken by changes
 // to the fake and, since a cond may also read the bot's own state (a chat
 // gone idle, a follow landed) which changes without a call reaching the
-// fake, re-checked every few milliseconds; bounded by 60 s (generous: a loaded machine under -race
-// is slow, and a wait that holds ends as soon as its condition does).
+// fake, re-checked every few milliseconds; bounded by 60 s (generous: a
+// loaded machine under -race is slow, and a wait that holds ends as soon
+// as its condition does).
 func (f *fakeAPI) waitFor(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(60 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
