@@ -334,7 +334,7 @@ func (a *actor) flush() error {
 	meta.UpdatedAt = time.Now().UTC()
 	metaJSON, _ := json.Marshal(meta)
 	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketChats).Put([]byte(a.id), metaJSON); err != nil {
+		if err := putMeta(tx, a.meta.UpdatedAt, &meta, metaJSON); err != nil {
 			return err
 		}
 		if len(b.events) > 0 {

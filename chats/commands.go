@@ -506,8 +506,14 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (int, e
 // metadata, record, pending queue, client ids, tool outputs, archive, held
 // recovery answers and file-change ledger, in the caller's transaction.
 func (s *Service) removeChatTx(tx *bolt.Tx, id string) error {
-	if err := tx.Bucket(bucketChats).Delete([]byte(id)); err != nil {
-		return err
+	c, ok, err := loadChat(tx, id)
+	if err != nil {
+		c, ok = Chat{ID: id}, true // damaged metadata goes too; its index entries are looked for
+	}
+	if ok {
+		if err := deleteMeta(tx, &c); err != nil {
+			return err
+		}
 	}
 	for _, parent := range [][]byte{bucketRecords, bucketPending, bucketClientIDs, bucketOutputs, bucketArchive} {
 		p := tx.Bucket(parent)

@@ -121,5 +121,10 @@ func deleteProcs(tx *bolt.Tx, chat string, events []*Event, dropped []string) er
 			return err
 		}
 	}
+	if k, _ := b.Cursor().First(); k == nil {
+		// No command of the chat left: its bucket goes too, so what
+		// Resume walks at start is only the chats with commands running.
+		return tx.Bucket(bucketProcs).DeleteBucket([]byte(chat))
+	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,26 +152,33 @@ func New(opt Options) *Service {
 
 // Resume loads every chat that has work left from a previous run (pending
 // messages or a turn that was running), so that work goes on without anyone
-// opening the chat.
+// opening the chat. It reads the work index (bucketWork) and the process
+// journal, never every chat: start costs the same however many are stored.
 func (s *Service) Resume(ctx context.Context) (int, error) {
 	var ids []string
 	err := s.store.db.View(func(tx *bolt.Tx) error {
-		// A chat with a journaled tool process is loaded too, whatever its
-		// metadata says: loading it stops a command that outlived a crash.
-		procs := map[string]bool{}
-		if pb := tx.Bucket(bucketProcs); pb != nil {
-			_ = pb.ForEachBucket(func(k []byte) error { procs[string(k)] = true; return nil })
-		}
-		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
-			var c Chat
-			if err := json.Unmarshal(v, &c); err != nil {
-				return nil // reported when the chat itself is loaded
-			}
-			if c.Pending > 0 || c.Turn != "" || c.Resume || procs[c.ID] {
-				ids = append(ids, c.ID)
+		seen := map[string]bool{}
+		add := func(k []byte) error {
+			if !seen[string(k)] {
+				seen[string(k)] = true
+				ids = append(ids, string(k))
 			}
 			return nil
-		})
+		}
+		if err := tx.Bucket(bucketWork).ForEach(func(k, _ []byte) error { return add(k) }); err != nil {
+			return err
+		}
+		// A chat with a journaled tool process is loaded too, whatever its
+		// metadata says: loading it stops a command that outlived a crash.
+		if pb := tx.Bucket(bucketProcs); pb != nil {
+			return pb.ForEachBucket(func(k []byte) error {
+				if tx.Bucket(bucketChats).Get(k) == nil {
+					return nil
+				}
+				return add(k)
+			})
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -232,33 +238,33 @@ func (s *Service) notifyList(c Chat, created bool, except any) {
 	s.watchMu.RUnlock()
 }
 
-// List returns every chat, most recently updated first.
+// List returns every chat, most recently updated first. It reads them all:
+// a client that shows a list pages through it with ListPage instead.
 func (s *Service) List(ctx context.Context) ([]Chat, error) {
-	var out []Chat
-	err := s.store.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
-			var c Chat
-			if err := json.Unmarshal(v, &c); err != nil {
-				return fmt.Errorf("chat %s: corrupt metadata: %w", k, err)
-			}
-			if c.DeleteAt != nil {
-				return nil // deleted, until the undo window passes: listed nowhere
-			}
-			c.State = StateIdle
-			if c.Turn != "" {
-				c.State = StateRunning
-			}
-			out = append(out, c)
-			return nil
-		})
+	p, err := s.ListPage(ctx, "", -1)
+	return p.Chats, err
+}
+
+// ListPage returns up to limit chats (0: DefaultListPage; at most
+// MaxListPage, except that a negative limit means all of them), most
+// recently updated first, starting after cursor after (a previous page's
+// Next; "" for the newest). It reads the page from the index by last
+// update, so its cost does not grow with the chats stored.
+func (s *Service) ListPage(ctx context.Context, after string, limit int) (ChatPage, error) {
+	switch {
+	case limit < 0:
+		limit = int(^uint(0) >> 1)
+	case limit == 0:
+		limit = DefaultListPage
+	case limit > MaxListPage:
+		limit = MaxListPage
+	}
+	var p ChatPage
+	err := s.store.db.View(func(tx *bolt.Tx) (err error) {
+		p, err = listPage(tx, after, limit)
+		return err
 	})
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].UpdatedAt.Equal(out[j].UpdatedAt) {
-			return out[i].UpdatedAt.After(out[j].UpdatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, err
+	return p, err
 }
 
 // Create makes a new chat. An empty chain means the chat role's chain.
@@ -285,7 +291,7 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 	ev := &Event{Type: EvChatCreated, Chat: c.ID, Seq: 1, Time: now, Title: title}
 	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
 		meta, _ := json.Marshal(c)
-		if err := tx.Bucket(bucketChats).Put([]byte(c.ID), meta); err != nil {
+		if err := putMeta(tx, time.Time{}, &c, meta); err != nil {
 			return err
 		}
 		b, err := subBucket(tx, bucketRecords, c.ID, true)
@@ -553,4 +559,23 @@ func randomID() string {
 		panic(err) // crypto/rand never fails on Linux
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// Working returns the chats with work left as stored (messages waiting, a
+// turn running or interrupted), read from the work index: as many reads as
+// such chats, however many are stored.
+func (s *Service) Working(ctx context.Context) ([]Chat, error) {
+	var out []Chat
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketWork).ForEach(func(k, _ []byte) error {
+			c, ok, err := loadChat(tx, string(k))
+			if err != nil || !ok {
+				return err
+			}
+			listState(&c)
+			out = append(out, c)
+			return nil
+		})
+	})
+	return out, err
 }

@@ -61,22 +61,56 @@ const maxGroup = 512
 // a damaged one as a *dbcheck.Damage (errors.Is dbcheck.ErrDamaged), left
 // as it was.
 func OpenDB(path string, timeout time.Duration) (*bolt.DB, error) {
-	// Like etcd: the freelist is rebuilt at open instead of written on every
-	// commit, which saves pages per commit on the hot path. That rebuild
-	// walks the file in a goroutine nothing can recover, so the file is
-	// checked first (dbcheck.OpenFile), under the lock bbolt then keeps.
+	db, _, err := OpenDBReport(path, timeout)
+	return db, err
+}
+
+// OpenDBReport is OpenDB that also returns what the check at open found
+// (nil for a new file): Report.Tree says the whole tree was walked, which
+// happens when the previous process did not close the file (CloseDB).
+func OpenDBReport(path string, timeout time.Duration) (*bolt.DB, *dbcheck.Report, error) {
+	// Like etcd: the freelist is not written on every commit, which saves
+	// pages per commit on the hot path; CloseDB writes it once at a clean
+	// close. Without it bbolt rebuilds the freelist at open by walking the
+	// file in a goroutine nothing can recover, so the file is checked
+	// first (dbcheck.OpenFileReport, whole when bbolt will walk it), under
+	// the lock bbolt then keeps.
+	var rep *dbcheck.Report
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true,
-		OpenFile: dbcheck.OpenFile(timeout)})
+		OpenFile: dbcheck.OpenFileReport(timeout, &rep)})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%s: %w (stop the other one, or use another --data dir)", path, ErrLocked)
+		return nil, nil, fmt.Errorf("%s: %w (stop the other one, or use another --data dir)", path, ErrLocked)
 	}
 	if errors.Is(err, dbcheck.ErrDamaged) {
-		return nil, err // it names the file and what to do
+		return nil, rep, err // it names the file and what to do
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+		return nil, nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	return db, nil
+	return db, rep, nil
+}
+
+// CloseDB closes a database OpenDB opened, once nothing else writes it:
+// it writes the freelist in one last commit and leaves the clean-shutdown
+// marker (dbcheck.MarkClean), so the next open reads the freelist and
+// checks the meta pages and the freelist only, instead of walking the
+// whole tree. A process killed before this leaves no valid marker: the
+// next open walks and checks everything.
+func CloseDB(db *bolt.DB) error {
+	path := db.Path()
+	err := db.Update(func(tx *bolt.Tx) error {
+		// Under the writer's lock: this commit, and only it, writes the
+		// freelist (bbolt reads the flag when it commits).
+		db.NoFreelistSync = false
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return dbcheck.MarkClean(path)
 }
 
 // NewStore creates the chats' buckets in db and starts the committer.
@@ -87,7 +121,7 @@ func NewStore(db *bolt.DB) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		return buildIndexes(tx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create buckets: %w", err)

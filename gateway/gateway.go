@@ -417,6 +417,34 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiChats(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Has("limit") || q.Has("after") {
+		// A page, read from the index by last update (see docs/protocol.md).
+		limit := 0
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit must be a whole number, 0 or more"})
+				return
+			}
+			limit = n
+		}
+		page, err := s.opt.Chats.ListPage(r.Context(), q.Get("after"), limit)
+		switch {
+		case errors.Is(err, chats.ErrBadInput):
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		case err != nil:
+			s.log.Error("list chats", "err", err)
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not list chats"})
+			return
+		}
+		if page.Chats == nil {
+			page.Chats = []chats.Chat{}
+		}
+		writeJSON(w, http.StatusOK, page)
+		return
+	}
 	list, err := s.opt.Chats.List(r.Context())
 	if err != nil {
 		s.log.Error("list chats", "err", err)

@@ -273,13 +273,26 @@ func (s *Server) monitorEvents(w http.ResponseWriter, r *http.Request) {
 		if s.opt.Chats == nil {
 			return write("chats", map[string]any{"chats": []chats.Chat{}})
 		}
-		list, err := s.opt.Chats.List(r.Context())
+		// The most recent chats and every chat with work left, from the
+		// indexes: what the dashboard shows, never a scan of every chat.
+		page, err := s.opt.Chats.ListPage(r.Context(), "", chats.MaxListPage)
+		var busy []chats.Chat
+		if err == nil {
+			busy, err = s.opt.Chats.Working(r.Context())
+		}
 		if err != nil {
 			s.log.Error("list chats", "err", err)
 			return nil
 		}
-		if list == nil {
-			list = []chats.Chat{}
+		list := append([]chats.Chat{}, page.Chats...)
+		seen := make(map[string]bool, len(list))
+		for _, c := range list {
+			seen[c.ID] = true
+		}
+		for _, c := range busy {
+			if !seen[c.ID] {
+				list = append(list, c)
+			}
 		}
 		return write("chats", map[string]any{"chats": list})
 	}

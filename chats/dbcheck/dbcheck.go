@@ -92,7 +92,9 @@ type Report struct {
 	More     int      `json:"more,omitempty"`
 	// Notes says what is odd but safe, such as a torn meta page bbolt
 	// falls back from.
-	Notes []string `json:"notes,omitempty"`
+	Notes []string `json:"notes,omitempty"` // Tree says the page tree was walked; false when CheckAtOpen found a
+	// cleanly closed file and checked its meta pages and freelist only.
+	Tree bool `json:"tree"`
 }
 
 // Sound reports whether no problem was found.
@@ -119,7 +121,22 @@ func (r *Report) problem(format string, args ...any) {
 // Check checks the bbolt file r of size bytes as bbolt would open it: the
 // meta page bbolt would pick, and everything reachable from it. It never
 // panics and never reads outside [0, size).
-func Check(r io.ReaderAt, size int64) *Report {
+func Check(r io.ReaderAt, size int64) *Report { return check(r, size, 0) }
+
+// CheckAtOpen is the check of every open: the meta pages, the high-water
+// mark and a written freelist always; the page tree too unless the file is
+// as a clean close left it: the meta page in use is of transaction clean
+// (what the clean-shutdown marker names, see MarkClean; 0 for none) and
+// has a written freelist. chats writes the freelist only at a clean close
+// (chats.CloseDB) and drops it at the first commit after an open, so bbolt,
+// reading that freelist, walks nothing at open either. Otherwise (a kill, a
+// crash, a power loss, a file copied in, an older version's file) bbolt
+// rebuilds the freelist by walking the whole tree, so the whole tree is
+// checked first, as Check does. Report.Tree says which was done; `mirror
+// check` always walks.
+func CheckAtOpen(r io.ReaderAt, size int64, clean uint64) *Report { return check(r, size, clean) }
+
+func check(r io.ReaderAt, size int64, clean uint64) *Report {
 	rep := &Report{Size: size, Meta: -1}
 	if size < minFileSize {
 		rep.problem("the file is %d bytes, shorter than the smallest bbolt database (%d bytes): it was cut short", size, minFileSize)
@@ -219,6 +236,12 @@ func Check(r io.ReaderAt, size int64) *Report {
 	if m.freelist != noFreelist && !c.freelist(m.freelist) {
 		return rep
 	}
+	if clean != 0 && m.txid == clean && m.freelist != noFreelist {
+		// The file is as a clean close left it (see CheckAtOpen): bbolt
+		// reads this freelist and walks nothing at open.
+		return rep
+	}
+	rep.Tree = true
 	c.walk(m.root, nil, nil, 0, origin{root: true})
 	if c.freed != nil && !c.stopped {
 		// With a written freelist every page is in use or free; bbolt's
@@ -252,6 +275,7 @@ func CheckTree(r io.ReaderAt, size int64, pageSize int, root, hwm uint64) *Repor
 		c.seen.set(0)
 		c.seen.set(1)
 		rep.Pages = 2
+		rep.Tree = true
 		c.walk(root, nil, nil, 0, origin{root: true})
 	}
 	return rep

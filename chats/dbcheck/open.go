@@ -47,6 +47,10 @@ const lockRetry = 50 * time.Millisecond
 // bbolt's ErrTimeout. An empty file is a new database and passes with a nil
 // report. A damaged file is closed and reported as *Damage, with its report.
 func Open(path string, flag int, mode os.FileMode, timeout time.Duration) (*os.File, *Report, error) {
+	return open(path, flag, mode, timeout, false)
+}
+
+func open(path string, flag int, mode os.FileMode, timeout time.Duration, atOpen bool) (*os.File, *Report, error) {
 	f, err := os.OpenFile(path, flag, mode)
 	if err != nil {
 		return nil, nil, err
@@ -60,10 +64,22 @@ func Open(path string, flag int, mode os.FileMode, timeout time.Duration) (*os.F
 		f.Close()
 		return nil, nil, err
 	}
+	clean := uint64(0)
+	if atOpen {
+		clean = cleanTxid(path, fi)
+		if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+			// The first commit of this open changes the file: from now on
+			// only the next clean close vouches for it.
+			if err := os.Remove(path + MarkerSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				f.Close()
+				return nil, nil, fmt.Errorf("remove the clean-shutdown marker: %w", err)
+			}
+		}
+	}
 	if fi.Size() == 0 {
 		return f, nil, nil
 	}
-	rep := Check(f, fi.Size())
+	rep := check(f, fi.Size(), clean)
 	if !rep.Sound() {
 		f.Close()
 		return nil, rep, &Damage{Path: path, Report: rep}
@@ -71,14 +87,23 @@ func Open(path string, flag int, mode os.FileMode, timeout time.Duration) (*os.F
 	return f, rep, nil
 }
 
-// OpenFile returns a bbolt Options.OpenFile that opens through Open: bbolt
-// then sees only files Check found sound, and a damaged one makes
-// bolt.Open return the *Damage untouched. Never set a bbolt Tx.WriteFlag
-// with it: WriteTo would reopen the file through here and wait for the
-// lock this process holds.
+// OpenFile returns a bbolt Options.OpenFile that opens through Open with
+// CheckAtOpen: bbolt then sees only files found sound, and a damaged one
+// makes bolt.Open return the *Damage untouched. Never set a bbolt
+// Tx.WriteFlag with it: WriteTo would reopen the file through here and
+// wait for the lock this process holds.
 func OpenFile(timeout time.Duration) func(string, int, os.FileMode) (*os.File, error) {
+	return OpenFileReport(timeout, nil)
+}
+
+// OpenFileReport is OpenFile that also stores the report of each open in
+// *report (when not nil): whether the tree was walked, and what was odd.
+func OpenFileReport(timeout time.Duration, report **Report) func(string, int, os.FileMode) (*os.File, error) {
 	return func(path string, flag int, mode os.FileMode) (*os.File, error) {
-		f, _, err := Open(path, flag, mode, timeout)
+		f, rep, err := open(path, flag, mode, timeout, true)
+		if report != nil {
+			*report = rep
+		}
 		return f, err
 	}
 }

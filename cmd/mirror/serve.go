@@ -176,11 +176,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := datadir.CheckFile(dbPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	db, err := chats.OpenDB(dbPath, time.Second)
+	opened := time.Now()
+	db, rep, err := chats.OpenDBReport(dbPath, time.Second)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	if rep != nil && rep.Tree {
+		log.Info("database: the previous run did not close it cleanly (or it is new to this version): checked its whole tree",
+			"pages", rep.Pages, "took", time.Since(opened).Round(time.Microsecond))
+	}
+	// Closed last, with its freelist and the clean-shutdown marker, so
+	// the next start checks only the meta pages and the freelist.
+	defer func() {
+		if err := chats.CloseDB(db); err != nil {
+			log.Warn("database: not marked as closed cleanly; the next start checks it whole", "err", err)
+		}
+	}()
 
 	engine, err := mruntime.New(cfg, getenv)
 	if err != nil {

@@ -21,6 +21,7 @@ const (
 	verbSwitch   = "c" // make chat ID the Telegram chat's current one
 	verbDelete   = "d" // delete pending message Msg of Chat
 	verbRedirect = "x" // make pending message Msg of Chat a redirect
+	verbMore     = "m" // send the next page of /chats, after list cursor ID
 )
 
 // maxCallbackData is Telegram's limit on a button's callback_data, in bytes
@@ -45,7 +46,7 @@ func pairVerb(verb string) bool { return verb == verbDelete || verb == verbRedir
 
 func knownVerb(verb string) bool {
 	switch verb {
-	case verbAllow, verbDeny, verbRepeat, verbSkip, verbSwitch, verbDelete, verbRedirect:
+	case verbAllow, verbDeny, verbRepeat, verbSkip, verbSwitch, verbDelete, verbRedirect, verbMore:
 		return true
 	}
 	return false

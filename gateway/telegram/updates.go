@@ -669,6 +669,16 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		}
 		b.answerCallback(q.ID, "Switched to "+c.Title)
 		b.notify(q.Message.Chat.ID, "Now in chat: "+c.Title, nil, 0)
+	case verbMore:
+		if q.Message == nil || q.Message.Chat == nil || !q.Message.Chat.IsPrivate() {
+			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
+			return nil
+		}
+		if err := b.sendChatList(q.Message.Chat.ID, p.ID); err != nil {
+			b.answerCallback(q.ID, "Could not list more chats: "+err.Error())
+			return nil
+		}
+		b.answerCallback(q.ID, "More chats")
 	case verbDelete, verbRedirect:
 		if p.Verb == verbRedirect {
 			answer, err := b.redirect(q, p.Chat, p.Msg)
@@ -820,34 +830,9 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			b.notify(tg, "In a group, /chats would show every chat's title to all its members; use it in a private chat with me. /new starts a chat for this group.", nil, m.MessageID)
 			return true, nil
 		}
-		list, err := b.svc.List(b.ctx)
-		if err != nil {
+		if err := b.sendChatList(tg, ""); err != nil {
 			return true, err
 		}
-		cur := b.currentChat(tg)
-		var rows [][]choice
-		for i, c := range list {
-			if i == 10 {
-				break
-			}
-			label := truncate(c.Title, 40)
-			if c.ID == cur {
-				label = "✓ " + label
-			}
-			if c.State == chats.StateRunning {
-				label += " (running)"
-			}
-			rows = append(rows, []choice{{label, press{Verb: verbSwitch, ID: c.ID}}})
-		}
-		if len(rows) == 0 {
-			b.notify(tg, "No chats yet. Send a message, or /new.", nil, 0)
-			return true, nil
-		}
-		kb, err := keyboard(rows...)
-		if err != nil {
-			return true, err
-		}
-		b.notify(tg, "Your chats, most recent first. Tap one to switch:", &kb, 0)
 	case "/stop":
 		chat := b.currentChat(tg)
 		b.wg.Add(1)
@@ -1116,4 +1101,60 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// chatsPerPage is how many chats one /chats message offers.
+const chatsPerPage = 10
+
+// sendChatList sends Telegram chat tg one page of the chats, most recently
+// updated first, starting after cursor after ("" for the newest), as
+// buttons that switch; a last "More chats" button asks for the next page.
+// The page is read from the index by last update, not from every chat.
+func (b *Bot) sendChatList(tg int64, after string) error {
+	page, err := b.svc.ListPage(b.ctx, after, chatsPerPage)
+	if errors.Is(err, chats.ErrBadInput) {
+		b.notify(tg, "That list is out of date; send /chats again.", nil, 0)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cur := b.currentChat(tg)
+	var rows [][]choice
+	for _, c := range page.Chats {
+		label := truncate(c.Title, 40)
+		if c.ID == cur {
+			label = "✓ " + label
+		}
+		if c.State == chats.StateRunning {
+			label += " (running)"
+		}
+		rows = append(rows, []choice{{label, press{Verb: verbSwitch, ID: c.ID}}})
+	}
+	if len(rows) == 0 {
+		if after == "" {
+			b.notify(tg, "No chats yet. Send a message, or /new.", nil, 0)
+		} else {
+			b.notify(tg, "No more chats.", nil, 0)
+		}
+		return nil
+	}
+	text := "Your chats, most recent first. Tap one to switch:"
+	if after != "" {
+		text = "More chats, most recent first. Tap one to switch:"
+	}
+	if page.Next != "" {
+		more := press{Verb: verbMore, ID: page.Next}
+		if _, err := more.encode(); err == nil {
+			rows = append(rows, []choice{{"More chats…", more}})
+		} else {
+			text += fmt.Sprintf("\n(%d chats in all; the browser lists the rest.)", page.Total)
+		}
+	}
+	kb, err := keyboard(rows...)
+	if err != nil {
+		return err
+	}
+	b.notify(tg, text, &kb, 0)
+	return nil
 }

@@ -17,7 +17,7 @@
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
 //	               the highlight.js themes under /static/vendor/highlight/,
 //	               /static/app.js, /static/markdown.js, /static/quota.js,
-//	               /static/settings.js, /static/attach.js, /static/media.js,
+//	               /static/settings.js, /static/attach.js, /static/media.js, /static/chatlist.js,
 //	               /static/chatmenu.js, /static/search.js, /static/manage.css,
 //	               /static/favicon.svg)
 //

@@ -689,6 +689,10 @@ type frame struct {
 	Recovery string  `json:"recovery"`
 	Action   string  `json:"action"`
 	Pinned   *bool   `json:"pinned"`
+	// After and Limit page chat.list: a page's next, and how many (0:
+	// the default page, at most chats.MaxListPage).
+	After string `json:"after"`
+	Limit int    `json:"limit"`
 	// Attachments name uploads (their sha256) on message.send, and the
 	// attachments a pending message keeps on message.edit.
 	Attachments *[]string `json:"attachments"`
@@ -722,22 +726,20 @@ func (c *conn) handle(data []byte) bool {
 			c.unwatch = c.hub.opt.Chats.Watch(c)
 			c.watching.Store(true)
 		}
-		list, err := c.hub.opt.Chats.List(context.Background())
+		// The most recently updated chats, read from the index by last
+		// update; next pages the rest (chat.list).
+		page, err := c.hub.opt.Chats.ListPage(context.Background(), "", MaxWelcomeChats)
 		if err != nil {
 			c.fail(f.Req, "", "internal", "could not list chats")
 			return true
 		}
-		if list == nil {
-			list = []chats.Chat{}
-		}
-		total := len(list)
-		if total > MaxWelcomeChats {
-			list = list[:MaxWelcomeChats] // the most recently updated; the rest stay reachable by id
+		if page.Chats == nil {
+			page.Chats = []chats.Chat{}
 		}
 		// The slash commands come from the chats table, so the browser
 		// offers exactly what chat.command runs.
-		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": list, "total": total,
-			"commands": chats.Commands(), "req": omit(f.Req)})
+		c.send(map[string]any{"type": "welcome", "session": c.session, "chats": page.Chats, "total": page.Total,
+			"next": omit(page.Next), "commands": chats.Commands(), "req": omit(f.Req)})
 		return true
 	}
 	if c.auth.Load() != authOK {
@@ -780,6 +782,17 @@ func (c *conn) handle(data []byte) bool {
 			if h, err = svc.History(ctx, f.Chat, *f.Before, f.Req); err == nil {
 				c.push(item{raw: chats.Marshal(h)})
 			}
+		}
+	case "chat.list":
+		var page chats.ChatPage
+		if !need(f.Limit >= 0, "a limit of 0 (the default page) or more") {
+			break
+		}
+		if page, err = svc.ListPage(ctx, f.After, f.Limit); err == nil {
+			if page.Chats == nil {
+				page.Chats = []chats.Chat{}
+			}
+			c.send(map[string]any{"type": "chat.list", "chats": page.Chats, "total": page.Total, "next": omit(page.Next), "req": omit(f.Req)})
 		}
 	case "chat.close":
 		if need(f.Chat != "", "chat") {

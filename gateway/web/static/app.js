@@ -125,6 +125,7 @@ import { modelQuotaSection, startTicker, waitFrom, waitNotice } from './quota.js
 import { settingsView } from './settings.js';
 import { initAttach } from './attach.js';
 import { attachmentsEl, attachmentsSig, withTranscripts } from './media.js';
+import { pageChats } from './chatlist.js';
 
 const IN_USE_TEXT = 'Already in use — the assistant picked this message up.';
 const OUTBOX_KEY = 'mirror.outbox.v1';
@@ -429,6 +430,11 @@ function onWelcome(f) {
   S.chats = chats;
   S.order = byActivity([...chats.values()]).map((c) => c.id);
   for (const id of [...S.views.keys()]) if (!chats.has(id)) S.views.delete(id);
+  // Older chats load page by page below these as the list scrolls (chatlist.js).
+  pageChats(dom.list, f.next, (more) => {
+    for (const c of more) if (c && c.id && !S.chats.has(c.id)) { S.chats.set(c.id, c); S.order.push(c.id); }
+    renderList();
+  });
 
   let target = S.current;
   if (target && !chats.has(target)) {
