@@ -128,10 +128,9 @@ func TestBrowserKeyboard(t *testing.T) {
 		t.Fatalf("after sending the box holds %q", v)
 	}
 
-	page := js[string](t, ctx, `location.href`)
 	for _, scheme := range []string{"light", "dark"} {
 		t.Run("tab order "+scheme, func(t *testing.T) {
-			do(t, ctx, colorScheme(scheme), chromedp.Navigate(page))
+			do(t, ctx, colorScheme(scheme), chromedp.Reload())
 			until(t, ctx, "reply shown", `[...document.querySelectorAll('.msg.assistant:not(.streaming)')].some(e => e.textContent.includes('— done.')) && document.querySelector('#status').dataset.state === 'connected'`)
 			got := tabThrough(t, ctx, "skip-link", 60)
 			var names []string
@@ -151,7 +150,7 @@ func TestBrowserKeyboard(t *testing.T) {
 	}
 
 	// The theme toggle by keyboard, from the system's (dark here).
-	do(t, ctx, colorScheme("dark"), chromedp.Navigate(page))
+	do(t, ctx, colorScheme("dark"), chromedp.Reload())
 	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
 	if s := themeState(t, ctx); s != "system/dark/-" {
 		t.Fatalf("theme at first %s, want system/dark/-", s)
@@ -174,7 +173,7 @@ func TestBrowserKeyboard(t *testing.T) {
 		t.Errorf("highlight style sheets with the light theme chosen under a dark system: %s", m)
 	}
 	// Remembered across a reload.
-	do(t, ctx, chromedp.Navigate(page))
+	do(t, ctx, chromedp.Reload())
 	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
 	if s := themeState(t, ctx); s != "light/light/light" {
 		t.Fatalf("after a reload the theme is %s, want light/light/light", s)
