@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/mirror-gateway/mirror/config"
@@ -201,7 +203,29 @@ func TestBrowserKeyboard(t *testing.T) {
 	do(t, ctx, chromedp.KeyEvent(kb.Escape))
 	until(t, ctx, "Model dialog closed", `!document.querySelector('#panel').open`)
 
-	// The Monitor: its toggle is reached by Tab and shares the choice.
+	// A phone: the sidebar opens from the keyboard, its theme button fits
+	// the screen and works by Enter, Escape closes the sidebar.
+	do(t, ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+			Width: 390, Height: 844, DeviceScaleFactor: 2, Mobile: true})
+		return err
+	}), chromedp.Reload())
+	until(t, ctx, "phone layout", `innerWidth <= 400 && document.querySelector('#status').dataset.state === 'connected'`)
+	tabTo(t, ctx, "menu")
+	do(t, ctx, chromedp.KeyEvent(kb.Enter))
+	until(t, ctx, "sidebar open", `document.querySelector('#app').dataset.sidebar === 'open'`)
+	tabTo(t, ctx, "theme-toggle")
+	until(t, ctx, "theme button on the screen", `(() => { const r = document.querySelector('#theme-toggle').getBoundingClientRect(); return r.width > 0 && r.left >= 0 && r.right <= innerWidth && r.bottom <= innerHeight })()`)
+	do(t, ctx, chromedp.KeyEvent(kb.Enter))
+	if s := themeState(t, ctx); s != "light/light/light" {
+		t.Fatalf("phone: theme after Enter %s, want light/light/light", s)
+	}
+	shot(t, ctx, "keyboard-phone-sidebar")
+	do(t, ctx, chromedp.KeyEvent(kb.Escape))
+	until(t, ctx, "Escape closes the sidebar", `document.querySelector('#app').dataset.sidebar !== 'open' && document.activeElement.id === 'menu'`)
+
+	// The Monitor, on the phone: its toggle is reached by Tab, fits the
+	// screen and shares the choice.
 	do(t, ctx, chromedp.Navigate(st.http.URL+"/monitor"))
 	until(t, ctx, "monitor loaded", `document.querySelector('#feed').dataset.state !== 'connecting'`)
 	got := tabThrough(t, ctx, "brand", 30)
@@ -213,12 +237,15 @@ func TestBrowserKeyboard(t *testing.T) {
 	if miss := inOrder(got, []string{"brand", "theme-toggle"}); miss != "" {
 		t.Errorf("Monitor Tab order %v: %s missing", got, miss)
 	}
-	tabTo(t, ctx, "theme-toggle")
-	do(t, ctx, chromedp.KeyEvent(kb.Enter))
 	if s := themeState(t, ctx); s != "light/light/light" {
-		t.Fatalf("Monitor theme after Enter %s, want light/light/light", s)
+		t.Fatalf("Monitor theme on arrival %s, want the chat page's choice light/light/light", s)
+	}
+	tabTo(t, ctx, "theme-toggle")
+	if !js[bool](t, ctx, `(() => { const r = document.querySelector('#theme-toggle').getBoundingClientRect(); return r.left >= 0 && r.right <= innerWidth })()`) {
+		t.Error("Monitor: the theme button is off the phone's screen")
 	}
 	do(t, ctx, chromedp.KeyEvent(kb.Enter))
+	shot(t, ctx, "keyboard-phone-monitor")
 	if s := themeState(t, ctx); s != "dark/dark/dark" {
 		t.Fatalf("Monitor theme after Enter %s, want dark/dark/dark", s)
 	}
