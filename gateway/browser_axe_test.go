@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -49,7 +50,8 @@ func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
 // TestBrowserContrast: axe-core finds no text under 4.5:1 (3:1 when large)
 // on the chat page, with a conversation, a code block, timestamps and the
 // composer's hint, nor on the Monitor with a breaker, its history and the
-// charts, in light and in dark.
+// charts, in light and in dark: the system's either way, and each theme
+// chosen with the toggle against the other system scheme.
 func TestBrowserContrast(t *testing.T) {
 	model := newHeldModel(t)
 	st := newMonitorStackWith(t, func(c *config.Config) {
@@ -75,21 +77,56 @@ func TestBrowserContrast(t *testing.T) {
 
 	// Each scheme from a fresh load: switching under a live page would
 	// catch colours mid-transition.
-	page := js[string](t, ctx, `location.href`)
-	for _, scheme := range []string{"light", "dark"} {
-		do(t, ctx, colorScheme(scheme), chromedp.Navigate(page))
+	for _, m := range themeModes {
+		choose(t, ctx, m)
+		do(t, ctx, colorScheme(m.system), chromedp.Reload())
 		until(t, ctx, "reply shown", `[...document.querySelectorAll('.msg.assistant:not(.streaming)')].some(e => e.textContent.includes('— done.')) && document.querySelector('#status').dataset.state === 'connected'`)
-		shot(t, ctx, "contrast-chat-"+scheme)
+		checkTheme(t, ctx, m)
+		shot(t, ctx, "contrast-chat-"+m.name())
 		if v := axeContrast(t, ctx); len(v) > 0 {
-			t.Errorf("chat page, %s: %d contrast violations:\n%s", scheme, len(v), strings.Join(v, "\n"))
+			t.Errorf("chat page, %s: %d contrast violations:\n%s", m.name(), len(v), strings.Join(v, "\n"))
 		}
 	}
-	for _, scheme := range []string{"light", "dark"} {
-		do(t, ctx, colorScheme(scheme), chromedp.Navigate(st.http.URL+"/monitor"))
+	for _, m := range themeModes {
+		choose(t, ctx, m)
+		do(t, ctx, colorScheme(m.system), chromedp.Navigate(st.http.URL+"/monitor"))
 		until(t, ctx, "charts drawn", `document.querySelector('#charts').dataset.span === 'day' && !!document.querySelector('#history .breaker') && !!document.querySelector('#unresolved .breaker')`)
-		shot(t, ctx, "contrast-monitor-"+scheme)
+		checkTheme(t, ctx, m)
+		shot(t, ctx, "contrast-monitor-"+m.name())
 		if v := axeContrast(t, ctx); len(v) > 0 {
-			t.Errorf("Monitor, %s: %d contrast violations:\n%s", scheme, len(v), strings.Join(v, "\n"))
+			t.Errorf("Monitor, %s: %d contrast violations:\n%s", m.name(), len(v), strings.Join(v, "\n"))
 		}
+	}
+}
+
+// themeMode is a system scheme and the theme chosen with the toggle.
+type themeMode struct{ system, choice, want string }
+
+func (m themeMode) name() string {
+	if m.choice == "system" {
+		return m.want
+	}
+	return m.choice + "-on-" + m.system + "-system"
+}
+
+// themeModes: the system's theme either way, and each chosen theme against
+// the other system scheme, so a colour that still follows the system's
+// scheme instead of the toggle shows.
+var themeModes = []themeMode{
+	{"light", "system", "light"}, {"dark", "system", "dark"},
+	{"dark", "light", "light"}, {"light", "dark", "dark"},
+}
+
+// choose stores the toggle's choice for the next load, as the toggle does.
+func choose(t *testing.T, ctx context.Context, m themeMode) {
+	t.Helper()
+	js[bool](t, ctx, fmt.Sprintf(`(%q === 'system' ? localStorage.removeItem('mirror.theme') : localStorage.setItem('mirror.theme', %[1]q), true)`, m.choice))
+}
+
+// checkTheme: the page shows the theme the mode wants.
+func checkTheme(t *testing.T, ctx context.Context, m themeMode) {
+	t.Helper()
+	if got := js[string](t, ctx, `document.documentElement.dataset.themeChoice + '/' + document.documentElement.dataset.theme`); got != m.choice+"/"+m.want {
+		t.Fatalf("%s: theme %s, want %s/%s", m.name(), got, m.choice, m.want)
 	}
 }

@@ -19,7 +19,8 @@
 //	               /static/app.js, /static/markdown.js, /static/quota.js,
 //	               /static/settings.js, /static/attach.js, /static/media.js, /static/chatlist.js,
 //	               /static/chatmenu.js, /static/search.js, /static/manage.css,
-//	               /static/favicon.svg)
+//	               /static/favicon.svg, and /static/theme.js, which the
+//	               Monitor loads too)
 //
 // static/vendor/ holds the browser libraries (marked, DOMPurify,
 // highlight.js, uPlot) with their licenses, copied there at pinned versions

@@ -183,6 +183,8 @@ export function initCharts() {
       for (const p of plots.values()) p.setSize({ width: width(p.root.parentElement), height: p.height });
     });
   });
+  // Axis and grid colours come from the theme: draw again when it changes.
+  document.addEventListener('mirror:theme', load);
   load();
   setInterval(load, 60_000);
 }
