@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -113,8 +114,11 @@ type turn struct {
 	seq      uint64 // turn.started
 	stoppers []Origin
 	waiters  []chan struct{}
-	aborted  bool // cut short by shutdown: open calls stay open, to recover
-	start    time.Time
+	// askers are the people whose messages the turn picked up: they (and
+	// owners) answer its approvals.
+	askers  []string
+	aborted bool // cut short by shutdown: open calls stay open, to recover
+	start   time.Time
 	// wait is the quota wait its model request is in, until the turn
 	// shows it went on (text, a step, a call), so a snapshot shows it
 	// as the live view does.
@@ -296,6 +300,9 @@ func (a *actor) next() uint64 { a.seq++; return a.seq }
 // append adds an event to the batch, giving it the next seq.
 func (a *actor) append(ev *Event, o Origin) *Event {
 	ev.Chat, ev.Seq, ev.Time = a.id, a.next(), time.Now().UTC()
+	if ev.By == "" {
+		ev.By = o.By // who allowed, denied, edited, stopped: on the row
+	}
 	a.b.events = append(a.b.events, ev)
 	a.b.origins = append(a.b.origins, o)
 	return ev
@@ -697,7 +704,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	}
 	seq := a.seq + 1
 	m := &Message{ID: ids.Message(seq), Role: provider.RoleUser, Text: text, Seq: seq,
-		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts}
+		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts, By: o.By}
 	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
 	m.Time = ev.Time
 	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
@@ -845,6 +852,11 @@ func (a *actor) maybeStart() {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &turn{id: id, cancel: cancel, seq: ev.Seq, start: time.Now()}
+	for _, p := range take {
+		if p.By != "" && !slices.Contains(t.askers, p.By) {
+			t.askers = append(t.askers, p.By)
+		}
+	}
 	a.turn = t
 	rows := a.rows()
 	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, Rows: rows, Host: &host{a: a, t: t}, Settle: a.settled, Servers: a.servers(),

@@ -185,12 +185,12 @@ func (s *Service) cmdClear(ctx context.Context, chat string, _ []string, _ strin
 	return "Cleared: the assistant's next request starts after this point. The transcript above stays, and stays searchable.", err
 }
 
-func (s *Service) cmdNew(ctx context.Context, chat string, fields []string, _ string, _ Origin) (string, error) {
+func (s *Service) cmdNew(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
 	var from Chat
 	if err := s.do(ctx, chat, func(a *actor) error { from = a.info(); return nil }); err != nil {
 		return "", err
 	}
-	c, err := s.Create(ctx, strings.Join(fields[1:], " "), from.Chain, Origin{})
+	c, err := s.Create(ctx, strings.Join(fields[1:], " "), from.Chain, Origin{By: o.By}) // the asker's chat
 	if err != nil {
 		return "", err
 	}

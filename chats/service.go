@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
@@ -95,6 +96,9 @@ type Options struct {
 	MCPServers []string
 	// Prompts are the MCP servers' prompts /prompt sends; nil has none.
 	Prompts Prompts
+	// People decides who sees which chat (see Scope); nil: one person,
+	// who sees everything.
+	People *people.Registry
 }
 
 // Service is the registry of chats and the API transports use.
@@ -225,6 +229,9 @@ func (s *Service) Watch(w ListWatcher) (cancel func()) {
 func (s *Service) notifyList(c Chat, created bool, except any) {
 	s.watchMu.RLock()
 	for w := range s.watchers {
+		if sw, ok := w.(scopedWatcher); ok && any(sw.inner()) == except {
+			continue
+		}
 		if any(w) != except {
 			w.ChatChanged(c, created)
 		}
@@ -288,6 +295,13 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 		if err := tx.Bucket(bucketChats).Put([]byte(c.ID), meta); err != nil {
 			return err
 		}
+		if o.By != "" && s.opt.People != nil {
+			// Who created it, in the same commit: the chat is never
+			// visible without its creator.
+			if err := people.SetCreatorTx(tx, c.ID, o.By); err != nil {
+				return err
+			}
+		}
 		b, err := subBucket(tx, bucketRecords, c.ID, true)
 		if err != nil {
 			return err
@@ -311,6 +325,11 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 type Origin struct {
 	Sub Subscriber
 	Req string
+	// By is the id of the person who asked (see Scope); the events the
+	// request causes record it as "by". Empty: the gateway itself.
+	By string
+	// Owner says the person is an owner, who may answer any approval.
+	Owner bool
 }
 
 // Open subscribes sub to the chat. With since nil it delivers a chat.snapshot;

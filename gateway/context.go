@@ -57,7 +57,7 @@ func (s *Server) contextRoutes() {
 
 func (s *Server) apiHandoffs(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	list, err := s.opt.Chats.Handoffs(r.Context(), id)
+	list, err := s.scope(r).Handoffs(r.Context(), id)
 	switch {
 	case errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrBadInput):
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such chat"})

@@ -67,7 +67,7 @@ func (s *Server) monitorRoutes() {
 	s.mux.Handle("GET /api/breakers", s.need(http.HandlerFunc(s.apiBreakers)))
 	// {rest...} rather than {id}/reset: a pattern wildcard cannot be
 	// followed by more segments when it spans several, and ids hold "/".
-	s.mux.Handle("POST /api/breakers/{rest...}", s.need(http.HandlerFunc(s.apiBreakerReset)))
+	s.mux.Handle("POST /api/breakers/{rest...}", s.need(s.ownerOnly(http.HandlerFunc(s.apiBreakerReset))))
 	s.mux.Handle("GET /api/monitor/events", s.need(http.HandlerFunc(s.monitorEvents)))
 	s.mux.Handle("GET /api/monitor/aggregates", s.need(http.HandlerFunc(s.apiAggregates)))
 	s.mux.Handle("GET /metrics", s.need(http.HandlerFunc(s.serveMetrics)))
@@ -273,7 +273,7 @@ func (s *Server) monitorEvents(w http.ResponseWriter, r *http.Request) {
 		if s.opt.Chats == nil {
 			return write("chats", map[string]any{"chats": []chats.Chat{}})
 		}
-		list, err := s.opt.Chats.List(r.Context())
+		list, err := s.scope(r).List(r.Context())
 		if err != nil {
 			s.log.Error("list chats", "err", err)
 			return nil
