@@ -478,7 +478,7 @@ func TestPairing(t *testing.T) {
 	st.nowMu.Lock()
 	st.now = st.now.Add(PairingTTL + time.Minute)
 	st.nowMu.Unlock()
-	if _, err := ApprovePairing(st.db, code, st.clock()); err == nil {
+	if _, err := ApprovePairing(st.db, code, "", st.clock()); err == nil {
 		t.Fatal("expired code approved")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/chats/people"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -369,11 +370,15 @@ func (b *Bot) passOn(m *tgbotapi.Message, text string, sums []string) (func(bk *
 	if !b.admitSend(tg, m.From.ID, m.MessageID) {
 		return nil, nil, nil
 	}
-	chat, err := b.ensureChat(tg)
+	sc, ok := b.as(m.From.ID)
+	if !ok {
+		return nil, nil, nil
+	}
+	chat, err := b.ensureChat(tg, sc)
 	if err != nil {
 		return nil, nil, err
 	}
-	msg, err := b.svc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", tg, m.MessageID), chats.ModeQueue, sums, chats.Origin{})
+	msg, err := sc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", tg, m.MessageID), chats.ModeQueue, sums, chats.Origin{})
 	if err != nil {
 		if transient(err) && !errors.Is(err, chats.ErrUnknownAttachment) {
 			return nil, nil, err
@@ -506,16 +511,22 @@ func (b *Bot) pair(m *tgbotapi.Message) error {
 
 // ensureChat returns the Telegram chat's current Mirror chat, creating one
 // on first use, and makes sure it is followed.
-func (b *Bot) ensureChat(tg int64) (string, error) {
+func (b *Bot) ensureChat(tg int64, sc chats.Scope) (string, error) {
 	chat := b.currentChat(tg)
 	if chat != "" {
-		if _, err := b.svc.Get(b.ctx, chat); err == nil {
+		if tg < 0 {
+			// A group's chat is shared by its allowed members.
+			if _, err := b.svc.Get(b.ctx, chat); err == nil {
+				b.joinGroupChat(sc, chat)
+			}
+		}
+		if _, err := sc.Get(b.ctx, chat); err == nil {
 			return chat, b.follow(tg, chat, nil)
 		} else if !errors.Is(err, chats.ErrNotFound) {
 			return "", err
 		}
 	}
-	c, err := b.svc.Create(b.ctx, "", "", chats.Origin{})
+	c, err := sc.Create(b.ctx, "", "", chats.Origin{})
 	if err != nil {
 		return "", err
 	}
@@ -571,7 +582,8 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 	if text == "" {
 		keep = rec.Atts // the caption was removed: the files stay
 	}
-	_, err := b.svc.EditAttached(b.ctx, rec.Chat, rec.Msg, &text, keep, chats.Origin{})
+	sc, _ := b.as(m.From.ID)
+	_, err := sc.EditAttached(b.ctx, rec.Chat, rec.Msg, &text, keep, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
 		b.notify(tg, "Already in use: the assistant picked this message up before the edit, so the edit was not applied.", nil, m.MessageID)
@@ -596,7 +608,12 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 // press must be handled again (the update is then not committed): a
 // Redirect whose message was deleted but not yet sent again.
 func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
-	if q.From == nil || !b.allowed(q.From.ID) {
+	var sc chats.Scope
+	ok := false
+	if q.From != nil {
+		sc, ok = b.as(q.From.ID)
+	}
+	if !ok {
 		b.answerCallback(q.ID, "You have no access to this bot.")
 		return nil
 	}
@@ -608,7 +625,7 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 	ctx := b.ctx
 	switch p.Verb {
 	case verbAllow, verbDeny:
-		err := b.svc.AnswerApproval(ctx, p.ID, p.Verb == verbAllow, chats.Origin{})
+		err := sc.AnswerApproval(ctx, p.ID, p.Verb == verbAllow, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This approval is no longer waiting: it was answered already, or its turn ended.")
@@ -624,7 +641,7 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		if p.Verb == verbSkip {
 			action = runtime.Skip
 		}
-		delivered, err := b.svc.AnswerRecovery(ctx, p.ID, action, chats.Origin{})
+		delivered, err := sc.AnswerRecovery(ctx, p.ID, action, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This recovery is no longer waiting: it was answered already.")
@@ -640,7 +657,7 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
 			return nil
 		}
-		c, err := b.svc.Get(ctx, p.ID)
+		c, err := sc.Get(ctx, p.ID)
 		if err != nil || q.Message == nil || q.Message.Chat == nil {
 			b.answerCallback(q.ID, "That chat no longer exists.")
 			return nil
@@ -653,11 +670,11 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		b.notify(q.Message.Chat.ID, "Now in chat: "+c.Title, nil, 0)
 	case verbDelete, verbRedirect:
 		if p.Verb == verbRedirect {
-			answer, err := b.redirect(q, p.Chat, p.Msg)
+			answer, err := b.redirect(q, sc, p.Chat, p.Msg)
 			b.answerCallback(q.ID, answer)
 			return err
 		}
-		err := b.svc.Delete(ctx, p.Chat, p.Msg, chats.Origin{})
+		err := sc.Delete(ctx, p.Chat, p.Msg, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrInUse):
 			b.answerCallback(q.ID, "Already in use: the assistant picked that message up.")
@@ -690,7 +707,7 @@ type redirectIntent struct {
 // never makes a second message. What the press did is recorded first, so
 // a press interrupted between the delete and the send is finished by the
 // next one. It returns the answer for the button.
-func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, error) {
+func (b *Bot) redirect(q *tgbotapi.CallbackQuery, sc chats.Scope, chat, msg string) (string, error) {
 	if q.Message == nil || q.Message.Chat == nil {
 		return "This button no longer works: its message is gone.", nil
 	}
@@ -714,7 +731,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, err
 			return "Could not redirect: " + err.Error(), nil
 		}
 	}
-	err := b.svc.Delete(b.ctx, chat, msg, chats.Origin{})
+	err := sc.Delete(b.ctx, chat, msg, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
 		return "Already in use: the assistant picked that message up.", nil
@@ -726,7 +743,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, err
 	case err != nil:
 		return "Could not redirect: " + err.Error(), nil
 	}
-	m, err := b.svc.SendAttached(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, in.Atts, chats.Origin{})
+	m, err := sc.SendAttached(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, in.Atts, chats.Origin{})
 	if err != nil {
 		// The message is deleted but not yet sent again: handle the press
 		// again (its intent is kept and its client id is the same, so a
@@ -776,6 +793,10 @@ func (b *Bot) findSent(tg int64, chat, msg string) (sentRecord, []byte) {
 // one (such as the builtin model's /tool), which goes to the chat.
 func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error) {
 	tg := m.Chat.ID
+	sc, ok := b.as(m.From.ID)
+	if !ok {
+		return true, nil
+	}
 	fields := strings.Fields(text)
 	name, _, _ := strings.Cut(fields[0], "@")
 	rest := strings.TrimSpace(strings.TrimPrefix(text, fields[0]))
@@ -783,7 +804,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 	case "/start", "/help":
 		b.notify(tg, helpText, nil, 0)
 	case "/new":
-		c, err := b.svc.Create(b.ctx, rest, "", chats.Origin{})
+		c, err := sc.Create(b.ctx, rest, "", chats.Origin{})
 		if err != nil {
 			if transient(err) {
 				return true, err
@@ -802,7 +823,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			b.notify(tg, "In a group, /chats would show every chat's title to all its members; use it in a private chat with me. /new starts a chat for this group.", nil, m.MessageID)
 			return true, nil
 		}
-		list, err := b.svc.List(b.ctx)
+		list, err := sc.List(b.ctx) // the chats this person may see
 		if err != nil {
 			return true, err
 		}
@@ -835,7 +856,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			err := b.svc.Stop(b.ctx, chat, chats.Origin{})
+			err := sc.Stop(b.ctx, chat, chats.Origin{})
 			switch {
 			case chat == "" || errors.Is(err, chats.ErrNoTurn) || errors.Is(err, chats.ErrNotFound):
 				b.notify(tg, "Nothing is running.", nil, 0)
@@ -845,7 +866,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		}()
 	case "/status":
 		chat := b.currentChat(tg)
-		c, err := b.svc.Get(b.ctx, chat)
+		c, err := sc.Get(b.ctx, chat)
 		if chat == "" || errors.Is(err, chats.ErrNotFound) {
 			b.notify(tg, "No current chat. Send a message, or /new.", nil, 0)
 			return true, nil
@@ -1079,10 +1100,13 @@ func (b *Bot) PairingHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /api/telegram/pairing/{code}/approve", func(w http.ResponseWriter, r *http.Request) {
 		var p Pairing
-		err := b.write(func(bk *bolt.Bucket) (err error) { p, err = approve(bk, r.PathValue("code"), b.opt.Now()); return err })
+		err := b.write(func(bk *bolt.Bucket) (err error) { p, err = approve(bk, r.PathValue("code"), r.URL.Query().Get("person"), b.opt.Now()); return err })
 		switch {
 		case errors.Is(err, ErrUnknownCode):
 			writeJSON(w, http.StatusNotFound, map[string]any{"error": err.Error()})
+			return
+		case errors.Is(err, people.ErrBadInput):
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
 			return
 		case err != nil:
 			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
