@@ -15,9 +15,9 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
-	"github.com/mirror-gateway/mirror/chats/people"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -1100,7 +1100,10 @@ func (b *Bot) PairingHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /api/telegram/pairing/{code}/approve", func(w http.ResponseWriter, r *http.Request) {
 		var p Pairing
-		err := b.write(func(bk *bolt.Bucket) (err error) { p, err = approve(bk, r.PathValue("code"), r.URL.Query().Get("person"), b.opt.Now()); return err })
+		err := b.write(func(bk *bolt.Bucket) (err error) {
+			p, err = approve(bk, r.PathValue("code"), r.URL.Query().Get("person"), b.opt.Now())
+			return err
+		})
 		switch {
 		case errors.Is(err, ErrUnknownCode):
 			writeJSON(w, http.StatusNotFound, map[string]any{"error": err.Error()})
