@@ -22,7 +22,7 @@ func (b *Bot) as(user int64) (chats.Scope, bool) {
 			return b.svc.As(p), true
 		}
 	}
-	if !b.allowedOldWay(user) {
+	if !b.allowedOldWay(user, reg != nil) {
 		return chats.Scope{}, false
 	}
 	if reg == nil {
@@ -37,15 +37,16 @@ func (b *Bot) as(user int64) (chats.Scope, bool) {
 }
 
 // allowedOldWay reports whether user is in allowed_users, or was paired
-// before pairings named a person.
-func (b *Bot) allowedOldWay(user int64) bool {
+// (with people kept, only before pairings named a person: a linked user's
+// access is their person's).
+func (b *Bot) allowedOldWay(user int64, withPeople bool) bool {
 	if slices.Contains(b.cfg.AllowedUsers, user) {
 		return true
 	}
 	ok := false
 	_ = b.read(func(bk *bolt.Bucket) error {
 		v := bk.Get(tgKey("u", user))
-		ok = v != nil && !pairedPerson(v)
+		ok = v != nil && !(withPeople && pairedPerson(v))
 		return nil
 	})
 	return ok
