@@ -224,7 +224,7 @@ func (sc Scope) Watch(w ListWatcher) (cancel func()) {
 	if sc.s.opt.People == nil || sc.p.IsOwner() {
 		return sc.s.Watch(w)
 	}
-	return sc.s.Watch(scopedWatcher{w: w, sc: sc})
+	return sc.s.Watch(&scopedWatcher{w: w, sc: sc}) // a pointer: a Person is no map key
 }
 
 // scopedWatcher passes on only the changes of chats its person may see.
@@ -234,11 +234,26 @@ type scopedWatcher struct {
 }
 
 // ChatChanged implements ListWatcher.
-func (f scopedWatcher) ChatChanged(c Chat, created bool) {
+func (f *scopedWatcher) ChatChanged(c Chat, created bool) {
 	if f.sc.Level(c.ID) >= people.Read {
 		f.w.ChatChanged(c, created)
 	}
 }
 
 // inner is the watcher it filters for (notifyList skips the asker).
-func (f scopedWatcher) inner() ListWatcher { return f.w }
+func (f *scopedWatcher) inner() ListWatcher { return f.w }
+
+// BlobRefs is Service.BlobRefs over the chats the person may read (and
+// live uploads): a file only another person's chat names is not found.
+func (sc Scope) BlobRefs(ctx context.Context, sum, want string) (BlobRef, bool, error) {
+	if sc.s.opt.People == nil || sc.p.IsOwner() {
+		return sc.s.BlobRefs(ctx, sum, want)
+	}
+	return sc.s.blobRefs(ctx, sum, want, func(chat string) bool { return sc.Level(chat) >= people.Read }, sc.p.ID)
+}
+
+// Upload is Service.Upload by the person: until a message names it, only
+// they may fetch it.
+func (sc Scope) Upload(ctx context.Context, r io.Reader, mediaType, name string) (Attachment, error) {
+	return sc.s.upload(ctx, r, mediaType, name, sc.p.ID)
+}

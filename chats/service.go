@@ -229,7 +229,7 @@ func (s *Service) Watch(w ListWatcher) (cancel func()) {
 func (s *Service) notifyList(c Chat, created bool, except any) {
 	s.watchMu.RLock()
 	for w := range s.watchers {
-		if sw, ok := w.(scopedWatcher); ok && any(sw.inner()) == except {
+		if sw, ok := w.(*scopedWatcher); ok && any(sw.inner()) == except {
 			continue
 		}
 		if any(w) != except {

@@ -228,3 +228,14 @@ func (s *Server) peopleError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not change people"})
 	}
 }
+
+// noteVisible reports whether r's person may read a memory note: a note
+// belongs to the person whose chat's boundary wrote it (its creator), and
+// owners read all. A note that names no chat is the first owner's.
+func (s *Server) noteVisible(r *http.Request, n MemoryNote) bool {
+	p := personOf(r)
+	if s.opt.People == nil || p.IsOwner() {
+		return true
+	}
+	return n.Chat != "" && s.opt.People.Creator(n.Chat) == p.ID
+}
