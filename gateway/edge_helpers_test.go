@@ -39,7 +39,7 @@ type edge struct {
 	// people and dataDir are set with edgeOpts.people.
 	people  *people.Registry
 	dataDir string
-	logs *syncBuffer
+	logs    *syncBuffer
 }
 
 const webhookSecret = "webhook-secret-0123456789"

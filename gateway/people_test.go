@@ -226,16 +226,16 @@ func drain(cl *client, each func(map[string]any)) {
 type routeClass int
 
 const (
-	routePublic   routeClass = iota // no token needed, nothing of a chat
-	routeGlobal                     // the token needed, nothing of any chat
-	routeChat                       // names a chat: not_found for one not visible
-	routeList                       // lists chats: only the visible ones
-	routeOwner                      // owners only: 403 to members
-	routeMemory                     // memory notes: the person's own
-	routeBlob                       // attachments: named by a visible chat
-	routeSocket                     // the WebSocket: TestPeopleFramesTable
-	routeWebhook                    // Telegram's webhook: its own secret
-	routeSelf                       // the person's own record
+	routePublic  routeClass = iota // no token needed, nothing of a chat
+	routeGlobal                    // the token needed, nothing of any chat
+	routeChat                      // names a chat: not_found for one not visible
+	routeList                      // lists chats: only the visible ones
+	routeOwner                     // owners only: 403 to members
+	routeMemory                    // memory notes: the person's own
+	routeBlob                      // attachments: named by a visible chat
+	routeSocket                    // the WebSocket: TestPeopleFramesTable
+	routeWebhook                   // Telegram's webhook: its own secret
+	routeSelf                      // the person's own record
 )
 
 // TestPeopleRoutesTable: bob asks every route of the router for alice's
@@ -272,8 +272,8 @@ func TestPeopleRoutesTable(t *testing.T) {
 		"GET /api/chats/{id}/handoffs": routeChat, "GET /api/chats/{id}/replay": routeChat,
 		"GET /api/chats/{id}/grants": routeChat, "PUT /api/chats/{id}/grants/{name}": routeChat,
 		"GET /api/memory": routeMemory, "GET /api/memory/{name}": routeMemory,
-		"GET /api/blobs/{sha256}": routeBlob,
-		"GET /ws":                 routeSocket,
+		"GET /api/blobs/{sha256}":      routeBlob,
+		"GET /ws":                      routeSocket,
 		"POST /api/breakers/{rest...}": routeOwner, "PUT /api/models/{name}/context_limit": routeOwner,
 		"PUT /api/models/{name}/compaction": routeOwner, "/api/telegram/": routeOwner,
 		"GET /api/people": routeOwner, "POST /api/people": routeOwner, "POST /api/people/{name}/link": routeOwner,
