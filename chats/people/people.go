@@ -389,8 +389,7 @@ func (r *Registry) Link(name string, user int64) (Person, error) {
 	return out, err
 }
 
-// LinkTx links user to the person named name, inside tx; with create, a
-// name nobody has becomes a new member (a Telegram pairing approved).
+// LinkTx links user to the person named name, inside tx.
 func LinkTx(tx *bolt.Tx, name string, user int64, now time.Time) (Person, error) {
 	return linkTx(tx, name, user, false, now)
 }
