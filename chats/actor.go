@@ -862,6 +862,7 @@ func (a *actor) maybeStart() {
 	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, Rows: rows, Host: &host{a: a, t: t}, Settle: a.settled, Servers: a.servers(),
 		Picked: len(rows) - picked, Last: last, Measured: a.conv.measured, SessionStart: a.conv.checkpointed,
 		Signals: view.Signals{Pruned: a.conv.pruned}}
+	in.Policies = a.s.turnPolicies(a.id, t.askers)
 	if a.compact != nil {
 		in.Signals.Compact, in.Signals.Instructions = true, *a.compact
 	}

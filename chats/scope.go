@@ -257,3 +257,25 @@ func (sc Scope) BlobRefs(ctx context.Context, sum, want string) (BlobRef, bool, 
 func (sc Scope) Upload(ctx context.Context, r io.Reader, mediaType, name string) (Attachment, error) {
 	return sc.s.upload(ctx, r, mediaType, name, sc.p.ID)
 }
+
+// turnPolicies are the tool policies of a turn answering askers in chat:
+// a member's policies when any of them is a member (the strictest role
+// present decides), an owner's when all are owners. A turn whose askers
+// are unknown (resumed after a restart) runs under the chat creator's
+// role, so a restart never lifts a member's limits.
+func (s *Service) turnPolicies(chat string, askers []string) map[string]string {
+	reg := s.opt.People
+	if reg == nil || len(s.opt.RolePolicies) == 0 {
+		return nil
+	}
+	if len(askers) == 0 {
+		askers = []string{reg.Creator(chat)}
+	}
+	role := people.RoleOwner
+	for _, id := range askers {
+		if p, err := reg.Get(id); err != nil || !p.IsOwner() {
+			role = people.RoleMember // unknown or revoked counts as the least
+		}
+	}
+	return s.opt.RolePolicies[role]
+}

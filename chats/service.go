@@ -99,6 +99,9 @@ type Options struct {
 	// People decides who sees which chat (see Scope); nil: one person,
 	// who sees everything.
 	People *people.Registry
+	// RolePolicies overlay the tool policies per role (people.policies):
+	// a turn runs under the role of the person whose message it answers.
+	RolePolicies map[string]map[string]string
 }
 
 // Service is the registry of chats and the API transports use.
