@@ -47,7 +47,12 @@ func (st *stack) connectAs(tok string) (*client, map[string]any) {
 
 func newFolks(t *testing.T, telegram bool) *folks {
 	t.Helper()
-	e := newEdge(t, edgeOpts{people: true, telegram: telegram})
+	return newFolksWith(t, edgeOpts{people: true, telegram: telegram})
+}
+
+func newFolksWith(t *testing.T, o edgeOpts) *folks {
+	t.Helper()
+	e := newEdge(t, o)
 	f := &folks{edge: e, aliceSecret: "alice-secret-plans", bobSecret: "bob-secret-plans"}
 	var err error
 	if f.alice, f.aliceToken, err = e.people.Add("alice", ""); err != nil {
@@ -549,3 +554,37 @@ func TestTelegramApprovalOnlyByItsPeople(t *testing.T) {
 
 // anyWildcard is a pattern's wildcard, digits in its name included.
 var anyWildcard = regexp.MustCompile(`\{([a-zA-Z0-9_]+)(\.\.\.)?\}`)
+
+// TestToolPoliciesPerRole: with people.policies member: {shell: deny}, a
+// member's shell call is refused without asking anyone, and says why; the
+// owner's same call still asks (tools.policies: ask), and a member's
+// read-only call is untouched.
+func TestToolPoliciesPerRole(t *testing.T) {
+	pols := map[string]map[string]string{"member": {"shell": "deny", "list_*": "allow"}}
+	e := newEdge(t, edgeOpts{people: true, chatsOpt: func(o *chats.Options) { o.RolePolicies = pols }})
+	_, tok, err := e.people.Add("mia", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(tok, text string) map[string]any {
+		cl, _ := e.connectAs(tok)
+		cl.send(map[string]any{"type": "chat.create", "req": "c"})
+		chat := cl.expect("chat.created")["chat"].(map[string]any)["id"]
+		cl.send(map[string]any{"type": "chat.open", "chat": chat})
+		cl.expect("chat.snapshot")
+		cl.send(map[string]any{"type": "message.send", "chat": chat, "text": text, "client_id": "1"})
+		return cl.expect2("approval.requested", "tool.result")
+	}
+	got := run(tok, `/tool shell {"command":"echo hi"}`)
+	res, _ := got["result"].(map[string]any)
+	if got["type"] != "tool.result" || !strings.Contains(fmt.Sprint(res["content"]), "not allowed for the person who asked") {
+		t.Fatalf("member's shell: %v", got)
+	}
+	if got := run(testToken, `/tool shell {"command":"echo hi"}`); got["type"] != "approval.requested" {
+		t.Fatalf("owner's shell: %v", got)
+	}
+	got = run(tok, `/tool list_dir {}`)
+	if res, _ := got["result"].(map[string]any); got["type"] != "tool.result" || res["is_error"] == true {
+		t.Fatalf("member's list_dir: %v", got)
+	}
+}
