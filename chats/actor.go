@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -87,6 +88,8 @@ type batch struct {
 	// transaction failed and nothing of the batch was kept.
 	archive       *archiveEntry
 	archiveFailed error
+	// charges are tokens turns used, added to their people's day.
+	charges []charge
 }
 
 // unput drops m from the pending messages this batch would store, and says
@@ -99,6 +102,13 @@ func (b *batch) unput(m *Message) bool {
 		}
 	}
 	return false
+}
+
+// charge is tokens a turn used, to add to a person's day (people usage),
+// in the commit that records the turn's end.
+type charge struct {
+	person string
+	tokens int64
 }
 
 func (b *batch) empty() bool {
@@ -343,6 +353,11 @@ func (a *actor) flush() error {
 	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketChats).Put([]byte(a.id), metaJSON); err != nil {
 			return err
+		}
+		for _, c := range b.charges {
+			if err := people.AddUsageTx(tx, c.person, people.Day(a.s.now()), c.tokens); err != nil {
+				return err
+			}
 		}
 		if len(b.events) > 0 {
 			rb, err := subBucket(tx, bucketRecords, a.id, true)
@@ -1015,12 +1030,14 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		// cleared conversation says so; no empty answer is added.
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model}, o)
+		a.charge(t, int64(usage.InputTokens+usage.OutputTokens))
 	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq, m.textAt = ids.Message(seq), seq, seq
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
+		a.charge(t, int64(usage.InputTokens+usage.OutputTokens))
 		m.Time = fin.Time
 		a.msgs = append(a.msgs, *m)
 	case res.End == runtime.Interrupted:

@@ -2,8 +2,10 @@ package chats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/runtime/ids"
@@ -149,6 +151,9 @@ func (sc Scope) SendAttached(ctx context.Context, chat, text, clientID, mode str
 	if err := sc.need(chat, people.Write); err != nil {
 		return Message{}, err
 	}
+	if err := sc.overDay(); err != nil {
+		return Message{}, err
+	}
 	return sc.s.SendAttached(ctx, chat, text, clientID, mode, sums, sc.origin(o))
 }
 
@@ -278,4 +283,63 @@ func (s *Service) turnPolicies(chat string, askers []string) map[string]string {
 		}
 	}
 	return s.opt.RolePolicies[role]
+}
+
+// charge bills a turn's tokens to the person who asked (the first asker;
+// the chat's creator when the turn was resumed after a restart), in the
+// commit that records the turn's end.
+func (a *actor) charge(t *turn, tokens int64) {
+	reg := a.s.opt.People
+	if reg == nil || tokens <= 0 {
+		return
+	}
+	who := ""
+	if len(t.askers) > 0 {
+		who = t.askers[0]
+	} else {
+		who = reg.Creator(a.id)
+	}
+	a.b.charges = append(a.b.charges, charge{person: who, tokens: tokens})
+}
+
+// ErrRateLimited is a request refused by a per-person limit; errors.As
+// a *RateLimited for when it frees up.
+var ErrRateLimited = errors.New("rate limited")
+
+// RateLimited says which limit refused a request and when it frees up.
+type RateLimited struct {
+	Msg        string
+	RetryAfter time.Duration
+}
+
+// Error says what was refused and when to try again.
+func (e *RateLimited) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrRateLimited) true.
+func (e *RateLimited) Is(target error) bool { return target == ErrRateLimited }
+
+// overDay refuses a person who used people.tokens_per_day today, until the
+// UTC day turns.
+func (sc Scope) overDay() error {
+	reg, limit := sc.s.opt.People, sc.s.opt.TokensPerDay
+	if reg == nil || limit <= 0 || sc.p.ID == "" {
+		return nil
+	}
+	now := sc.s.now().UTC()
+	used := reg.Usage(sc.p.ID, people.Day(now))
+	if used < limit {
+		return nil
+	}
+	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	wait := next.Sub(now)
+	return &RateLimited{RetryAfter: wait, Msg: fmt.Sprintf("today's tokens are spent: %d of %d (people.tokens_per_day); it frees up at %s UTC, in %s",
+		used, limit, next.Format("2006-01-02 15:04"), wait.Round(time.Minute))}
+}
+
+// now is the clock of per-person days.
+func (s *Service) now() time.Time {
+	if s.opt.Now != nil {
+		return s.opt.Now()
+	}
+	return time.Now()
 }

@@ -102,6 +102,11 @@ type Options struct {
 	// RolePolicies overlay the tool policies per role (people.policies):
 	// a turn runs under the role of the person whose message it answers.
 	RolePolicies map[string]map[string]string
+	// TokensPerDay caps each person's tokens a UTC day (people.tokens_per_day;
+	// 0: no cap): past it their messages are refused with a *RateLimited.
+	TokensPerDay int64
+	// Now is the clock of per-person days (nil: time.Now).
+	Now func() time.Time
 }
 
 // Service is the registry of chats and the API transports use.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/people"
@@ -58,6 +59,7 @@ func (s *Server) peopleRoutes() {
 	s.mux.Handle("POST /api/people", s.need(s.ownerOnly(http.HandlerFunc(s.apiPersonAdd))))
 	s.mux.Handle("POST /api/people/{name}/link", s.need(s.ownerOnly(http.HandlerFunc(s.apiPersonLink))))
 	s.mux.Handle("POST /api/people/{name}/revoke", s.need(s.ownerOnly(http.HandlerFunc(s.apiPersonRevoke))))
+	s.mux.Handle("GET /api/people/usage", s.need(s.ownerOnly(http.HandlerFunc(s.apiUsage))))
 	s.mux.Handle("GET /api/chats/{id}/grants", s.need(http.HandlerFunc(s.apiGrants)))
 	s.mux.Handle("PUT /api/chats/{id}/grants/{name}", s.need(http.HandlerFunc(s.apiGrant)))
 }
@@ -238,4 +240,29 @@ func (s *Server) noteVisible(r *http.Request, n MemoryNote) bool {
 		return true
 	}
 	return n.Chat != "" && s.opt.People.Creator(n.Chat) == p.ID
+}
+
+// apiUsage answers each person's tokens of a UTC day (?day=YYYY-MM-DD,
+// default today), for the Monitor.
+func (s *Server) apiUsage(w http.ResponseWriter, r *http.Request) {
+	reg := s.registry(w)
+	if reg == nil {
+		return
+	}
+	day := r.URL.Query().Get("day")
+	if day == "" {
+		day = people.Day(time.Now())
+	} else if _, err := time.Parse("2006-01-02", day); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "day is YYYY-MM-DD"})
+		return
+	}
+	list, err := reg.UsageOn(day)
+	if err != nil {
+		s.peopleError(w, err)
+		return
+	}
+	if list == nil {
+		list = []people.DayUsage{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"day": day, "usage": list, "tokens_per_day": s.opt.Config.People.TokensPerDay})
 }

@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/people"
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 )
@@ -283,7 +285,7 @@ func TestPeopleRoutesTable(t *testing.T) {
 		"PUT /api/models/{name}/compaction": routeOwner, "/api/telegram/": routeOwner,
 		"GET /api/people": routeOwner, "POST /api/people": routeOwner, "POST /api/people/{name}/link": routeOwner,
 		"POST /api/people/{name}/revoke": routeOwner, "GET /api/backup": routeOwner, "GET /api/check": routeOwner,
-		"GET /api/me":            routeSelf,
+		"GET /api/me": routeSelf, "GET /api/people/usage": routeOwner,
 		"POST /telegram/webhook": routeWebhook,
 	}
 	values := map[string]string{"id": a, "name": "default", "sha256": sum, "rest": "provider:nope/reset"}
@@ -586,5 +588,84 @@ func TestToolPoliciesPerRole(t *testing.T) {
 	got = run(tok, `/tool list_dir {}`)
 	if res, _ := got["result"].(map[string]any); got["type"] != "tool.result" || res["is_error"] == true {
 		t.Fatalf("member's list_dir: %v", got)
+	}
+}
+
+// TestPerPersonLimits: limits.messages_per_minute counts per person (alice
+// spending hers leaves bob his), and people.tokens_per_day refuses a
+// person whose turns used the day's tokens with rate_limited and when it
+// frees up (the next UTC midnight), in the browser and on Telegram, until
+// the day turns; the Monitor's usage route shows who used what.
+func TestPerPersonLimits(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 22, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	f := newFolksWith(t, edgeOpts{people: true, telegram: true,
+		mutate:   func(c *config.Config) { c.Limits.MessagesPerMinute = 3 },
+		chatsOpt: func(o *chats.Options) { o.TokensPerDay, o.Now = 1, clock }})
+	send := func(cl *client, chat, id string) map[string]any {
+		cl.send(map[string]any{"type": "message.send", "chat": chat, "text": "hello " + id, "client_id": id, "req": id})
+		for {
+			if m := cl.expect2("message.accepted", "error"); m["req"] == id {
+				return m
+			}
+		}
+	}
+	// newFolks spent one of alice's three: two more go, the next is refused.
+	b := f.bobChat.ID
+	for i := range 2 {
+		if m := send(f.aliceSock, f.aliceChat.ID, fmt.Sprint("a", i)); m["type"] != "message.accepted" {
+			t.Fatalf("alice's message %d: %v", i, m)
+		}
+	}
+	if m := send(f.aliceSock, f.aliceChat.ID, "a-over"); m["code"] != "rate_limited" || m["retry_after_ms"].(float64) <= 0 {
+		t.Fatalf("alice past her rate: %v", m)
+	}
+	// Bob's rate is his own. His first turn uses tokens (the builtin
+	// model bills what it reads and writes)...
+	f.bobSock.send(map[string]any{"type": "chat.open", "chat": b})
+	f.bobSock.expect("chat.snapshot")
+	if m := send(f.bobSock, b, "b0"); m["type"] != "message.accepted" {
+		t.Fatalf("bob: %v", m)
+	}
+	f.bobSock.expect("turn.finished")
+	// ...so with tokens_per_day 1 his next message is refused until midnight.
+	m := send(f.bobSock, b, "b1")
+	if m["code"] != "rate_limited" || m["retry_after_ms"].(float64) != float64(2*time.Hour/time.Millisecond) ||
+		!strings.Contains(m["message"].(string), "frees up at 2026-12-04 00:00 UTC") {
+		t.Fatalf("bob past his day: %v", m)
+	}
+	code, body := f.ask("GET", "/api/people/usage?day=2026-12-03", testToken, "")
+	if code != 200 || !strings.Contains(body, `"name":"bob"`) || strings.Contains(body, `"name":"carol"`) {
+		t.Fatalf("usage: %d %s", code, body)
+	}
+	// On Telegram too, as bob.
+	if _, err := f.people.Link("bob", 6001); err != nil {
+		t.Fatal(err)
+	}
+	f.update(`{"update_id":30,"message":{"message_id":3,"from":{"id":6001,"is_bot":false,"first_name":"B"},"chat":{"id":6001,"type":"private"},"date":1700000000,"text":"hi"}}`)
+	waitSent(t, f.sent, "Not sent: today's tokens are spent")
+	// The day turns: bob may send again.
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	if m := send(f.bobSock, b, "b2"); m["type"] != "message.accepted" {
+		t.Fatalf("bob the next day: %v", m)
+	}
+}
+
+// waitSent waits for a Telegram message starting with prefix.
+func waitSent(t *testing.T, sent chan string, prefix string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case s := <-sent:
+			if strings.HasPrefix(s, prefix) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("Telegram was not sent %q", prefix)
+		}
 	}
 }

@@ -599,3 +599,69 @@ func (r *Registry) Grants(chat string) ([]Grant, error) {
 	})
 	return out, err
 }
+
+// usageKey keys a person's tokens of one UTC day: u/<day>/<person>.
+func usageKey(day, person string) []byte { return []byte("u/" + day + "/" + person) }
+
+// Day is the UTC day t falls in, as usage is kept by.
+func Day(t time.Time) string { return t.UTC().Format("2006-01-02") }
+
+// AddUsageTx adds tokens to the person's usage of day, inside the
+// transaction that records the turn that used them.
+func AddUsageTx(tx *bolt.Tx, person, day string, tokens int64) error {
+	if person == "" || tokens <= 0 {
+		return nil
+	}
+	bk, err := tx.CreateBucketIfNotExists(bucketPeople)
+	if err != nil {
+		return err
+	}
+	k := usageKey(day, person)
+	n, _ := strconv.ParseInt(string(bk.Get(k)), 10, 64)
+	return bk.Put(k, []byte(strconv.FormatInt(n+tokens, 10)))
+}
+
+// Usage returns the tokens person used on day.
+func (r *Registry) Usage(person, day string) int64 {
+	var n int64
+	_ = r.db.View(func(tx *bolt.Tx) error {
+		n, _ = strconv.ParseInt(string(tx.Bucket(bucketPeople).Get(usageKey(day, person))), 10, 64)
+		return nil
+	})
+	return n
+}
+
+// DayUsage is one person's tokens of one day, for the Monitor.
+type DayUsage struct {
+	Person string `json:"person"` // id
+	Name   string `json:"name"`
+	Role   string `json:"role"`
+	Tokens int64  `json:"tokens"`
+}
+
+// UsageOn returns every person's tokens of day, most first.
+func (r *Registry) UsageOn(day string) ([]DayUsage, error) {
+	var out []DayUsage
+	err := r.db.View(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketPeople)
+		c := bk.Cursor()
+		prefix := "u/" + day + "/"
+		for k, v := c.Seek([]byte(prefix)); k != nil && strings.HasPrefix(string(k), prefix); k, v = c.Next() {
+			id := strings.TrimPrefix(string(k), prefix)
+			n, _ := strconv.ParseInt(string(v), 10, 64)
+			p, _ := get(bk, id)
+			out = append(out, DayUsage{Person: id, Name: p.Name, Role: p.Role, Tokens: n})
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b DayUsage) int {
+		if a.Tokens != b.Tokens {
+			if a.Tokens > b.Tokens {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, err
+}

@@ -267,7 +267,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
 		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index, MCPServers: servers.Servers(), Prompts: servers, People: folks,
-		RolePolicies: cfg.People.Policies})
+		RolePolicies: cfg.People.Policies, TokensPerDay: cfg.People.TokensPerDay})
 
 	var tg *telegram.Bot
 	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file

@@ -259,6 +259,7 @@ func (b *Bot) handle(u tgbotapi.Update) error {
 // transient says whether an error is worth handling the update again.
 func transient(err error) bool {
 	return !(errors.Is(err, chats.ErrBadInput) || errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrInUse) || errors.Is(err, chats.ErrNoTurn) ||
+		errors.Is(err, chats.ErrRateLimited) || // a person's daily tokens: say so ("Not sent: ...")
 		errors.Is(err, chats.ErrTooLarge)) // a full queue: say so ("Not sent: ...") rather than handle the update again
 }
 

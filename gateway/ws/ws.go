@@ -930,6 +930,14 @@ func (c *conn) failErr(req, chat string, err error) {
 		code = "bad_frame"
 	case errors.Is(err, chats.ErrTooLarge):
 		code = "too_large"
+	case errors.Is(err, chats.ErrRateLimited):
+		var rl *chats.RateLimited
+		if errors.As(err, &rl) {
+			c.send(map[string]any{"type": "error", "code": "rate_limited", "message": rl.Msg, "req": omit(req), "chat": omit(chat),
+				"retry_after_ms": rl.RetryAfter.Milliseconds()})
+			return
+		}
+		code = "rate_limited"
 	case errors.Is(err, chats.ErrClosed):
 		msg = "the gateway is shutting down"
 	case errors.Is(err, context.DeadlineExceeded):
