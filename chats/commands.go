@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -507,6 +508,10 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (int, e
 // recovery answers and file-change ledger, in the caller's transaction.
 func (s *Service) removeChatTx(tx *bolt.Tx, id string) error {
 	if err := tx.Bucket(bucketChats).Delete([]byte(id)); err != nil {
+		return err
+	}
+	// Its creator and grants go with it, in the same commit.
+	if err := people.DropChatTx(tx, id); err != nil {
 		return err
 	}
 	for _, parent := range [][]byte{bucketRecords, bucketPending, bucketClientIDs, bucketOutputs, bucketArchive} {

@@ -9,7 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func openTest(t *testing.T, main string) (*Registry, *bolt.DB) {
+func openTest(t testing.TB, main string) (*Registry, *bolt.DB) {
 	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "p.db"), 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
