@@ -343,3 +343,61 @@ func (s *Service) now() time.Time {
 	}
 	return time.Now()
 }
+
+// CreateReusing is Service.CreateReusing reusing only the person's own
+// empty chat.
+func (sc Scope) CreateReusing(ctx context.Context, chain string, o Origin) (Chat, bool, error) {
+	o = sc.origin(o)
+	if sc.s.opt.People == nil {
+		return sc.s.CreateReusing(ctx, chain, o)
+	}
+	return sc.s.createReusing(ctx, chain, o, func(id string) bool { return sc.s.opt.People.Creator(id) == sc.p.ID })
+}
+
+// Rename renames a chat the person may write to.
+func (sc Scope) Rename(ctx context.Context, id, title string) (Chat, error) {
+	if err := sc.need(id, people.Write); err != nil {
+		return Chat{}, err
+	}
+	return sc.s.Rename(ctx, id, title)
+}
+
+// Archive archives or unarchives a chat the person may write to.
+func (sc Scope) Archive(ctx context.Context, id string, archived bool) (Chat, error) {
+	if err := sc.need(id, people.Write); err != nil {
+		return Chat{}, err
+	}
+	return sc.s.Archive(ctx, id, archived)
+}
+
+// DeleteChat deletes a chat the person owns (its creator, or an owner).
+func (sc Scope) DeleteChat(ctx context.Context, id string) (Chat, error) {
+	if err := sc.need(id, people.Own); err != nil {
+		return Chat{}, err
+	}
+	return sc.s.DeleteChat(ctx, id)
+}
+
+// RestoreChat restores a deleted chat the person owns.
+func (sc Scope) RestoreChat(ctx context.Context, id string) (Chat, error) {
+	if err := sc.need(id, people.Own); err != nil {
+		return Chat{}, err
+	}
+	return sc.s.RestoreChat(ctx, id)
+}
+
+// Export is Service.Export of a chat the person may read.
+func (sc Scope) Export(ctx context.Context, id string, head func(Chat), fn func(Message) error) (Chat, error) {
+	if err := sc.need(id, people.Read); err != nil {
+		return Chat{}, err
+	}
+	return sc.s.Export(ctx, id, head, fn)
+}
+
+// Search is Service.Search over the chats the person may read.
+func (sc Scope) Search(ctx context.Context, query string, limit int) ([]SearchHit, error) {
+	if sc.s.opt.People == nil || sc.p.IsOwner() {
+		return sc.s.Search(ctx, query, limit)
+	}
+	return sc.s.searchIn(ctx, query, limit, func(id string) bool { return sc.Level(id) >= people.Read })
+}

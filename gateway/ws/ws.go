@@ -773,7 +773,7 @@ func (c *conn) handle(data []byte) bool {
 	case "chat.create":
 		var ch chats.Chat
 		if f.Reuse && f.Title == "" {
-			ch, _, err = c.hub.opt.Chats.CreateReusing(ctx, f.Chain, o) // through the scope in a later commit
+			ch, _, err = svc.CreateReusing(ctx, f.Chain, o)
 		} else {
 			ch, err = svc.Create(ctx, f.Title, f.Chain, o)
 		}
