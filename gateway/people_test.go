@@ -276,6 +276,7 @@ func TestPeopleRoutesTable(t *testing.T) {
 		"GET /metrics": routeGlobal, "GET /api/quotas": routeGlobal, "GET /api/models": routeGlobal, "GET /api/chains": routeGlobal,
 		"GET /api/uploads/limits": routeGlobal, "POST /api/uploads": routeGlobal,
 		"GET /api/chats": routeList, "GET /api/monitor/events": routeList,
+		"GET /api/monitor/aggregates": routeGlobal, "GET /api/mcp": routeGlobal, // providers and servers, no chat
 		"GET /api/chats/{id}/handoffs": routeChat, "GET /api/chats/{id}/replay": routeChat,
 		"GET /api/chats/{id}/grants": routeChat, "PUT /api/chats/{id}/grants/{name}": routeChat,
 		"GET /api/memory": routeMemory, "GET /api/memory/{name}": routeMemory,
