@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -86,6 +88,8 @@ type batch struct {
 	// transaction failed and nothing of the batch was kept.
 	archive       *archiveEntry
 	archiveFailed error
+	// charges are tokens turns used, added to their people's day.
+	charges []charge
 }
 
 // unput drops m from the pending messages this batch would store, and says
@@ -98,6 +102,13 @@ func (b *batch) unput(m *Message) bool {
 		}
 	}
 	return false
+}
+
+// charge is tokens a turn used, to add to a person's day (people usage),
+// in the commit that records the turn's end.
+type charge struct {
+	person string
+	tokens int64
 }
 
 func (b *batch) empty() bool {
@@ -113,8 +124,11 @@ type turn struct {
 	seq      uint64 // turn.started
 	stoppers []Origin
 	waiters  []chan struct{}
-	aborted  bool // cut short by shutdown: open calls stay open, to recover
-	start    time.Time
+	// askers are the people whose messages the turn picked up: they (and
+	// owners) answer its approvals.
+	askers  []string
+	aborted bool // cut short by shutdown: open calls stay open, to recover
+	start   time.Time
 	// wait is the quota wait its model request is in, until the turn
 	// shows it went on (text, a step, a call), so a snapshot shows it
 	// as the live view does.
@@ -296,6 +310,9 @@ func (a *actor) next() uint64 { a.seq++; return a.seq }
 // append adds an event to the batch, giving it the next seq.
 func (a *actor) append(ev *Event, o Origin) *Event {
 	ev.Chat, ev.Seq, ev.Time = a.id, a.next(), time.Now().UTC()
+	if ev.By == "" {
+		ev.By = o.By // who allowed, denied, edited, stopped: on the row
+	}
 	a.b.events = append(a.b.events, ev)
 	a.b.origins = append(a.b.origins, o)
 	return ev
@@ -336,6 +353,11 @@ func (a *actor) flush() error {
 	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
 		if err := putMeta(tx, a.meta.UpdatedAt, &meta, metaJSON); err != nil {
 			return err
+		}
+		for _, c := range b.charges {
+			if err := people.AddUsageTx(tx, c.person, people.Day(a.s.now()), c.tokens); err != nil {
+				return err
+			}
 		}
 		if len(b.events) > 0 {
 			rb, err := subBucket(tx, bucketRecords, a.id, true)
@@ -697,7 +719,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	}
 	seq := a.seq + 1
 	m := &Message{ID: ids.Message(seq), Role: provider.RoleUser, Text: text, Seq: seq,
-		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts}
+		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts, By: o.By}
 	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
 	m.Time = ev.Time
 	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
@@ -845,11 +867,17 @@ func (a *actor) maybeStart() {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &turn{id: id, cancel: cancel, seq: ev.Seq, start: time.Now()}
+	for _, p := range take {
+		if p.By != "" && !slices.Contains(t.askers, p.By) {
+			t.askers = append(t.askers, p.By)
+		}
+	}
 	a.turn = t
 	rows := a.rows()
 	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, Rows: rows, Host: &host{a: a, t: t}, Settle: a.settled, Servers: a.servers(),
 		Picked: len(rows) - picked, Last: last, Measured: a.conv.measured, SessionStart: a.conv.checkpointed,
 		Signals: view.Signals{Pruned: a.conv.pruned}}
+	in.Policies = a.s.turnPolicies(a.id, t.askers)
 	if a.compact != nil {
 		in.Signals.Compact, in.Signals.Instructions = true, *a.compact
 	}
@@ -1002,12 +1030,14 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		// cleared conversation says so; no empty answer is added.
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model}, o)
+		a.charge(t, int64(usage.InputTokens+usage.OutputTokens))
 	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq, m.textAt = ids.Message(seq), seq, seq
 		usage := res.Usage
 		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
+		a.charge(t, int64(usage.InputTokens+usage.OutputTokens))
 		m.Time = fin.Time
 		a.msgs = append(a.msgs, *m)
 	case res.End == runtime.Interrupted:

@@ -38,6 +38,12 @@ const maxRefNames = 16
 // people with chats of their own arrive, this is where the scan narrows
 // to the asking person's chats.
 func (s *Service) BlobRefs(ctx context.Context, sum, want string) (ref BlobRef, found bool, err error) {
+	return s.blobRefs(ctx, sum, want, nil, "")
+}
+
+// blobRefs is BlobRefs over the chats visible reports true for (nil: all).
+// With visible set, a live upload counts only when person uploaded it.
+func (s *Service) blobRefs(ctx context.Context, sum, want string, visible func(chat string) bool, person string) (ref BlobRef, found bool, err error) {
 	if !validSum(sum) {
 		return BlobRef{}, false, nil
 	}
@@ -60,7 +66,7 @@ func (s *Service) BlobRefs(ctx context.Context, sum, want string) (ref BlobRef, 
 	err = s.store.db.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketUploads).Get(key); v != nil {
 			var u upload
-			if json.Unmarshal(v, &u) == nil && add(u.Attachment) {
+			if json.Unmarshal(v, &u) == nil && (visible == nil || slices.Contains(u.By, person)) && add(u.Attachment) {
 				return errStop
 			}
 		}
@@ -69,6 +75,9 @@ func (s *Service) BlobRefs(ctx context.Context, sum, want string) (ref BlobRef, 
 			err := p.ForEachBucket(func(chat []byte) error {
 				if err := ctx.Err(); err != nil {
 					return err
+				}
+				if visible != nil && !visible(string(chat)) {
+					return nil // a chat the person cannot see names nothing for them
 				}
 				return p.Bucket(chat).ForEach(func(_, v []byte) error {
 					if !bytes.Contains(v, key) || !bytes.Contains(v, attachmentsKey) {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +103,9 @@ const MaxAttachmentName = 255
 type upload struct {
 	Attachment Attachment `json:"attachment"`
 	Time       time.Time  `json:"time"`
+	// By are the people who uploaded it (ids; see Scope.Upload): while it
+	// is live, only they fetch it.
+	By []string `json:"by,omitempty"`
 }
 
 // Blobs is the attachment store: data_dir/blobs/ab/abcdef… (the first two
@@ -462,6 +466,11 @@ func (s *Service) Blobs() *Blobs { return s.opt.Blobs }
 // message.send may name it by its sha256 within attachments'
 // unreferenced_ttl. It returns once both are durable.
 func (s *Service) Upload(ctx context.Context, r io.Reader, mediaType, name string) (Attachment, error) {
+	return s.upload(ctx, r, mediaType, name, "")
+}
+
+// upload is Upload by the person by ("" for none).
+func (s *Service) upload(ctx context.Context, r io.Reader, mediaType, name, by string) (Attachment, error) {
 	b := s.opt.Blobs
 	if b == nil {
 		return Attachment{}, fmt.Errorf("%w: attachments are not enabled (no data dir)", ErrBadInput)
@@ -470,9 +479,20 @@ func (s *Service) Upload(ctx context.Context, r io.Reader, mediaType, name strin
 	if err != nil {
 		return Attachment{}, err
 	}
-	u := Marshal(upload{Attachment: a, Time: b.now().UTC()})
+	up := upload{Attachment: a, Time: b.now().UTC()}
 	err = s.store.Write(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketUploads).Put([]byte(a.SHA256), u)
+		bk := tx.Bucket(bucketUploads)
+		if by != "" {
+			// The same content uploaded by several people is theirs each.
+			var old upload
+			if v := bk.Get([]byte(a.SHA256)); v != nil && json.Unmarshal(v, &old) == nil {
+				up.By = old.By
+			}
+			if !slices.Contains(up.By, by) {
+				up.By = append(up.By, by)
+			}
+		}
+		return bk.Put([]byte(a.SHA256), Marshal(up))
 	})
 	if err != nil {
 		return Attachment{}, err

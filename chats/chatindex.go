@@ -216,7 +216,7 @@ const (
 // listPage reads up to limit chats updated before cursor after (""
 // starts at the newest) from the index alone: what it costs depends on the
 // page, not on how many chats are stored.
-func listPage(tx *bolt.Tx, after string, limit int) (ChatPage, error) {
+func listPage(tx *bolt.Tx, after string, limit int, keep func(*Chat) bool) (ChatPage, error) {
 	var p ChatPage
 	if limit <= 0 {
 		limit = DefaultListPage
@@ -252,6 +252,9 @@ func listPage(tx *bolt.Tx, after string, limit int) (ChatPage, error) {
 		}
 		if ch.DeleteAt != nil {
 			continue // deleted, until the undo window passes: listed nowhere
+		}
+		if keep != nil && !keep(&ch) {
+			continue // not the asker's to see
 		}
 		listState(&ch)
 		p.Chats = append(p.Chats, ch)

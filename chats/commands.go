@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -185,12 +186,12 @@ func (s *Service) cmdClear(ctx context.Context, chat string, _ []string, _ strin
 	return "Cleared: the assistant's next request starts after this point. The transcript above stays, and stays searchable.", err
 }
 
-func (s *Service) cmdNew(ctx context.Context, chat string, fields []string, _ string, _ Origin) (string, error) {
+func (s *Service) cmdNew(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
 	var from Chat
 	if err := s.do(ctx, chat, func(a *actor) error { from = a.info(); return nil }); err != nil {
 		return "", err
 	}
-	c, err := s.Create(ctx, strings.Join(fields[1:], " "), from.Chain, Origin{})
+	c, err := s.Create(ctx, strings.Join(fields[1:], " "), from.Chain, Origin{By: o.By}) // the asker's chat
 	if err != nil {
 		return "", err
 	}
@@ -514,6 +515,10 @@ func (s *Service) removeChatTx(tx *bolt.Tx, id string) error {
 		if err := deleteMeta(tx, &c); err != nil {
 			return err
 		}
+	}
+	// Its creator and grants go with it, in the same commit.
+	if err := people.DropChatTx(tx, id); err != nil {
+		return err
 	}
 	for _, parent := range [][]byte{bucketRecords, bucketPending, bucketClientIDs, bucketOutputs, bucketArchive} {
 		p := tx.Bucket(parent)

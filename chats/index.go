@@ -294,6 +294,11 @@ type SearchHit struct {
 // was committed before it (for a few seconds at most). Deleted chats are
 // never found.
 func (s *Service) Search(ctx context.Context, query string, limit int) ([]SearchHit, error) {
+	return s.searchIn(ctx, query, limit, nil)
+}
+
+// searchIn is Search over the chats visible reports true for (nil: all).
+func (s *Service) searchIn(ctx context.Context, query string, limit int, visible func(id string) bool) ([]SearchHit, error) {
 	ix := s.manage.ix
 	if ix == nil {
 		return nil, ErrSearchOff
@@ -310,7 +315,7 @@ func (s *Service) Search(ctx context.Context, query string, limit int) ([]Search
 			}
 			c, ok, err := loadChat(tx, id)
 			var p *Chat
-			if err == nil && ok && c.DeleteAt == nil {
+			if err == nil && ok && c.DeleteAt == nil && (visible == nil || visible(id)) {
 				p = &c
 			}
 			metas[id] = p

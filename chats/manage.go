@@ -318,6 +318,12 @@ func (s *Service) purge(ctx context.Context, id string) error {
 // deleted) when there is one, so pressing New chat again and again leaves
 // one empty chat, not many; otherwise a new chat. reused says which.
 func (s *Service) CreateReusing(ctx context.Context, chain string, o Origin) (c Chat, reused bool, err error) {
+	return s.createReusing(ctx, chain, o, nil)
+}
+
+// createReusing is CreateReusing reusing only a chat mine says is the
+// asker's own (nil: any).
+func (s *Service) createReusing(ctx context.Context, chain string, o Origin, mine func(id string) bool) (c Chat, reused bool, err error) {
 	want := chain
 	if want == "" {
 		want = s.opt.Turner.ChatChain()
@@ -328,6 +334,9 @@ func (s *Service) CreateReusing(ctx context.Context, chain string, o Origin) (c 
 			var e Chat
 			if json.Unmarshal(v, &e) != nil {
 				return nil
+			}
+			if mine != nil && !mine(e.ID) {
+				return nil // another person's empty chat is not this one's to reuse
 			}
 			if e.Seq <= 1 && e.Title == DefaultTitle && e.Chain == want && e.Pending == 0 && e.Turn == "" && !e.Archived && e.DeleteAt == nil &&
 				(found == nil || e.UpdatedAt.After(found.UpdatedAt)) {

@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
@@ -94,6 +95,17 @@ type Options struct {
 	MCPServers []string
 	// Prompts are the MCP servers' prompts /prompt sends; nil has none.
 	Prompts Prompts
+	// People decides who sees which chat (see Scope); nil: one person,
+	// who sees everything.
+	People *people.Registry
+	// RolePolicies overlay the tool policies per role (people.policies):
+	// a turn runs under the role of the person whose message it answers.
+	RolePolicies map[string]map[string]string
+	// TokensPerDay caps each person's tokens a UTC day (people.tokens_per_day;
+	// 0: no cap): past it their messages are refused with a *RateLimited.
+	TokensPerDay int64
+	// Now is the clock of per-person days (nil: time.Now).
+	Now func() time.Time
 }
 
 // Service is the registry of chats and the API transports use.
@@ -231,6 +243,9 @@ func (s *Service) Watch(w ListWatcher) (cancel func()) {
 func (s *Service) notifyList(c Chat, created bool, except any) {
 	s.watchMu.RLock()
 	for w := range s.watchers {
+		if sw, ok := w.(*scopedWatcher); ok && any(sw.inner()) == except {
+			continue
+		}
 		if any(w) != except {
 			w.ChatChanged(c, created)
 		}
@@ -251,6 +266,11 @@ func (s *Service) List(ctx context.Context) ([]Chat, error) {
 // Next; "" for the newest). It reads the page from the index by last
 // update, so its cost does not grow with the chats stored.
 func (s *Service) ListPage(ctx context.Context, after string, limit int) (ChatPage, error) {
+	return s.listPage(after, limit, nil)
+}
+
+// listPage is ListPage of the chats keep accepts (nil: all).
+func (s *Service) listPage(after string, limit int, keep func(*Chat) bool) (ChatPage, error) {
 	switch {
 	case limit < 0:
 		limit = int(^uint(0) >> 1)
@@ -261,7 +281,7 @@ func (s *Service) ListPage(ctx context.Context, after string, limit int) (ChatPa
 	}
 	var p ChatPage
 	err := s.store.db.View(func(tx *bolt.Tx) (err error) {
-		p, err = listPage(tx, after, limit)
+		p, err = listPage(tx, after, limit, keep)
 		return err
 	})
 	return p, err
@@ -294,6 +314,13 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 		if err := putMeta(tx, time.Time{}, &c, meta); err != nil {
 			return err
 		}
+		if o.By != "" && s.opt.People != nil {
+			// Who created it, in the same commit: the chat is never
+			// visible without its creator.
+			if err := people.SetCreatorTx(tx, c.ID, o.By); err != nil {
+				return err
+			}
+		}
 		b, err := subBucket(tx, bucketRecords, c.ID, true)
 		if err != nil {
 			return err
@@ -317,6 +344,11 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 type Origin struct {
 	Sub Subscriber
 	Req string
+	// By is the id of the person who asked (see Scope); the events the
+	// request causes record it as "by". Empty: the gateway itself.
+	By string
+	// Owner says the person is an owner, who may answer any approval.
+	Owner bool
 }
 
 // Open subscribes sub to the chat. With since nil it delivers a chat.snapshot;

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -250,6 +251,11 @@ func (a *actor) answerApproval(id string, allow bool, o Origin) error {
 	w := a.approvals[id]
 	if w == nil {
 		return fmt.Errorf("approval %s is not waiting (answered already, or its turn ended): %w", id, ErrNotFound)
+	}
+	if t := a.turn; o.By != "" && !o.Owner && t != nil && len(t.askers) > 0 && !slices.Contains(t.askers, o.By) {
+		// Only the person who asked, or an owner, answers: in a shared
+		// chat nobody else allows a call on their behalf.
+		return fmt.Errorf("approval %s: %w", id, ErrNotFound)
 	}
 	a.resolveApproval(w, allow, "", o)
 	// The call runs only once its approval is durable: a call sent before

@@ -180,8 +180,10 @@ type Message struct {
 	State    string    `json:"state,omitempty"`
 	Mode     string    `json:"mode,omitempty"`
 	ClientID string    `json:"client_id,omitempty"`
-	Turn     string    `json:"turn,omitempty"`
-	Stopped  bool      `json:"stopped,omitempty"`
+	// By is the id of the person who sent a user message (see Origin.By).
+	By      string `json:"by,omitempty"`
+	Turn    string `json:"turn,omitempty"`
+	Stopped bool   `json:"stopped,omitempty"`
 	// Tokens is the local token count of what the message sends (its text,
 	// and an assistant step's tool calls), computed once when the row is
 	// written and stored with it.
@@ -305,6 +307,9 @@ type Event struct {
 	Why       string   `json:"why,omitempty"`
 	// diagnostic: what one attempt, hook block or failed command left.
 	Diagnostic *runtime.Diagnostic `json:"diagnostic,omitempty"`
+	// By is the id of the person whose request caused the event (see
+	// Origin.By): who sent, edited, allowed, denied, stopped.
+	By string `json:"by,omitempty"`
 
 	once sync.Once
 	raw  []byte

@@ -25,6 +25,8 @@ type Config struct {
 	Chains map[string][]string `yaml:"chains"`
 	Roles  Roles               `yaml:"roles"`
 	Limits Limits              `yaml:"limits"`
+	// People are roles' tool policies and per-person budgets.
+	People People `yaml:"people"`
 	// BreakerHistoryDays and BreakerHistoryMax bound the breaker display
 	// history: entries older than the days, or past the count, are pruned.
 	BreakerHistoryDays int `yaml:"breaker_history_days"`

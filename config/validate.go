@@ -33,6 +33,7 @@ func (c *Config) Validate() error {
 	v.mcp()
 	v.hooks()
 	v.attachments()
+	v.people()
 	sort.SliceStable(v.errs, func(i, j int) bool {
 		a, b := v.errs[i].Line, v.errs[j].Line
 		return a != 0 && (b == 0 || a < b) // known lines in file order, unknown last

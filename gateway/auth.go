@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
 )
@@ -60,22 +61,53 @@ func LoadToken(cfg *config.Config, dataDir string, getenv func(string) string) (
 	return t, nil
 }
 
-// checker compares presented tokens with the real one in constant time.
-type checker struct{ token []byte }
+// checker compares presented tokens with the real one in constant time,
+// and, with a people registry, finds the person a token speaks for (the
+// access token is the first owner's).
+type checker struct {
+	token  []byte
+	people *people.Registry
+}
+
+// person returns who a token speaks for. Without a registry the access
+// token is the one person, an owner.
+func (c checker) person(t string) (people.Person, bool) {
+	if t == "" {
+		return people.Person{}, false
+	}
+	if c.people != nil {
+		return c.people.ByToken(t)
+	}
+	if subtle.ConstantTimeCompare([]byte(t), c.token) == 1 {
+		return people.Person{Name: "owner", Role: people.RoleOwner, First: true}, true
+	}
+	return people.Person{}, false
+}
 
 func (c checker) ok(t string) bool {
-	return t != "" && subtle.ConstantTimeCompare([]byte(t), c.token) == 1
+	_, ok := c.person(t)
+	return ok
 }
 
 // principal returns who a right token speaks for, as per-principal limits
-// (the message rate) key it: a short hash, so the token itself is never a
-// map key or a log field. "" and false for a wrong token.
+// (the message rate) key it: the person's id, or without a registry a
+// short hash, so the token itself is never a map key or a log field. ""
+// and false for a wrong token.
 func (c checker) principal(t string) (string, bool) {
-	if !c.ok(t) {
+	p, ok := c.person(t)
+	if !ok {
 		return "", false
 	}
+	return principalOf(p, t), true
+}
+
+// principalOf keys per-person limits.
+func principalOf(p people.Person, t string) string {
+	if p.ID != "" {
+		return "person:" + p.ID
+	}
 	sum := sha256.Sum256([]byte(t))
-	return "token:" + hex.EncodeToString(sum[:6]), true
+	return "token:" + hex.EncodeToString(sum[:6])
 }
 
 // presented returns the token a request carries and whether it carried one.

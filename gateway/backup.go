@@ -23,8 +23,8 @@ import (
 // DatabaseRoutes are the routes above for db, the gateway's database.
 func DatabaseRoutes(db *bolt.DB) []Route {
 	return []Route{
-		{Pattern: "GET /api/backup", Handler: backupHandler(db), Private: true},
-		{Pattern: "GET /api/check", Handler: checkHandler(db), Private: true},
+		{Pattern: "GET /api/backup", Handler: backupHandler(db), Private: true, Owner: true},
+		{Pattern: "GET /api/check", Handler: checkHandler(db), Private: true, Owner: true},
 	}
 }
 

@@ -119,7 +119,8 @@ func (s *Server) blobRef(r *http.Request, sum, want string) (chats.BlobRef, bool
 	now := time.Now()
 	bc := &s.blobCache
 	bc.mu.Lock()
-	c, ok := bc.m[sum]
+	key := sum + "/" + personOf(r).ID // what one person may fetch, another may not
+	c, ok := bc.m[key]
 	bc.mu.Unlock()
 	if ok && now.Before(c.until) && (want == "" || slices.Contains(c.ref.Names, want)) {
 		ref := c.ref
@@ -129,7 +130,7 @@ func (s *Server) blobRef(r *http.Request, sum, want string) (chats.BlobRef, bool
 		}
 		return ref, true, nil
 	}
-	ref, found, err := s.opt.Chats.BlobRefs(r.Context(), sum, want)
+	ref, found, err := s.scope(r).BlobRefs(r.Context(), sum, want)
 	if err != nil || !found {
 		return ref, found, err
 	}
@@ -137,7 +138,7 @@ func (s *Server) blobRef(r *http.Request, sum, want string) (chats.BlobRef, bool
 	if bc.m == nil || len(bc.m) >= maxBlobRefs {
 		bc.m = map[string]cachedRef{}
 	}
-	bc.m[sum] = cachedRef{ref: chats.BlobRef{Type: ref.Type, Names: slices.Clone(ref.Names)}, until: now.Add(blobRefTTL)}
+	bc.m[key] = cachedRef{ref: chats.BlobRef{Type: ref.Type, Names: slices.Clone(ref.Names)}, until: now.Add(blobRefTTL)}
 	bc.mu.Unlock()
 	return ref, true, nil
 }

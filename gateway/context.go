@@ -57,7 +57,7 @@ func (s *Server) contextRoutes() {
 
 func (s *Server) apiHandoffs(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	list, err := s.opt.Chats.Handoffs(r.Context(), id)
+	list, err := s.scope(r).Handoffs(r.Context(), id)
 	switch {
 	case errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrBadInput):
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such chat"})
@@ -139,6 +139,9 @@ func (s *Server) apiMemory(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			continue // unsafe or gone meanwhile: not listed
 		}
+		if !s.noteVisible(r, n) {
+			continue // another person's note
+		}
 		notes = append(notes, n)
 	}
 	sort.Slice(notes, func(i, j int) bool {
@@ -215,6 +218,10 @@ func (s *Server) apiMemoryNote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
+	if n, err := readNoteHead(dir, name); err != nil || !s.noteVisible(r, n) {
+		notFound() // another person's note is no note to them
+		return
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxNoteBytes))
 	if err != nil {
 		s.log.Error("memory note", "name", name, "err", err)

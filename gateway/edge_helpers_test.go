@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -34,7 +36,10 @@ type edge struct {
 	// sent receives the text of every sendMessage the bot made.
 	sent chan string
 	seen *seenLog
-	logs *syncBuffer
+	// people and dataDir are set with edgeOpts.people.
+	people  *people.Registry
+	dataDir string
+	logs    *syncBuffer
 }
 
 const webhookSecret = "webhook-secret-0123456789"
@@ -46,6 +51,9 @@ type edgeOpts struct {
 	chatsOpt func(*chats.Options)
 	// model, when set, answers every chat (a fake OpenAI server).
 	model *heldModel
+	// people keeps people (the test token is the first owner's), with a
+	// data dir for memory notes and a replay route.
+	people bool
 }
 
 func newEdge(t *testing.T, o edgeOpts) *edge {
@@ -81,11 +89,28 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 		t.Fatal(err)
 	}
 	copt := chats.Options{Store: store, Turner: eng, MaxPending: cfg.Limits.PendingPerChat}
+	var folks *people.Registry
+	var dataDir string
+	var replay func(io.Writer, string) error
+	if o.people {
+		if folks, err = people.Open(db, testToken); err != nil {
+			t.Fatal(err)
+		}
+		copt.People = folks
+		if dataDir, err = datadir.Prepare(filepath.Join(t.TempDir(), "data")); err != nil {
+			t.Fatal(err)
+		}
+		at := cfg.Attachments
+		if copt.Blobs, err = chats.OpenBlobs(dataDir, chats.BlobLimits{Image: at.MaxImageBytes, Document: at.MaxDocumentBytes, Audio: at.MaxAudioBytes}, at.UnreferencedTTL); err != nil {
+			t.Fatal(err)
+		}
+		replay = func(w io.Writer, chat string) error { _, err := fmt.Fprintf(w, "replay of %s\n", chat); return err }
+	}
 	if o.chatsOpt != nil {
 		o.chatsOpt(&copt)
 	}
 	svc := chats.New(copt)
-	e := &edge{cfg: cfg, seen: &seenLog{changed: make(chan struct{}, 1)}, logs: &syncBuffer{}}
+	e := &edge{people: folks, dataDir: dataDir, cfg: cfg, seen: &seenLog{changed: make(chan struct{}, 1)}, logs: &syncBuffer{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var routes []Route
 	if o.telegram {
@@ -99,13 +124,13 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 		if err != nil {
 			t.Fatal(err)
 		}
-		routes = append(routes, Route{Pattern: "/api/telegram/", Handler: e.tg.PairingHandler(), Private: true},
+		routes = append(routes, Route{Pattern: "/api/telegram/", Handler: e.tg.PairingHandler(), Private: true, Owner: true},
 			Route{Pattern: "POST " + e.tg.WebhookPath(), Handler: e.tg.WebhookHandler()})
 	}
 	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)
 	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(),
-		Models: eng, Routes: routes, Log: log})
+		Models: eng, Routes: routes, Log: log, People: folks, DataDir: dataDir, Replay: replay})
 	hs := st.srv.HTTPServer(nil)
 	inner := hs.Handler
 	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -260,7 +285,7 @@ func newFakeBotAPI(t *testing.T, sent chan<- string) *httptest.Server {
 			mu.Unlock()
 			chat, _ := strconv.ParseInt(r.Form.Get("chat_id"), 10, 64)
 			select {
-			case sent <- r.Form.Get("text"):
+			case sent <- r.Form.Get("text") + markup(r.Form.Get("reply_markup")):
 			default:
 			}
 			text, _ := json.Marshal(r.Form.Get("text"))
@@ -271,6 +296,15 @@ func newFakeBotAPI(t *testing.T, sent chan<- string) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// markup is a message's buttons as sent appends them ("" when none), so
+// a test sees what a keyboard offers.
+func markup(m string) string {
+	if m == "" {
+		return ""
+	}
+	return "\n[buttons] " + m
 }
 
 // do sends one request to the gateway and returns its status and body.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/gateway/limit"
 	"github.com/mirror-gateway/mirror/gateway/web"
@@ -55,6 +56,9 @@ type Options struct {
 	// Models serves /api/models (request budgets, context limits); nil
 	// answers 503 there.
 	Models ModelSettings
+	// People are who may use the gateway (chats/people); nil: the access
+	// token is the one person, an owner who sees everything.
+	People *people.Registry
 	// Replay writes what `mirror replay CHAT` prints, for
 	// /api/chats/{id}/replay; nil answers 503 there.
 	Replay func(w io.Writer, chat string) error
@@ -65,6 +69,9 @@ type Route struct {
 	Pattern string
 	Handler http.Handler
 	Private bool
+	// Owner routes answer only owners (403 to members): they manage the
+	// whole gateway (pairing, the database).
+	Owner bool
 }
 
 // HTTP server limits that fit streaming: headers must arrive within
@@ -150,7 +157,7 @@ func New(opt Options) *Server {
 		opt.Log = slog.Default()
 	}
 	l := edgeLimits(opt.Config.Limits)
-	s := &Server{limits: l, opt: opt, auth: checker{token: []byte(opt.Token)}, mux: &router{ServeMux: http.NewServeMux()}, log: opt.Log,
+	s := &Server{limits: l, opt: opt, auth: checker{token: []byte(opt.Token), people: opt.People}, mux: &router{ServeMux: http.NewServeMux()}, log: opt.Log,
 		logins: limit.New[netip.Prefix](l.FailedLoginsPerMinute, l.FailedLoginsPerMinute, maxLoginClients), writeStall: WriteStall}
 	proxies, err := opt.Config.Auth.Proxies()
 	if err != nil { // Validate refuses these; a Config built in code may not have been
@@ -159,8 +166,8 @@ func New(opt Options) *Server {
 	s.proxies = proxies
 	s.hub = ws.New(ws.Options{
 		Chats:              opt.Chats,
-		Authenticate:       func(r *http.Request) (string, bool) { t, _ := presented(r); return s.auth.principal(t) },
-		CheckHello:         s.auth.principal,
+		Authenticate:       func(r *http.Request) (ws.Who, bool) { t, _ := presented(r); return s.auth.who(t) },
+		CheckHello:         s.auth.who,
 		CheckOrigin:        s.originAllowed,
 		Buffer:             l.SocketBuffer,
 		AuthTimeout:        l.AuthTimeout,
@@ -189,9 +196,13 @@ func New(opt Options) *Server {
 	s.uploadRoutes()
 	s.blobRoutes()
 	s.manageRoutes()
+	s.peopleRoutes()
 	for _, rt := range opt.Routes {
 		h := rt.Handler
-		if rt.Private {
+		if rt.Owner {
+			h = s.ownerOnly(h)
+		}
+		if rt.Private || rt.Owner {
 			h = s.need(h)
 		}
 		s.mux.Handle(rt.Pattern, h)
@@ -325,12 +336,14 @@ func (s *Server) authorized(r *http.Request) bool {
 // need refuses a request without the token with 401.
 func (s *Server) need(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(r) {
+		t, _ := presented(r)
+		p, ok := s.auth.person(t)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mirror"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized: send Authorization: Bearer TOKEN (see `mirror token`)"})
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, withPerson(r, p))
 	})
 }
 
@@ -429,7 +442,7 @@ func (s *Server) apiChats(w http.ResponseWriter, r *http.Request) {
 			}
 			limit = n
 		}
-		page, err := s.opt.Chats.ListPage(r.Context(), q.Get("after"), limit)
+		page, err := s.scope(r).ListPage(r.Context(), q.Get("after"), limit)
 		switch {
 		case errors.Is(err, chats.ErrBadInput):
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
@@ -445,7 +458,7 @@ func (s *Server) apiChats(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, page)
 		return
 	}
-	list, err := s.opt.Chats.List(r.Context())
+	list, err := s.scope(r).List(r.Context())
 	if err != nil {
 		s.log.Error("list chats", "err", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not list chats"})

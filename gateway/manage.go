@@ -66,13 +66,13 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request) {
 	var c chats.Chat
 	var err error
 	if body.Title != nil {
-		if c, err = s.opt.Chats.Rename(r.Context(), id, *body.Title); err != nil {
+		if c, err = s.scope(r).Rename(r.Context(), id, *body.Title); err != nil {
 			s.manageError(w, err)
 			return
 		}
 	}
 	if body.Archived != nil {
-		if c, err = s.opt.Chats.Archive(r.Context(), id, *body.Archived); err != nil {
+		if c, err = s.scope(r).Archive(r.Context(), id, *body.Archived); err != nil {
 			s.manageError(w, err)
 			return
 		}
@@ -81,7 +81,7 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request) {
-	c, err := s.opt.Chats.DeleteChat(r.Context(), r.PathValue("id"))
+	c, err := s.scope(r).DeleteChat(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.manageError(w, err)
 		return
@@ -90,7 +90,7 @@ func (s *Server) deleteChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) restoreChat(w http.ResponseWriter, r *http.Request) {
-	c, err := s.opt.Chats.RestoreChat(r.Context(), r.PathValue("id"))
+	c, err := s.scope(r).RestoreChat(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.manageError(w, err)
 		return
@@ -108,7 +108,7 @@ func (s *Server) searchChats(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	hits, err := s.opt.Chats.Search(r.Context(), r.URL.Query().Get("q"), limit)
+	hits, err := s.scope(r).Search(r.Context(), r.URL.Query().Get("q"), limit)
 	if err != nil {
 		s.manageError(w, err)
 		return
@@ -160,7 +160,7 @@ func (s *Server) exportChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	n := 0
-	_, err := s.opt.Chats.Export(r.Context(), id, head, func(m chats.Message) error {
+	_, err := s.scope(r).Export(r.Context(), id, head, func(m chats.Message) error {
 		if format == "json" {
 			if n > 0 {
 				bw.WriteByte(',')

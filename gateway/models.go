@@ -22,8 +22,8 @@ type ModelSettings interface {
 func (s *Server) modelRoutes() {
 	s.mux.Handle("GET /api/chats/{id}/replay", s.need(http.HandlerFunc(s.apiReplay)))
 	s.mux.Handle("GET /api/models", s.need(http.HandlerFunc(s.apiModels)))
-	s.mux.Handle("PUT /api/models/{name}/context_limit", s.need(http.HandlerFunc(s.apiSetContextLimit)))
-	s.mux.Handle("PUT /api/models/{name}/compaction", s.need(http.HandlerFunc(s.apiSetCompaction)))
+	s.mux.Handle("PUT /api/models/{name}/context_limit", s.need(s.ownerOnly(http.HandlerFunc(s.apiSetContextLimit))))
+	s.mux.Handle("PUT /api/models/{name}/compaction", s.need(s.ownerOnly(http.HandlerFunc(s.apiSetCompaction))))
 }
 
 func (s *Server) apiModels(w http.ResponseWriter, r *http.Request) {
@@ -99,7 +99,7 @@ func (s *Server) apiReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b bytes.Buffer
-	err := s.opt.Replay(&b, r.PathValue("id"))
+	err := s.scope(r).Replay(r.PathValue("id"), &b, s.opt.Replay)
 	switch {
 	case errors.Is(err, chats.ErrNotFound):
 		http.Error(w, "no such chat", http.StatusNotFound)

@@ -67,7 +67,7 @@ func (s *Server) monitorRoutes() {
 	s.mux.Handle("GET /api/breakers", s.need(http.HandlerFunc(s.apiBreakers)))
 	// {rest...} rather than {id}/reset: a pattern wildcard cannot be
 	// followed by more segments when it spans several, and ids hold "/".
-	s.mux.Handle("POST /api/breakers/{rest...}", s.need(http.HandlerFunc(s.apiBreakerReset)))
+	s.mux.Handle("POST /api/breakers/{rest...}", s.need(s.ownerOnly(http.HandlerFunc(s.apiBreakerReset))))
 	s.mux.Handle("GET /api/monitor/events", s.need(http.HandlerFunc(s.monitorEvents)))
 	s.mux.Handle("GET /api/monitor/aggregates", s.need(http.HandlerFunc(s.apiAggregates)))
 	s.mux.Handle("GET /metrics", s.need(http.HandlerFunc(s.serveMetrics)))
@@ -275,10 +275,10 @@ func (s *Server) monitorEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		// The most recent chats and every chat with work left, from the
 		// indexes: what the dashboard shows, never a scan of every chat.
-		page, err := s.opt.Chats.ListPage(r.Context(), "", chats.MaxListPage)
+		page, err := s.scope(r).ListPage(r.Context(), "", chats.MaxListPage)
 		var busy []chats.Chat
 		if err == nil {
-			busy, err = s.opt.Chats.Working(r.Context())
+			busy, err = s.scope(r).Working(r.Context())
 		}
 		if err != nil {
 			s.log.Error("list chats", "err", err)

@@ -46,7 +46,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			_ = db.rc.SetReadDeadline(time.Now().Add(s.limits.BodyTimeout + time.Duration(limit/uploadRate)*time.Second))
 		}
 	}
-	a, err := s.opt.Chats.Upload(r.Context(), r.Body, declared, r.URL.Query().Get("name"))
+	a, err := s.scope(r).Upload(r.Context(), r.Body, declared, r.URL.Query().Get("name"))
 	switch {
 	case err == nil:
 	case errors.Is(err, chats.ErrTooLarge), errors.Is(err, chats.ErrBadInput):

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -90,7 +92,14 @@ func (e *Engine) callResult(ctx context.Context, in *TurnInput, call provider.To
 	if err := e.tools.Check(call); err != nil {
 		return fail(err.Error()), nil
 	}
-	switch e.tools.Policy(call.Name) {
+	pol := e.tools.Policy(call.Name)
+	if p, ok := rolePolicy(in.Policies, call.Name); ok && pol != tools.Deny {
+		if p == tools.Deny {
+			return fail(fmt.Sprintf("Not run: the tool %s is not allowed for the person who asked (people.policies in runtime.yaml); do the task without it.", call.Name)), nil
+		}
+		pol = p
+	}
+	switch pol {
 	case tools.Allow:
 		res = e.tools.Run(ctx, call, meta)
 	case tools.Ask:
@@ -177,4 +186,24 @@ type ToolLoopError struct{ Tool string }
 
 func (e *ToolLoopError) Error() string {
 	return fmt.Sprintf("paused: the same %s call kept failing in this turn; look at the tool's error, then tell the assistant how to go on", e.Tool)
+}
+
+// rolePolicy is the policy the turn's role gives the tool called name: by
+// its name, else by the first pattern (path.Match, such as github__*) in
+// sorted order that matches it.
+func rolePolicy(pols map[string]string, name string) (tools.Policy, bool) {
+	if p, ok := pols[name]; ok {
+		return tools.Policy(p), true
+	}
+	keys := make([]string, 0, len(pols))
+	for k := range pols {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if ok, _ := path.Match(k, name); ok {
+			return tools.Policy(pols[k]), true
+		}
+	}
+	return "", false
 }

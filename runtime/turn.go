@@ -113,6 +113,11 @@ type TurnInput struct {
 	Checkpoint *view.Checkpoint
 	Measured   view.Measurement
 	Signals    view.Signals
+	// Policies overlay tools.policies for this turn, by tool name (or a
+	// pattern such as github__*): the policies of the role of the person
+	// whose message the turn answers (people.policies in runtime.yaml). A
+	// tool tools.policies denies stays denied.
+	Policies map[string]string
 	// SessionStart says the previous turn took a checkpoint: SessionStart
 	// hooks run (source compact) and their text joins the runtime context.
 	SessionStart bool

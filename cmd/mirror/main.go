@@ -44,6 +44,7 @@ usage:
   mirror token [--config FILE] [--data DIR]
   mirror pair list [--config FILE] [--data DIR]
   mirror pair approve CODE [--config FILE] [--data DIR]
+  mirror person add NAME [--role owner|member] | list | link NAME TELEGRAM_ID | revoke NAME
   mirror replay CHAT [--config FILE] [--data DIR]
   mirror check-compression FILE [--context-window N]
   mirror backup [--config FILE] [--data DIR] FILE
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = token(args[1:], stdout, getenv)
 	case "pair":
 		err = pair(ctx, args[1:], stdout, getenv)
+	case "person":
+		err = person(ctx, args[1:], stdout, getenv)
 	case "replay":
 		err = replay(ctx, args[1:], stdout, getenv)
 	case "backup":

@@ -24,7 +24,7 @@ import (
 // pairUsage is the help of `mirror pair`.
 const pairUsage = `usage:
   mirror pair list [--config FILE] [--data DIR]
-  mirror pair approve CODE [--config FILE] [--data DIR]`
+  mirror pair approve CODE [--person NAME] [--config FILE] [--data DIR]`
 
 // pair runs `mirror pair list|approve CODE`. A running gateway holds the
 // database's lock, so it is asked over HTTP (the listen address, with the
@@ -38,9 +38,10 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 		return helpShown{pairUsage + "\n"}
 	}
 	var (
-		c    common
-		code string
-		err  error
+		c      common
+		code   string
+		person string
+		err    error
 	)
 	f := flag.NewFlagSet("pair "+sub, flag.ContinueOnError)
 	c.register(f)
@@ -48,6 +49,7 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 	case "list":
 		err = parseFlags(f, rest)
 	case "approve":
+		f.StringVar(&person, "person", "", "link the Telegram user to this person (created as a member when new); default a new member tg-USER")
 		code, err = parseWithArg(f, rest, "CODE", "the pairing code the person was given")
 	default:
 		return usageError{fmt.Errorf("pair: unknown subcommand %q\n\n%s", sub, pairUsage)}
@@ -63,9 +65,9 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 	if err != nil {
 		return err
 	}
-	out, err := pairOverHTTP(ctx, cfg, tok, sub, code)
+	out, err := pairOverHTTP(ctx, cfg, tok, sub, code, person)
 	if errors.Is(err, errNoGateway) {
-		out, err = pairInDB(filepath.Join(dir, DBFile), sub, code)
+		out, err = pairInDB(filepath.Join(dir, DBFile), sub, code, person)
 	}
 	if err != nil {
 		return err
@@ -114,7 +116,7 @@ func gatewayURL(cfg *config.Config) (string, error) {
 }
 
 // pairOverHTTP asks the running gateway; errNoGateway when none listens.
-func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code string) (string, error) {
+func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code, person string) (string, error) {
 	root, err := gatewayURL(cfg)
 	if err != nil {
 		return "", err
@@ -123,6 +125,9 @@ func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code string
 	method, u := http.MethodGet, base
 	if sub == "approve" {
 		method, u = http.MethodPost, base+"/"+url.PathEscape(code)+"/approve"
+		if person != "" {
+			u += "?person=" + url.QueryEscape(person)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -158,14 +163,14 @@ func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code string
 	return describePairings(body.Pairings), nil
 }
 
-func pairInDB(path, sub, code string) (string, error) {
+func pairInDB(path, sub, code, person string) (string, error) {
 	db, err := chats.OpenDB(path, 500*time.Millisecond)
 	if err != nil {
 		return "", err
 	}
 	defer db.Close()
 	if sub == "approve" {
-		p, err := telegram.ApprovePairing(db, code, time.Now())
+		p, err := telegram.ApprovePairing(db, code, person, time.Now())
 		if err != nil {
 			return "", err
 		}
@@ -182,6 +187,9 @@ func pairInDB(path, sub, code string) (string, error) {
 // telegram.Printable: a stranger chooses their name, and whatever a
 // gateway or an older database holds must not drive the terminal.
 func describeApproved(p telegram.Pairing) string {
+	if p.Person != "" {
+		return fmt.Sprintf("approved: Telegram user %d %s has access now, as %s\n", p.User, telegram.Printable(p.Name), telegram.Printable(p.Person))
+	}
 	return fmt.Sprintf("approved: Telegram user %d %s has access now\n", p.User, telegram.Printable(p.Name))
 }
 

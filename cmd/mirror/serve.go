@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
@@ -268,9 +269,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer index.Close() // after svc.Close, which stops the indexer
+	// People: the access token is the first owner's (chats/people).
+	folks, err := people.Open(db, tok)
+	if err != nil {
+		store.Close()
+		return err
+	}
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
-		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index, MCPServers: servers.Servers(), Prompts: servers})
+		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index, MCPServers: servers.Servers(), Prompts: servers, People: folks,
+		RolePolicies: cfg.People.Policies, TokensPerDay: cfg.People.TokensPerDay})
 
 	var tg *telegram.Bot
 	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file
@@ -286,7 +294,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			store.Close()
 			return fmt.Errorf("telegram: %w", err)
 		}
-		routes = append(routes, gateway.Route{Pattern: "/api/telegram/", Handler: tg.PairingHandler(), Private: true})
+		routes = append(routes, gateway.Route{Pattern: "/api/telegram/", Handler: tg.PairingHandler(), Private: true, Owner: true})
 		if cfg.Telegram.Mode == config.ModeWebhook {
 			routes = append(routes, gateway.Route{Pattern: "POST " + tg.WebhookPath(), Handler: tg.WebhookHandler()})
 		}
@@ -300,7 +308,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		store.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(),
+	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(), People: folks,
 		DataDir: dir, Models: engine, Replay: replayChat,
 		Monitor: mon, Metrics: metrics, Routes: routes, Log: log, Quotas: func() any {
 			if q := engine.Quotas(); q != nil {

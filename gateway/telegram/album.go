@@ -223,12 +223,19 @@ func (b *Bot) flushGroup(k groupKey) {
 		}
 		g.admitted = true
 	}
-	chat, err := b.ensureChat(k.tg)
+	sc, ok := b.as(first.User)
+	if !ok {
+		if err := forget(nil); err != nil {
+			retry(err)
+		}
+		return
+	}
+	chat, err := b.ensureChat(k.tg, sc)
 	if err != nil {
 		retry(err)
 		return
 	}
-	msg, err := b.svc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", k.tg, first.Msg), chats.ModeQueue, sums, chats.Origin{})
+	msg, err := sc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", k.tg, first.Msg), chats.ModeQueue, sums, chats.Origin{})
 	if err != nil {
 		if transient(err) && !errors.Is(err, chats.ErrUnknownAttachment) {
 			if b.ctx.Err() == nil {

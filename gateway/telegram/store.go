@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -127,6 +128,9 @@ type Pairing struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	// ApprovedAt is set once approved.
 	ApprovedAt *time.Time `json:"approved_at,omitempty"`
+	// Person is the name of the person the approval linked the user to
+	// (chats/people); empty for a pairing approved before people existed.
+	Person string `json:"person,omitempty"`
 }
 
 // codeAlphabet leaves out letters and digits that read alike (0/O, 1/I).
@@ -170,7 +174,10 @@ func pendingPairings(bk *bolt.Bucket, now time.Time) []Pairing {
 	return out
 }
 
-func approve(bk *bolt.Bucket, code string, now time.Time) (Pairing, error) {
+// approve gives the user of a waiting code access, linking them to the
+// person named person: a new member named "tg-USER" when person is empty,
+// the named person when one exists, else a new member of that name.
+func approve(bk *bolt.Bucket, code, person string, now time.Time) (Pairing, error) {
 	if err := pruneExpired(bk, now); err != nil {
 		return Pairing{}, err
 	}
@@ -185,6 +192,14 @@ func approve(bk *bolt.Bucket, code string, now time.Time) (Pairing, error) {
 	}
 	t := now.UTC()
 	p.ApprovedAt = &t
+	if person == "" {
+		person = "tg-" + strconv.FormatInt(p.User, 10)
+	}
+	who, err := people.LinkNewTx(bk.Tx(), person, p.User, now)
+	if err != nil {
+		return Pairing{}, err
+	}
+	p.Person = who.Name
 	nv, _ := json.Marshal(p)
 	if err := bk.Put(tgKey("u", p.User), nv); err != nil {
 		return Pairing{}, err
@@ -207,31 +222,23 @@ func ListPairings(db *bolt.DB, now time.Time) ([]Pairing, error) {
 
 // ApprovePairing gives the user of a waiting code access, writing straight
 // to the database (for `mirror pair approve` when no gateway runs).
-func ApprovePairing(db *bolt.DB, code string, now time.Time) (Pairing, error) {
+func ApprovePairing(db *bolt.DB, code, person string, now time.Time) (Pairing, error) {
 	var p Pairing
 	err := db.Update(func(tx *bolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(bucket)
 		if err != nil {
 			return err
 		}
-		p, err = approve(bk, code, now)
+		p, err = approve(bk, code, person, now)
 		return err
 	})
 	return p, err
 }
 
-// allowed reports whether user has access: in allowed_users or paired.
+// allowed reports whether user has access: linked to a person, in
+// allowed_users, or paired (see as).
 func (b *Bot) allowed(user int64) bool {
-	for _, id := range b.cfg.AllowedUsers {
-		if id == user {
-			return true
-		}
-	}
-	ok := false
-	_ = b.read(func(bk *bolt.Bucket) error {
-		ok = bk.Get(tgKey("u", user)) != nil
-		return nil
-	})
+	_, ok := b.as(user)
 	return ok
 }
 

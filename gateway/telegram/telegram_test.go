@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
@@ -173,7 +174,13 @@ func (st *stack) open(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.svc = chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs})
+	// People as a gateway keeps them: allowed_users speak for the first
+	// owner, an approved pairing links its user to a member.
+	folks, err := people.Open(db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.svc = chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs, People: folks})
 }
 
 func (st *stack) closeService() {
@@ -493,7 +500,7 @@ func TestPairing(t *testing.T) {
 	st.nowMu.Lock()
 	st.now = st.now.Add(PairingTTL + time.Minute)
 	st.nowMu.Unlock()
-	if _, err := ApprovePairing(st.db, code, st.clock()); err == nil {
+	if _, err := ApprovePairing(st.db, code, "", st.clock()); err == nil {
 		t.Fatal("expired code approved")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
 	bolt "go.etcd.io/bbolt"
@@ -258,6 +259,7 @@ func (b *Bot) handle(u tgbotapi.Update) error {
 // transient says whether an error is worth handling the update again.
 func transient(err error) bool {
 	return !(errors.Is(err, chats.ErrBadInput) || errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrInUse) || errors.Is(err, chats.ErrNoTurn) ||
+		errors.Is(err, chats.ErrRateLimited) || // a person's daily tokens: say so ("Not sent: ...")
 		errors.Is(err, chats.ErrTooLarge)) // a full queue: say so ("Not sent: ...") rather than handle the update again
 }
 
@@ -300,7 +302,7 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, func(
 	}
 	if md.unsupported != "" {
 		note := "I cannot read " + md.unsupported + " yet, so it did not reach the assistant (I read text, photos, files, voice and audio messages, video messages and stickers)."
-		b.mediaRefused(tg, []refusal{{note, runtime.OutcomeUnsupported}})
+		b.mediaRefused(m, []refusal{{note, runtime.OutcomeUnsupported}})
 		if strings.TrimSpace(text) == "" {
 			b.notify(tg, note, nil, m.MessageID)
 			return nil, nil, nil
@@ -348,7 +350,7 @@ func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group s
 		sums = append(sums, a.SHA256)
 	}
 	if len(problems) > 0 {
-		b.mediaRefused(tg, refused)
+		b.mediaRefused(m, refused)
 		b.notify(tg, strings.Join(problems, "\n"), nil, m.MessageID)
 	}
 	if strings.TrimSpace(text) == "" {
@@ -369,8 +371,13 @@ func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group s
 // mediaRefused leaves a diagnostic (kind media) of each file of a message
 // that was not passed on in the Telegram chat's current chat, so the record
 // says what the person was told and why (issue 16 item 7).
-func (b *Bot) mediaRefused(tg int64, refused []refusal) {
-	chat, err := b.ensureChat(tg)
+func (b *Bot) mediaRefused(m *tgbotapi.Message, refused []refusal) {
+	tg := m.Chat.ID
+	sc, ok := b.as(m.From.ID)
+	if !ok {
+		return // nobody's chat to keep it in
+	}
+	chat, err := b.ensureChat(tg, sc)
 	if err != nil {
 		b.log.Warn("telegram: no chat to keep a refused file's diagnostic in", "tg", tg, "err", err)
 		return
@@ -387,11 +394,15 @@ func (b *Bot) passOn(m *tgbotapi.Message, text string, sums []string) (func(bk *
 	if !b.admitSend(tg, m.From.ID, m.MessageID) {
 		return nil, nil, nil
 	}
-	chat, err := b.ensureChat(tg)
+	sc, ok := b.as(m.From.ID)
+	if !ok {
+		return nil, nil, nil
+	}
+	chat, err := b.ensureChat(tg, sc)
 	if err != nil {
 		return nil, nil, err
 	}
-	msg, err := b.svc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", tg, m.MessageID), chats.ModeQueue, sums, chats.Origin{})
+	msg, err := sc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", tg, m.MessageID), chats.ModeQueue, sums, chats.Origin{})
 	if err != nil {
 		if transient(err) && !errors.Is(err, chats.ErrUnknownAttachment) {
 			return nil, nil, err
@@ -524,16 +535,22 @@ func (b *Bot) pair(m *tgbotapi.Message) error {
 
 // ensureChat returns the Telegram chat's current Mirror chat, creating one
 // on first use, and makes sure it is followed.
-func (b *Bot) ensureChat(tg int64) (string, error) {
+func (b *Bot) ensureChat(tg int64, sc chats.Scope) (string, error) {
 	chat := b.currentChat(tg)
 	if chat != "" {
-		if _, err := b.svc.Get(b.ctx, chat); err == nil {
+		if tg < 0 {
+			// A group's chat is shared by its allowed members.
+			if _, err := b.svc.Get(b.ctx, chat); err == nil {
+				b.joinGroupChat(sc, chat)
+			}
+		}
+		if _, err := sc.Get(b.ctx, chat); err == nil {
 			return chat, b.follow(tg, chat, nil)
 		} else if !errors.Is(err, chats.ErrNotFound) {
 			return "", err
 		}
 	}
-	c, err := b.svc.Create(b.ctx, "", "", chats.Origin{})
+	c, err := sc.Create(b.ctx, "", "", chats.Origin{})
 	if err != nil {
 		return "", err
 	}
@@ -589,7 +606,8 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 	if text == "" {
 		keep = rec.Atts // the caption was removed: the files stay
 	}
-	_, err := b.svc.EditAttached(b.ctx, rec.Chat, rec.Msg, &text, keep, chats.Origin{})
+	sc, _ := b.as(m.From.ID)
+	_, err := sc.EditAttached(b.ctx, rec.Chat, rec.Msg, &text, keep, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
 		b.notify(tg, "Already in use: the assistant picked this message up before the edit, so the edit was not applied.", nil, m.MessageID)
@@ -614,7 +632,12 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 // press must be handled again (the update is then not committed): a
 // Redirect whose message was deleted but not yet sent again.
 func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
-	if q.From == nil || !b.allowed(q.From.ID) {
+	var sc chats.Scope
+	ok := false
+	if q.From != nil {
+		sc, ok = b.as(q.From.ID)
+	}
+	if !ok {
 		b.answerCallback(q.ID, "You have no access to this bot.")
 		return nil
 	}
@@ -626,7 +649,7 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 	ctx := b.ctx
 	switch p.Verb {
 	case verbAllow, verbDeny:
-		err := b.svc.AnswerApproval(ctx, p.ID, p.Verb == verbAllow, chats.Origin{})
+		err := sc.AnswerApproval(ctx, p.ID, p.Verb == verbAllow, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This approval is no longer waiting: it was answered already, or its turn ended.")
@@ -642,7 +665,7 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		if p.Verb == verbSkip {
 			action = runtime.Skip
 		}
-		delivered, err := b.svc.AnswerRecovery(ctx, p.ID, action, chats.Origin{})
+		delivered, err := sc.AnswerRecovery(ctx, p.ID, action, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrNotFound):
 			b.answerCallback(q.ID, "This recovery is no longer waiting: it was answered already.")
@@ -658,7 +681,7 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
 			return nil
 		}
-		c, err := b.svc.Get(ctx, p.ID)
+		c, err := sc.Get(ctx, p.ID)
 		if err != nil || q.Message == nil || q.Message.Chat == nil {
 			b.answerCallback(q.ID, "That chat no longer exists.")
 			return nil
@@ -674,18 +697,18 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
 			return nil
 		}
-		if err := b.sendChatList(q.Message.Chat.ID, p.ID); err != nil {
+		if err := b.sendChatList(sc, q.Message.Chat.ID, p.ID); err != nil {
 			b.answerCallback(q.ID, "Could not list more chats: "+err.Error())
 			return nil
 		}
 		b.answerCallback(q.ID, "More chats")
 	case verbDelete, verbRedirect:
 		if p.Verb == verbRedirect {
-			answer, err := b.redirect(q, p.Chat, p.Msg)
+			answer, err := b.redirect(q, sc, p.Chat, p.Msg)
 			b.answerCallback(q.ID, answer)
 			return err
 		}
-		err := b.svc.Delete(ctx, p.Chat, p.Msg, chats.Origin{})
+		err := sc.Delete(ctx, p.Chat, p.Msg, chats.Origin{})
 		switch {
 		case errors.Is(err, chats.ErrInUse):
 			b.answerCallback(q.ID, "Already in use: the assistant picked that message up.")
@@ -718,7 +741,7 @@ type redirectIntent struct {
 // never makes a second message. What the press did is recorded first, so
 // a press interrupted between the delete and the send is finished by the
 // next one. It returns the answer for the button.
-func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, error) {
+func (b *Bot) redirect(q *tgbotapi.CallbackQuery, sc chats.Scope, chat, msg string) (string, error) {
 	if q.Message == nil || q.Message.Chat == nil {
 		return "This button no longer works: its message is gone.", nil
 	}
@@ -742,7 +765,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, err
 			return "Could not redirect: " + err.Error(), nil
 		}
 	}
-	err := b.svc.Delete(b.ctx, chat, msg, chats.Origin{})
+	err := sc.Delete(b.ctx, chat, msg, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
 		return "Already in use: the assistant picked that message up.", nil
@@ -754,7 +777,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, chat, msg string) (string, err
 	case err != nil:
 		return "Could not redirect: " + err.Error(), nil
 	}
-	m, err := b.svc.SendAttached(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, in.Atts, chats.Origin{})
+	m, err := sc.SendAttached(b.ctx, chat, in.Text, redirectClientID(chat, msg), chats.ModeRedirect, in.Atts, chats.Origin{})
 	if err != nil {
 		// The message is deleted but not yet sent again: handle the press
 		// again (its intent is kept and its client id is the same, so a
@@ -804,6 +827,10 @@ func (b *Bot) findSent(tg int64, chat, msg string) (sentRecord, []byte) {
 // one (such as the builtin model's /tool), which goes to the chat.
 func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error) {
 	tg := m.Chat.ID
+	sc, ok := b.as(m.From.ID)
+	if !ok {
+		return true, nil
+	}
 	fields := strings.Fields(text)
 	name, _, _ := strings.Cut(fields[0], "@")
 	rest := strings.TrimSpace(strings.TrimPrefix(text, fields[0]))
@@ -811,7 +838,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 	case "/start", "/help":
 		b.notify(tg, helpText, nil, 0)
 	case "/new":
-		c, err := b.svc.Create(b.ctx, rest, "", chats.Origin{})
+		c, err := sc.Create(b.ctx, rest, "", chats.Origin{})
 		if err != nil {
 			if transient(err) {
 				return true, err
@@ -830,7 +857,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 			b.notify(tg, "In a group, /chats would show every chat's title to all its members; use it in a private chat with me. /new starts a chat for this group.", nil, m.MessageID)
 			return true, nil
 		}
-		if err := b.sendChatList(tg, ""); err != nil {
+		if err := b.sendChatList(sc, tg, ""); err != nil {
 			return true, err
 		}
 	case "/stop":
@@ -838,7 +865,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			err := b.svc.Stop(b.ctx, chat, chats.Origin{})
+			err := sc.Stop(b.ctx, chat, chats.Origin{})
 			switch {
 			case chat == "" || errors.Is(err, chats.ErrNoTurn) || errors.Is(err, chats.ErrNotFound):
 				b.notify(tg, "Nothing is running.", nil, 0)
@@ -848,7 +875,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		}()
 	case "/status":
 		chat := b.currentChat(tg)
-		c, err := b.svc.Get(b.ctx, chat)
+		c, err := sc.Get(b.ctx, chat)
 		if chat == "" || errors.Is(err, chats.ErrNotFound) {
 			b.notify(tg, "No current chat. Send a message, or /new.", nil, 0)
 			return true, nil
@@ -1082,10 +1109,16 @@ func (b *Bot) PairingHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /api/telegram/pairing/{code}/approve", func(w http.ResponseWriter, r *http.Request) {
 		var p Pairing
-		err := b.write(func(bk *bolt.Bucket) (err error) { p, err = approve(bk, r.PathValue("code"), b.opt.Now()); return err })
+		err := b.write(func(bk *bolt.Bucket) (err error) {
+			p, err = approve(bk, r.PathValue("code"), r.URL.Query().Get("person"), b.opt.Now())
+			return err
+		})
 		switch {
 		case errors.Is(err, ErrUnknownCode):
 			writeJSON(w, http.StatusNotFound, map[string]any{"error": err.Error()})
+			return
+		case errors.Is(err, people.ErrBadInput):
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
 			return
 		case err != nil:
 			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
@@ -1110,8 +1143,8 @@ const chatsPerPage = 10
 // updated first, starting after cursor after ("" for the newest), as
 // buttons that switch; a last "More chats" button asks for the next page.
 // The page is read from the index by last update, not from every chat.
-func (b *Bot) sendChatList(tg int64, after string) error {
-	page, err := b.svc.ListPage(b.ctx, after, chatsPerPage)
+func (b *Bot) sendChatList(sc chats.Scope, tg int64, after string) error {
+	page, err := sc.ListPage(b.ctx, after, chatsPerPage) // the chats this person may see
 	if errors.Is(err, chats.ErrBadInput) {
 		b.notify(tg, "That list is out of date; send /chats again.", nil, 0)
 		return nil

@@ -55,8 +55,8 @@ func newServer(t *testing.T, buffer int) *server {
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: quick{}, Idle: time.Minute})
 	hub := New(Options{Chats: svc, Buffer: buffer,
-		Authenticate: func(*http.Request) (string, bool) { return "owner", true },
-		CheckHello:   func(string) (string, bool) { return "owner", true },
+		Authenticate: func(*http.Request) (Who, bool) { return Who{Principal: "owner"}, true },
+		CheckHello:   func(string) (Who, bool) { return Who{Principal: "owner"}, true },
 		CheckOrigin:  func(*http.Request) bool { return true }})
 	srv := httptest.NewServer(hub)
 	t.Cleanup(func() {

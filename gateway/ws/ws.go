@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/gateway/limit"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 )
@@ -50,9 +51,9 @@ type Options struct {
 	// Authenticate reports whether the upgrade request carries a valid
 	// token (Bearer header or cookie), and the principal it speaks for; a
 	// request with a wrong one never gets here.
-	Authenticate func(r *http.Request) (principal string, ok bool)
+	Authenticate func(r *http.Request) (who Who, ok bool)
 	// CheckHello checks a token sent in a hello frame, with its principal.
-	CheckHello func(token string) (principal string, ok bool)
+	CheckHello func(token string) (who Who, ok bool)
 	// CheckOrigin decides whether a browser Origin may open a socket.
 	CheckOrigin func(r *http.Request) bool
 	// Buffer is how many frames may wait for one socket.
@@ -71,6 +72,13 @@ type Options struct {
 	// 1013 and the client resumes with since.
 	QueueBytes int
 	Log        *slog.Logger
+}
+
+// Who is the person a socket's token speaks for, and the key of their
+// per-person limits.
+type Who struct {
+	Person    people.Person
+	Principal string
 }
 
 // Hub accepts sockets and closes them all at shutdown.
@@ -121,7 +129,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "websocket: origin not allowed", http.StatusForbidden)
 		return
 	}
-	principal, authed := h.opt.Authenticate(r)
+	who, authed := h.opt.Authenticate(r)
 	if !authed && !h.admitUnauthenticated() {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "too many connections waiting to authenticate; try again shortly", http.StatusServiceUnavailable)
@@ -134,7 +142,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return // the upgrader has answered
 	}
-	c := &conn{hub: h, ws: wc, principal: principal, wake: make(chan struct{}, 1),
+	c := &conn{hub: h, ws: wc, principal: who.Principal, scope: h.opt.Chats.As(who.Person), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), session: ids.NewSession(), opened: map[string]bool{}}
 	if authed {
 		c.auth.Store(authOK)
@@ -229,6 +237,7 @@ type conn struct {
 	auth      atomic.Int32
 	authTimer *time.Timer // nil when authenticated at the upgrade
 	principal string      // who the token speaks for (the read loop's)
+	scope     chats.Scope // the chats as that person may use them (the read loop's)
 	settled   bool        // the unauthenticated count no longer has this socket
 
 	mu        sync.Mutex
@@ -597,11 +606,11 @@ func (c *conn) authExpired() {
 
 // authenticate marks the socket authenticated by hello; false when its
 // time had already run out.
-func (c *conn) authenticate(principal string) bool {
+func (c *conn) authenticate(who Who) bool {
 	if !c.auth.CompareAndSwap(authPending, authOK) {
 		return c.auth.Load() == authOK
 	}
-	c.principal = principal
+	c.principal, c.scope = who.Principal, c.hub.opt.Chats.As(who.Person)
 	c.settleAuth()
 	return true
 }
@@ -713,22 +722,23 @@ func (c *conn) handle(data []byte) bool {
 	c.started = true
 	if f.Type == "hello" {
 		if c.auth.Load() != authOK {
-			principal, ok := "", false
+			var who Who
+			ok := false
 			if f.Token != "" {
-				principal, ok = c.hub.opt.CheckHello(f.Token)
+				who, ok = c.hub.opt.CheckHello(f.Token)
 			}
-			if !ok || !c.authenticate(principal) {
+			if !ok || !c.authenticate(who) {
 				c.shut(CloseUnauthorized, "unauthorized")
 				return false
 			}
 		}
 		if c.unwatch == nil && (f.Watch == nil || *f.Watch) {
-			c.unwatch = c.hub.opt.Chats.Watch(c)
+			c.unwatch = c.scope.Watch(c)
 			c.watching.Store(true)
 		}
 		// The most recently updated chats, read from the index by last
 		// update; next pages the rest (chat.list).
-		page, err := c.hub.opt.Chats.ListPage(context.Background(), "", MaxWelcomeChats)
+		page, err := c.scope.ListPage(context.Background(), "", MaxWelcomeChats)
 		if err != nil {
 			c.fail(f.Req, "", "internal", "could not list chats")
 			return true
@@ -747,12 +757,12 @@ func (c *conn) handle(data []byte) bool {
 		return false
 	}
 	if first && c.unwatch == nil {
-		c.unwatch = c.hub.opt.Chats.Watch(c)
+		c.unwatch = c.scope.Watch(c)
 		c.watching.Store(true)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	svc := c.hub.opt.Chats
+	svc := c.scope // every frame asks as the socket's person: a chat they cannot see is not_found
 	o := chats.Origin{Sub: c, Req: f.Req}
 	need := func(ok bool, what string) bool {
 		if !ok {
@@ -888,7 +898,7 @@ func (c *conn) handle(data []byte) bool {
 // missed events gets them from the writer, page by page as the socket takes
 // them (replayStep), however many there are.
 func (c *conn) open(ctx context.Context, chat string, since *uint64, req string) error {
-	svc := c.hub.opt.Chats
+	svc := c.scope
 	if c.stopReplay(chat) || c.opened[chat] {
 		// Opened again: start over, so nothing is sent twice.
 		if err := svc.Unsubscribe(ctx, chat, c); err != nil {
@@ -933,6 +943,14 @@ func (c *conn) failErr(req, chat string, err error) {
 		code = "bad_frame"
 	case errors.Is(err, chats.ErrTooLarge):
 		code = "too_large"
+	case errors.Is(err, chats.ErrRateLimited):
+		var rl *chats.RateLimited
+		if errors.As(err, &rl) {
+			c.send(map[string]any{"type": "error", "code": "rate_limited", "message": rl.Msg, "req": omit(req), "chat": omit(chat),
+				"retry_after_ms": rl.RetryAfter.Milliseconds()})
+			return
+		}
+		code = "rate_limited"
 	case errors.Is(err, chats.ErrClosed):
 		msg = "the gateway is shutting down"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -291,6 +291,25 @@ async function loadMCP() {
   setTimeout(loadMCP, 5000);
 }
 
+// loadUsage shows each person's tokens of today (UTC) while GET
+// /api/people/usage answers 200: owners only, with people kept.
+async function loadUsage() {
+  let ok = false;
+  try {
+    const res = await fetch('/api/people/usage', { headers: { Accept: 'application/json' } });
+    if (res.status === 200) {
+      const d = await res.json();
+      const cap = d.tokens_per_day ? ` of ${d.tokens_per_day.toLocaleString()}` : '';
+      $('#usage').replaceChildren(...(d.usage || []).map((u) =>
+        el('li', { text: `${u.name} (${u.role}): ${u.tokens.toLocaleString()} tokens${cap}` })));
+      if (!(d.usage || []).length) $('#usage').replaceChildren(el('li', { text: 'Nobody has used a token today.' }));
+      ok = true;
+    }
+  } catch { /* hidden */ }
+  $('#usage-section').hidden = !ok;
+  if (ok) setTimeout(loadUsage, 30000);
+}
+
 // ------------------------------------------------------------ feed
 
 let source = null;
@@ -351,3 +370,4 @@ connect();
 loadQuotas();
 initCharts();
 loadMCP();
+loadUsage();
