@@ -5,12 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,47 +18,6 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
 )
-
-// rawOpenAI is a fake chat-completions server that keeps each request's
-// messages exactly as they came (raw JSON), so a test can check the parts
-// and compare bytes across requests, and answers every request "Seen.".
-type rawOpenAI struct {
-	mu   sync.Mutex
-	reqs [][]json.RawMessage
-}
-
-func (f *rawOpenAI) serve(t testing.TB) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
-		var r struct {
-			Messages []json.RawMessage `json:"messages"`
-		}
-		if err := json.NewDecoder(hr.Body).Decode(&r); err != nil {
-			http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, 400)
-			return
-		}
-		f.mu.Lock()
-		f.reqs = append(f.reqs, r.Messages)
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, v := range []any{
-			map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": "Seen."}}}},
-			map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}},
-			map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": 900, "completion_tokens": 2}},
-		} {
-			b, _ := json.Marshal(v)
-			fmt.Fprintf(w, "data: %s\n\n", b)
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-func (f *rawOpenAI) requests() [][]json.RawMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([][]json.RawMessage(nil), f.reqs...)
-}
 
 // attachEnv is a service whose model is model, with a blob store, over a
 // bbolt file it can reopen (a restart).
@@ -142,6 +98,30 @@ func (a *attachEnv) turn(s *sub, chat, text string, sums ...string) {
 	}
 }
 
+// upload stores data as an upload, as the composer sends one.
+func (a *attachEnv) upload(data []byte, mediaType, name string) Attachment {
+	a.t.Helper()
+	att, err := a.svc.Upload(bg, bytes.NewReader(data), mediaType, name)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return att
+}
+
+// openChat creates a chat and opens it for a new subscriber.
+func (a *attachEnv) openChat() (Chat, *sub) {
+	a.t.Helper()
+	c, err := a.svc.Create(bg, "test", "", Origin{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	s := newSub()
+	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
+		a.t.Fatal(err)
+	}
+	return c, s
+}
+
 // imageURLs returns the image_url parts of a request's user messages, and
 // whether some user message was empty (no text and no parts).
 func imageURLs(t *testing.T, msgs []json.RawMessage) (urls []string, empty bool) {
@@ -193,24 +173,14 @@ func imageURLs(t *testing.T, msgs []json.RawMessage) (urls []string, empty bool)
 // (the chat reloaded from bbolt) the conversation so far is sent as the
 // same bytes again.
 func TestAttachedImageReachesOpenAIAndStaysByteStable(t *testing.T) {
-	f := &rawOpenAI{}
+	f := &playOpenAI{}
 	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI)
 	png := pngBytes(t, 4, 5)
-	att, err := a.svc.Upload(bg, bytes.NewReader(png), "image/png", "a.png")
-	if err != nil {
-		t.Fatal(err)
-	}
+	att := a.upload(png, "image/png", "a.png")
 	if att.Width != 4 || att.Height != 5 {
 		t.Fatalf("upload's pixel size: %+v", att)
 	}
-	c, err := a.svc.Create(bg, "test", "", Origin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSub()
-	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-		t.Fatal(err)
-	}
+	c, s := a.openChat()
 	a.turn(s, c.ID, "what is this?", att.SHA256)
 	a.turn(s, c.ID, "", att.SHA256) // the image alone
 
@@ -259,12 +229,9 @@ func TestAttachedImageReachesOpenAIAndStaysByteStable(t *testing.T) {
 // A blob changed under its name never reaches the model: the part checks
 // the bytes against the stored sha256 and the turn fails plainly.
 func TestAChangedBlobIsNotSent(t *testing.T) {
-	f := &rawOpenAI{}
+	f := &playOpenAI{}
 	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI)
-	att, err := a.svc.Upload(bg, bytes.NewReader(pngBytes(t, 4, 5)), "image/png", "a.png")
-	if err != nil {
-		t.Fatal(err)
-	}
+	att := a.upload(pngBytes(t, 4, 5), "image/png", "a.png")
 	p := filepath.Join(a.data, "blobs", att.SHA256[:2], att.SHA256)
 	other := pngBytes(t, 5, 4)
 	if len(other) != int(att.Size) {
@@ -273,14 +240,7 @@ func TestAChangedBlobIsNotSent(t *testing.T) {
 	if err := os.WriteFile(p, other, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := a.svc.Create(bg, "test", "", Origin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSub()
-	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-		t.Fatal(err)
-	}
+	c, s := a.openChat()
 	if _, err := a.svc.SendAttached(bg, c.ID, "what is this?", "k", "", []string{att.SHA256}, Origin{}); err != nil {
 		t.Fatal(err)
 	}
@@ -297,18 +257,8 @@ func TestAChangedBlobIsNotSent(t *testing.T) {
 // row: kind, media type and pixel size, with no network at all.
 func TestBuiltinDescribesAStoredAttachment(t *testing.T) {
 	a := newAttachEnv(t, builtin.New(0), config.KindBuiltin)
-	att, err := a.svc.Upload(bg, bytes.NewReader(pngBytes(t, 4, 5)), "image/png", "a.png")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a.svc.Create(bg, "test", "", Origin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSub()
-	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-		t.Fatal(err)
-	}
+	att := a.upload(pngBytes(t, 4, 5), "image/png", "a.png")
+	c, s := a.openChat()
 	a.turn(s, c.ID, "", att.SHA256)
 	var answer string
 	for _, ev := range s.events() {

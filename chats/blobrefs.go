@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -83,20 +82,9 @@ func (s *Service) blobRefs(ctx context.Context, sum, want string, visible func(c
 					if !bytes.Contains(v, key) || !bytes.Contains(v, attachmentsKey) {
 						return nil
 					}
-					// A record row carries the message under "message";
-					// a pending row is the message itself.
-					var row struct {
-						Attachments []Attachment `json:"attachments"`
-						Message     *struct {
-							Attachments []Attachment `json:"attachments"`
-						} `json:"message"`
-					}
-					if err := json.Unmarshal(v, &row); err != nil {
-						return fmt.Errorf("chat %s: corrupt row naming attachments: %w", chat, err)
-					}
-					atts := row.Attachments
-					if row.Message != nil {
-						atts = append(atts, row.Message.Attachments...)
+					atts, _, err := rowAttachments(chat, v)
+					if err != nil {
+						return err
 					}
 					for _, a := range atts {
 						if add(a) {

@@ -546,6 +546,34 @@ const uploadMargin = time.Hour
 // attachmentsKey marks a stored row that names attachments.
 var attachmentsKey = []byte(`"attachments":[`)
 
+// rowAttachments reads the attachments a stored row of chat names, for the
+// scans over records and pending rows: a record row is an event carrying
+// a message under "message"; a pending row is the bare message. msg is
+// the message's attachments; result is what a tool result brought back
+// into the view, kept apart because only collection counts it.
+func rowAttachments(chat, v []byte) (msg, result []Attachment, err error) {
+	var row struct {
+		Attachments []Attachment `json:"attachments"`
+		Message     *struct {
+			Attachments []Attachment `json:"attachments"`
+		} `json:"message"`
+		Result *struct {
+			Attachments []Attachment `json:"attachments"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(v, &row); err != nil {
+		return nil, nil, fmt.Errorf("chat %s: corrupt row naming attachments: %w", chat, err)
+	}
+	msg = row.Attachments
+	if row.Message != nil {
+		msg = append(msg, row.Message.Attachments...)
+	}
+	if row.Result != nil {
+		result = row.Result.Attachments
+	}
+	return msg, result, nil
+}
+
 // CollectBlobs removes the blobs no stored row and no live upload names,
 // and the upload entries past their TTL. It is a reference scan, not a
 // refcount: nothing is counted that a crash could leave wrong. A crash at
@@ -598,30 +626,15 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 					if !bytes.Contains(v, attachmentsKey) {
 						return nil
 					}
-					// A record row is an event carrying a message; a
-					// pending row is the bare message.
-					var row struct {
-						Message *struct {
-							Attachments []Attachment `json:"attachments"`
-						} `json:"message"`
-						Attachments []Attachment `json:"attachments"`
-						Result      *struct {
-							Attachments []Attachment `json:"attachments"`
-						} `json:"result"`
+					msg, result, err := rowAttachments(chat, v)
+					if err != nil {
+						return err
 					}
-					if err := json.Unmarshal(v, &row); err != nil {
-						return fmt.Errorf("chat %s: corrupt row naming attachments: %w", chat, err)
-					}
-					if row.Message != nil {
-						row.Attachments = append(row.Attachments, row.Message.Attachments...)
-					}
-					for _, a := range row.Attachments {
+					for _, a := range msg {
 						keep[a.SHA256] = true
 					}
-					if row.Result != nil {
-						for _, a := range row.Result.Attachments {
-							keep[a.SHA256] = true
-						}
+					for _, a := range result {
+						keep[a.SHA256] = true
 					}
 					return nil
 				})

@@ -20,6 +20,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
@@ -103,25 +104,7 @@ func (f *scripted) serve(t testing.TB) string {
 			billed += tokens.Count(string(b))
 		}
 		f.mu.Unlock()
-		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := func(v any) {
-			b, _ := json.Marshal(v)
-			fmt.Fprintf(w, "data: %s\n\n", b)
-		}
-		if text != "" {
-			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": text}}}})
-		}
-		for i, c := range calls {
-			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{
-				map[string]any{"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}}}}}})
-		}
-		finish := "stop"
-		if len(calls) > 0 {
-			finish = "tool_calls"
-		}
-		chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}})
-		chunk(map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": billed, "completion_tokens": 5}})
-		fmt.Fprint(w, "data: [DONE]\n\n")
+		providertest.StreamOpenAI(w, text, calls, billed, 5)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL

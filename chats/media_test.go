@@ -32,9 +32,10 @@ func oggBytes() []byte {
 }
 
 // playOpenAI is a fake chat-completions server that records each request's
-// messages as they came and answers request n (from 0) as script says: a
-// text, a tool call, or images in the answer (OpenAI-compatible routers'
-// delta.images).
+// messages as they came (raw JSON, so a test can check the parts and
+// compare bytes across requests) and answers request n (from 0) as script
+// says: a text, a tool call, or images in the answer (OpenAI-compatible
+// routers' delta.images); without a script, every answer is "Seen.".
 type playOpenAI struct {
 	mu     sync.Mutex
 	reqs   [][]json.RawMessage
@@ -208,21 +209,11 @@ func TestVoiceNoteIsTranscribedStoredAndSent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stt := &whisper{text: "  Please book a table for two. ", status: tc.status}
-			f := &rawOpenAI{}
+			f := &playOpenAI{}
 			a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, transcribing(stt.serve(t)))
 			voice := oggBytes()
-			att, err := a.svc.Upload(bg, bytes.NewReader(voice), "audio/ogg", "voice.ogg")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := a.svc.Create(bg, "test", "", Origin{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := newSub()
-			if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-				t.Fatal(err)
-			}
+			att := a.upload(voice, "audio/ogg", "voice.ogg")
+			c, s := a.openChat()
 			a.turn(s, c.ID, "see the voice note", att.SHA256)
 
 			if len(stt.files) != 1 || !bytes.Equal(stt.files[0], voice) {
@@ -359,14 +350,7 @@ func TestSendFileAndReplyImagesAreDelivered(t *testing.T) {
 		return playAnswer{text: "Here is a drawing.", images: []string{"data:image/png;base64," + base64.StdEncoding.EncodeToString(drawn)}}
 	}}
 	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, sendFileEngine(ws))
-	c, err := a.svc.Create(bg, "test", "", Origin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSub()
-	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-		t.Fatal(err)
-	}
+	c, s := a.openChat()
 	a.turn(s, c.ID, "send me the chart")
 	a.turn(s, c.ID, "draw something")
 
@@ -536,18 +520,8 @@ func TestPDFReachesAnthropicAndGeminiAsADocument(t *testing.T) {
 			}))
 			defer srv.Close()
 			a := newAttachEnv(t, tc.model(srv.URL), tc.kind)
-			att, err := a.svc.Upload(bg, bytes.NewReader(pdf), "application/pdf", "brief.pdf")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := a.svc.Create(bg, "test", "", Origin{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := newSub()
-			if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-				t.Fatal(err)
-			}
+			att := a.upload(pdf, "application/pdf", "brief.pdf")
+			c, s := a.openChat()
 			a.turn(s, c.ID, "summarize", att.SHA256)
 			mu.Lock()
 			defer mu.Unlock()
@@ -573,19 +547,9 @@ func TestMaskedImageComesBackThroughItsHandle(t *testing.T) {
 		return playAnswer{text: "Seen."}
 	}
 	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, sendFileEngine(t.TempDir()))
-	att, err := a.svc.Upload(bg, bytes.NewReader(png), "image/png", "a.png")
-	if err != nil {
-		t.Fatal(err)
-	}
+	att := a.upload(png, "image/png", "a.png")
 	handle = view.ImageHandle(provider.Part{SHA256: att.SHA256})
-	c, err := a.svc.Create(bg, "test", "", Origin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSub()
-	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-		t.Fatal(err)
-	}
+	c, s := a.openChat()
 	a.turn(s, c.ID, "what is this?", att.SHA256)
 	a.turn(s, c.ID, "look at it again")
 
@@ -642,18 +606,8 @@ func TestRedirectCarriesItsAttachments(t *testing.T) {
 		return playAnswer{text: "Seen."}
 	}}
 	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, sendFileEngine(t.TempDir()))
-	att, err := a.svc.Upload(bg, bytes.NewReader(png), "image/png", "steer.png")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a.svc.Create(bg, "test", "", Origin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSub()
-	if err := a.svc.Open(bg, c.ID, nil, s, ""); err != nil {
-		t.Fatal(err)
-	}
+	att := a.upload(png, "image/png", "steer.png")
+	c, s := a.openChat()
 	if _, err := a.svc.Send(bg, c.ID, "list the files", "k1", "", Origin{}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,14 +16,7 @@ import (
 func TestBrowserOffersEveryChatCommand(t *testing.T) {
 	st := newStack(t, nil)
 	ctx := browser(t)
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
-	click(t, ctx, "#new-chat")
-	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
+	loginNewChat(t, ctx, st)
 
 	table := chats.Commands()
 	names := make([]string, len(table))

@@ -25,14 +25,7 @@ var ringText = regexp.MustCompile(`^(Request|Conversation): [\d,]+ of [\d,]+ tok
 func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	st, _ := newLongStack(t)
 	ctx := browser(t)
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
-	click(t, ctx, "#new-chat")
-	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
+	loginNewChat(t, ctx, st)
 
 	// One message at a time, each after the previous reply, until the
 	// boundary divider shows.

@@ -113,20 +113,7 @@ func newDiagStack(t *testing.T, model *httptest.Server, log *syncBuffer) *stack 
 		t.Fatal(err)
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng, Log: logger})
-	st := &stack{t: t, svc: svc, store: store}
-	st.http = httptest.NewUnstartedServer(nil)
-	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), Models: eng})
-	st.http.Config.Handler = st.srv.Handler()
-	st.http.Start()
-	t.Cleanup(func() {
-		st.http.Close()
-		st.srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-		store.Close()
-		db.Close()
-	})
+	st := serveStack(t, cfg, svc, store, db, Options{Models: eng})
 	return st
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,20 +52,7 @@ func newWideStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng})
-	st := &stack{t: t, svc: svc, store: store}
-	st.http = httptest.NewUnstartedServer(nil)
-	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), Models: eng})
-	st.http.Config.Handler = st.srv.Handler()
-	st.http.Start()
-	t.Cleanup(func() {
-		st.http.Close()
-		st.srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-		store.Close()
-		db.Close()
-	})
+	st := serveStack(t, cfg, svc, store, db, Options{Models: eng})
 	return st
 }
 
@@ -84,14 +70,7 @@ func field(name string) string {
 func TestBrowserModelDetailsContextLimit(t *testing.T) {
 	st := newWideStack(t)
 	ctx := browser(t)
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
-	click(t, ctx, "#new-chat")
-	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
+	loginNewChat(t, ctx, st)
 
 	// One turn, so the ring has a reading naming the chat's model.
 	typeAndSend(t, ctx, "hello")
@@ -191,12 +170,7 @@ func TestBrowserModelDetailsContextLimit(t *testing.T) {
 func TestBrowserModelDetailsNothingToSet(t *testing.T) {
 	st, _ := newLongStack(t) // a 3000-token window
 	ctx := browser(t)
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
+	login(t, ctx, st)
 	click(t, ctx, "#model-open")
 	until(t, ctx, "nothing to set", `(() => { const n = document.querySelector('#panel[open] .model-details .model-none'); return !!n && n.textContent.includes('nothing to set') && !document.querySelector('#context-limit') })()`)
 	shot(t, ctx, "model-none")
@@ -229,12 +203,7 @@ func TestBrowserModelCompaction(t *testing.T) {
 	}
 
 	ctx := browser(t)
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
+	login(t, ctx, st)
 	click(t, ctx, "#model-open")
 	until(t, ctx, "conversation limits", `!!document.querySelector('#panel[open] .model-details[data-model="default"] section.compaction form.compaction-form #hard-ratio')`)
 

@@ -1,16 +1,13 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
@@ -86,21 +83,7 @@ func newQuotaStack(t *testing.T, clock *quotaClock) (*stack, *quota.Book, *runti
 		t.Fatal(err)
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng})
-	st := &stack{t: t, svc: svc, store: store}
-	st.http = httptest.NewUnstartedServer(nil)
-	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), Models: eng,
-		Quotas: func() any { return book.Snapshot() }})
-	st.http.Config.Handler = st.srv.Handler()
-	st.http.Start()
-	t.Cleanup(func() {
-		st.http.Close()
-		st.srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-		store.Close()
-		db.Close()
-	})
+	st := serveStack(t, cfg, svc, store, db, Options{Models: eng, Quotas: func() any { return book.Snapshot() }})
 	return st, book, eng
 }
 
@@ -118,14 +101,7 @@ func TestBrowserQuotaWaitAndSettings(t *testing.T) {
 	book.ObserveLimits(key, &provider.RateLimits{InputTokens: &provider.RateWindow{Limit: 40_000, Remaining: 2_000, Reset: time.Minute}})
 
 	ctx := browser(t)
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
-	click(t, ctx, "#new-chat")
-	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
+	loginNewChat(t, ctx, st)
 
 	typeAndSend(t, ctx, "hello under a busy quota")
 	const notice = `document.querySelector('.msg.streaming .notice.quota-wait[role="status"]')`

@@ -175,12 +175,7 @@ func TestBrowserTwoChatsPendingEditDeleteAndStreaming(t *testing.T) {
 	ctx := browser(t)
 
 	// Log in with the token.
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
+	login(t, ctx, st)
 
 	// Chat A: a question the model holds, then two queued messages.
 	click(t, ctx, "#new-chat")
@@ -263,14 +258,7 @@ func TestBrowserTwoChatsPendingEditDeleteAndStreaming(t *testing.T) {
 func TestBrowserApprovesAToolCall(t *testing.T) {
 	st := newStack(t, nil)
 	ctx := browser(t)
-	do(t, ctx, chromedp.Navigate(st.http.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), testToken),
-		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#chat-list")))
-	until(t, ctx, "connected", `document.querySelector('#status').dataset.state === 'connected'`)
-	click(t, ctx, "#new-chat")
-	until(t, ctx, "chat open", `!!document.querySelector('.chat-item.active')`)
+	loginNewChat(t, ctx, st)
 	typeAndSend(t, ctx, `/tool shell {"command":"echo approved-and-ran"}`)
 	until(t, ctx, "approval card", `!!document.querySelector('.card.approval button.allow')`)
 	shot(t, ctx, "approval")

@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,20 +59,7 @@ func newLongStack(t *testing.T) (*stack, string) {
 		t.Fatal(err)
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng, DataDir: dataDir})
-	st := &stack{t: t, svc: svc, store: store}
-	st.http = httptest.NewUnstartedServer(nil)
-	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), DataDir: dataDir, Models: eng})
-	st.http.Config.Handler = st.srv.Handler()
-	st.http.Start()
-	t.Cleanup(func() {
-		st.http.Close()
-		st.srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-		store.Close()
-		db.Close()
-	})
+	st := serveStack(t, cfg, svc, store, db, Options{DataDir: dataDir, Models: eng})
 	return st, dataDir
 }
 

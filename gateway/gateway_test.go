@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -91,9 +92,20 @@ func newStackWith(t *testing.T, mutate func(*config.Config), sources []tools.Sou
 		t.Fatal(err)
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs, Search: index, UndoDelete: 5 * time.Second})
-	st := &stack{t: t, svc: svc, store: store, data: data}
+	st := serveStack(t, cfg, svc, store, db, Options{MCP: mcpStatus}, index.Close)
+	st.data = data
+	return st
+}
+
+// serveStack serves svc over a test HTTP server as a gateway made with
+// opts (Config, Chats, Token and Addr filled in), and closes, when t ends,
+// the server, the gateway, svc, then each of more, store and db.
+func serveStack(t *testing.T, cfg *config.Config, svc *chats.Service, store *chats.Store, db io.Closer, opts Options, more ...func() error) *stack {
+	t.Helper()
+	st := &stack{t: t, svc: svc, store: store}
 	st.http = httptest.NewUnstartedServer(nil)
-	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(), MCP: mcpStatus})
+	opts.Config, opts.Chats, opts.Token, opts.Addr = cfg, svc, testToken, st.http.Listener.Addr().String()
+	st.srv = New(opts)
 	st.http.Config.Handler = st.srv.Handler()
 	st.http.Start()
 	t.Cleanup(func() {
@@ -102,7 +114,9 @@ func newStackWith(t *testing.T, mutate func(*config.Config), sources []tools.Sou
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		svc.Close(ctx)
-		index.Close()
+		for _, c := range more {
+			c()
+		}
 		store.Close()
 		db.Close()
 	})

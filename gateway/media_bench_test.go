@@ -6,10 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +16,6 @@ import (
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
 )
@@ -59,42 +54,12 @@ func BenchmarkTurnsDuringUpload(b *testing.B) {
 
 func benchTurnsDuringUpload(b *testing.B, nchats int, mode string) {
 	uploads := mode != "none"
-	cfg := config.Default()
-	db, err := chats.OpenDB(filepath.Join(b.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	store, err := chats.NewStore(db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	data, err := datadir.Prepare(filepath.Join(b.TempDir(), "data"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	blobs, err := chats.OpenBlobs(data, chats.BlobLimits{Image: 20 << 20, Document: 20 << 20, Audio: 20 << 20}, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
 	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "default", ProvName: "builtin", ProvKind: config.KindBuiltin, Provider: builtin.New(0),
 		Remote: "echo", Window: 128000}}, map[string][]string{"default": {"default"}}, config.Roles{Chat: "default", Reflect: "default"}, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc := chats.New(chats.Options{Store: store, Blobs: blobs, Turner: eng, Idle: time.Minute})
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		svc.Close(ctx)
-	}()
-	hs := httptest.NewUnstartedServer(nil)
-	srv := New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: hs.Listener.Addr().String()})
-	defer srv.Close()
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	defer hs.Close()
+	svc, url := benchUploadServer(b, chats.Options{Turner: eng, Idle: time.Minute})
 
 	ctx := context.Background()
 	ids := make([]string, nchats)
@@ -143,9 +108,6 @@ func benchTurnsDuringUpload(b *testing.B, nchats int, mode string) {
 	stop := make(chan struct{})
 	var uploaded atomic.Int64
 	var upWG sync.WaitGroup
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() int64 { metrics.Read(sample); return int64(sample[0].Value.Uint64()) }
-	var peak atomic.Int64
 	if uploads {
 		upWG.Go(func() {
 			for n := 0; ; n++ {
@@ -155,18 +117,8 @@ func benchTurnsDuringUpload(b *testing.B, nchats int, mode string) {
 				default:
 				}
 				r := io.MultiReader(strings.NewReader(fmt.Sprintf("%020d", n)), bytes.NewReader(body[20:]))
-				req, _ := http.NewRequest("POST", hs.URL+"/api/uploads?name=big.bin", r)
-				req.ContentLength = size
-				req.Header.Set("Authorization", "Bearer "+testToken)
-				req.Header.Set("Content-Type", "application/octet-stream")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
+				if err := postUpload(url, r, size); err != nil {
 					b.Error(err)
-					return
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusCreated {
-					b.Errorf("upload status %d", resp.StatusCode)
 					return
 				}
 				uploaded.Add(1)
@@ -180,21 +132,7 @@ func benchTurnsDuringUpload(b *testing.B, nchats int, mode string) {
 			}
 		})
 	}
-	base := read()
-	upWG.Go(func() {
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			if v := read(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	})
+	peakMB := heapPeak()
 	var lat []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
@@ -202,6 +140,7 @@ func benchTurnsDuringUpload(b *testing.B, nchats int, mode string) {
 	}
 	b.StopTimer()
 	elapsed := b.Elapsed()
+	peak := peakMB()
 	close(stop)
 	upWG.Wait()
 	slices.Sort(lat)
@@ -209,5 +148,5 @@ func benchTurnsDuringUpload(b *testing.B, nchats int, mode string) {
 	b.ReportMetric(pct(0.50), "p50_ms")
 	b.ReportMetric(pct(0.99), "p99_ms")
 	b.ReportMetric(float64(uploaded.Load())/elapsed.Seconds(), "uploads/s")
-	b.ReportMetric(float64(max(peak.Load()-base, 0))/(1<<20), "peak-heap-MB")
+	b.ReportMetric(peak, "peak-heap-MB")
 }

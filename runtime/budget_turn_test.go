@@ -20,6 +20,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/boundary"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
@@ -118,25 +119,7 @@ func (f *windowed) serve(t testing.TB) string {
 			fmt.Fprintf(w, `{"error":{"message":"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`, f.window, n)
 			return
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := func(v any) {
-			b, _ := json.Marshal(v)
-			fmt.Fprintf(w, "data: %s\n\n", b)
-		}
-		if text != "" {
-			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": text}}}})
-		}
-		for i, c := range calls {
-			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{
-				map[string]any{"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}}}}}})
-		}
-		finish := "stop"
-		if len(calls) > 0 {
-			finish = "tool_calls"
-		}
-		chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}})
-		chunk(map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": n, "completion_tokens": 5}})
-		fmt.Fprint(w, "data: [DONE]\n\n")
+		providertest.StreamOpenAI(w, text, calls, n, 5)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -3,9 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
@@ -74,9 +72,6 @@ type DiagnosticJournal interface {
 	Diagnostic(d Diagnostic)
 }
 
-// maxDiagError bounds a diagnostic's error text.
-const maxDiagError = 300
-
 // DiagError is err's text as a diagnostic or a log line keeps it: key-shaped
 // text redacted (adapters redact their own key already), one line, at most
 // 300 characters.
@@ -88,17 +83,7 @@ func DiagError(err error) string {
 }
 
 // diagText is s as a diagnostic keeps it (see DiagError).
-func diagText(s string) string {
-	s = strings.Join(strings.Fields(provider.Redact(s, "")), " ")
-	if len(s) > maxDiagError {
-		cut := maxDiagError
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
-}
+func diagText(s string) string { return provider.Excerpt(s, "") }
 
 // asker is who an ask reports to: the person shown its quota waits (nil:
 // nobody), the journal its attempts go to (nil: none), and the chat and

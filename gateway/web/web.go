@@ -18,7 +18,8 @@
 //	               the highlight.js themes under /static/vendor/highlight/,
 //	               /static/app.js, /static/markdown.js, /static/quota.js,
 //	               /static/settings.js, /static/attach.js, /static/media.js, /static/chatlist.js,
-//	               /static/chatmenu.js, /static/search.js, /static/manage.css,
+//	               /static/chatmenu.js, /static/search.js, /static/dom.js (the
+//	               helpers those modules import), /static/manage.css,
 //	               /static/favicon.svg, and /static/theme.js, which the
 //	               Monitor loads too)
 //

@@ -78,11 +78,19 @@ func Redact(s, key string) string {
 // before it is cut: cut first, a key straddling the cut would lose its
 // tail, no longer match, and its head would reach the message.
 func Snippet(raw []byte, key string) string {
-	const max = 300
-	s := Redact(strings.ToValidUTF8(string(raw), "\uFFFD"), key)
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		cut := max
+	return Excerpt(strings.ToValidUTF8(string(raw), "\uFFFD"), key)
+}
+
+// maxExcerpt bounds an Excerpt, in bytes (before the "…" that marks a cut).
+const maxExcerpt = 300
+
+// Excerpt is s as an error message, a log line or a diagnostic keeps it:
+// key and key-shaped text redacted (before the cut, see Snippet), white
+// space folded to one line, at most 300 bytes cut on a rune boundary.
+func Excerpt(s, key string) string {
+	s = strings.Join(strings.Fields(Redact(s, key)), " ")
+	if len(s) > maxExcerpt {
+		cut := maxExcerpt
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}

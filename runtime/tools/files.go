@@ -77,11 +77,7 @@ func (r *Registry) readFile(_ context.Context, raw []byte, _ CallMeta) (string, 
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return "", true, err
 	}
-	rel, err := r.ws.resolve(a.Path)
-	if err != nil {
-		return "", true, err
-	}
-	root, err := r.ws.root()
+	rel, root, err := r.ws.open(a.Path)
 	if err != nil {
 		return "", true, err
 	}
@@ -134,11 +130,7 @@ func (r *Registry) listDir(_ context.Context, raw []byte, _ CallMeta) (string, b
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return "", true, err
 	}
-	rel, err := r.ws.resolve(a.Path)
-	if err != nil {
-		return "", true, err
-	}
-	root, err := r.ws.root()
+	rel, root, err := r.ws.open(a.Path)
 	if err != nil {
 		return "", true, err
 	}
@@ -241,18 +233,14 @@ func (r *Registry) editFile(_ context.Context, raw []byte, meta CallMeta) (strin
 func (r *Registry) change(p string, meta CallMeta, edit func(prior []byte, existed bool) ([]byte, error)) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rel, err := r.ws.resolve(p)
-	if err != nil {
-		return "", err
-	}
-	if rel == "." {
-		return "", fmt.Errorf("%s is the workspace folder itself; name a file in it", quote(p))
-	}
-	root, err := r.ws.root()
+	rel, root, err := r.ws.open(p)
 	if err != nil {
 		return "", err
 	}
 	defer root.Close()
+	if rel == "." {
+		return "", fmt.Errorf("%s is the workspace folder itself; name a file in it", quote(p))
+	}
 
 	var (
 		prior   []byte
@@ -302,22 +290,39 @@ func (r *Registry) change(p string, meta CallMeta, edit func(prior []byte, exist
 	return status, nil
 }
 
-// readRegular reads a regular file of at most limit bytes.
-func readRegular(root *os.Root, rel, shownAs string, limit int64, tooBig string) ([]byte, error) {
+// openRegular opens rel for reading when it is a regular file, never
+// following a symlink in its last component nor blocking on a FIFO; a
+// folder is refused with folderHint saying what to do instead. The caller
+// closes the file.
+func openRegular(root *os.Root, rel, shownAs, folderHint string) (*os.File, fs.FileInfo, error) {
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, opError(shownAs, err)
+		return nil, nil, opError(shownAs, err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = opError(shownAs, err)
+	case fi.IsDir():
+		err = fmt.Errorf("%s is a folder; %s", quote(shownPath(shownAs)), folderHint)
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file", quote(shownPath(shownAs)))
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// readRegular reads a regular file of at most limit bytes.
+func readRegular(root *os.Root, rel, shownAs string, limit int64, tooBig string) ([]byte, error) {
+	f, fi, err := openRegular(root, rel, shownAs, "use list_dir to see what it holds")
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, opError(shownAs, err)
-	}
 	switch {
-	case fi.IsDir():
-		return nil, fmt.Errorf("%s is a folder; use list_dir to see what it holds", quote(shownPath(shownAs)))
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%s is not a regular file", quote(shownPath(shownAs)))
 	case fi.Size() > limit:
 		return nil, fmt.Errorf("%s is %d bytes; %s", quote(shownPath(shownAs)), fi.Size(), tooBig)
 	}

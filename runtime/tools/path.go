@@ -201,3 +201,18 @@ func (w workspace) root() (*os.Root, error) {
 	}
 	return r, nil
 }
+
+// open resolves p and opens the workspace root for one operation on it: the
+// one way every file tool (send_file included) turns a model's path into a
+// place, so all apply the same checks. The caller closes root.
+func (w workspace) open(p string) (rel string, root *os.Root, err error) {
+	rel, err = w.resolve(p)
+	if err != nil {
+		return "", nil, err
+	}
+	root, err = w.root()
+	if err != nil {
+		return "", nil, err
+	}
+	return rel, root, nil
+}

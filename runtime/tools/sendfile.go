@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"syscall"
 )
 
 // SendFile is the send_file tool's name.
@@ -64,30 +63,17 @@ func (r *Registry) sendFile(ctx context.Context, raw []byte, meta CallMeta) (str
 	if meta.Send == nil {
 		return "", true, ErrNoRecipient
 	}
-	rel, err := r.ws.resolve(a.Path)
-	if err != nil {
-		return "", true, err
-	}
-	root, err := r.ws.root()
+	rel, root, err := r.ws.open(a.Path)
 	if err != nil {
 		return "", true, err
 	}
 	defer root.Close()
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, fi, err := openRegular(root, rel, a.Path, "send one file (pack a folder with shell first, e.g. tar)")
 	if err != nil {
-		return "", true, opError(a.Path, err)
+		return "", true, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", true, opError(a.Path, err)
-	}
-	switch {
-	case fi.IsDir():
-		return "", true, fmt.Errorf("%s is a folder; send one file (pack a folder with shell first, e.g. tar)", quote(shownPath(a.Path)))
-	case !fi.Mode().IsRegular():
-		return "", true, fmt.Errorf("%s is not a regular file", quote(shownPath(a.Path)))
-	case fi.Size() == 0:
+	if fi.Size() == 0 {
 		return "", true, fmt.Errorf("%s is empty; there is nothing to send", quote(shownPath(a.Path)))
 	}
 	mt, err := mediaTypeOf(f, rel)

@@ -18,22 +18,12 @@
 // Nothing typed is touched: a refused file shows its reason in the tray and
 // the text stays in the box.
 
+import { el } from './dom.js';
 import { blobURL, extLabel, fmtSize, isInlineImage } from './media.js';
 
 // Types the browser may not name (an empty File.type) but whose content is
 // text the server accepts as such.
 const TEXT_EXT = /\.(md|markdown|txt|log|csv|tsv|json|ya?ml|toml|ini|go|py|js|mjs|ts|tsx|jsx|rs|c|h|cc|cpp|hpp|java|kt|rb|php|sh|sql|html?|css|xml)$/i;
-
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === false || v == null) continue;
-    if (k === 'class') e.className = v;
-    else e.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children) if (c != null && c !== false) e.append(typeof c === 'string' ? document.createTextNode(c) : c);
-  return e;
-}
 
 // declaredType is the Content-Type an upload is sent with.
 export function declaredType(file) {

@@ -14,7 +14,8 @@
 //                                 it, button.unarchive brings it back
 //   #undo-bar #undo               shown after a delete until its undo window ends
 
-const $ = (id) => document.getElementById(id);
+import { $, el } from './dom.js';
+
 const dom = {
   btn: $('chat-menu-btn'),
   menu: $('chat-menu'),
@@ -34,13 +35,6 @@ const dom = {
 let chats = []; // every chat app.js knows, from its mirror:chats event
 let undoTimer = null;
 let undoChat = null;
-
-function el(tag, attrs, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) if (v != null) e.setAttribute(k, v);
-  for (const k of kids) if (k != null) e.append(k);
-  return e;
-}
 
 function current() {
   const raw = location.hash.replace(/^#/, '');

@@ -21,6 +21,8 @@
 // so the page's img-src 'self' covers them and no blob: or data: URL is
 // needed.
 
+import { el } from './dom.js';
+
 // Image types the browser shows inline; the route serves just these inline.
 const INLINE = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp']);
 
@@ -43,20 +45,6 @@ export function fmtSize(n) {
   if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(n >= 10 << 20 ? 0 : 1)} MB`;
   if (n >= 1024) return `${(n / 1024).toFixed(n >= 10240 ? 0 : 1)} KB`;
   return `${n} B`;
-}
-
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === false || v == null) continue;
-    if (k === 'class') e.className = v;
-    else e.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children) {
-    if (c == null || c === false) continue;
-    e.append(typeof c === 'string' ? document.createTextNode(c) : c);
-  }
-  return e;
 }
 
 // extLabel is the short type a file icon shows: its name's extension, else

@@ -15,7 +15,8 @@
 //   .search-hit                   the message a result jumped to (class added
 //                                 for a few seconds)
 
-const $ = (id) => document.getElementById(id);
+import { $, el } from './dom.js';
+
 const dom = {
   input: $('search'),
   panel: $('search-panel'),
@@ -29,13 +30,6 @@ let seq = 0; // the newest query sent; older answers are dropped
 let timer = null;
 let inflight = null;
 let words = [];
-
-function el(tag, attrs, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) if (v != null) e.setAttribute(k, v);
-  for (const k of kids) if (k != null) e.append(k);
-  return e;
-}
 
 function showPanel(on) {
   dom.panel.hidden = !on;
