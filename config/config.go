@@ -119,6 +119,27 @@ type Model struct {
 	MaxOutput    int        `yaml:"max_output"`    // longest answer asked for; 0: the response reserve
 	Compaction   Compaction `yaml:"compaction"`
 	Boundary     Boundary   `yaml:"boundary"`
+	// Prices are what the provider charges for the model; zero prices
+	// count tokens in the cost ledger at no cost.
+	Prices Prices `yaml:"prices"`
+}
+
+// Prices are a model's prices in currency units per million tokens.
+// CachedInput is what an input token read from the provider's prompt cache
+// costs instead of Input (OpenAI's cached_tokens, Anthropic's
+// cache_read_input_tokens).
+type Prices struct {
+	Input       float64 `yaml:"input"`
+	CachedInput float64 `yaml:"cached_input"`
+	Output      float64 `yaml:"output"`
+}
+
+// Cost is what one request's billed tokens cost: in counts every input
+// token, cached included (as the providers report it), so the cached ones
+// are priced at CachedInput and the rest at Input.
+func (p Prices) Cost(in, out, cached int) float64 {
+	cached = min(max(cached, 0), max(in, 0))
+	return (float64(max(in, 0)-cached)*p.Input + float64(cached)*p.CachedInput + float64(max(out, 0))*p.Output) / 1e6
 }
 
 // Compaction holds the soft and hard limits as shares of the window.
@@ -175,6 +196,12 @@ type Limits struct {
 	// FailedLoginsPerMinute is how many wrong tokens one address may send
 	// to POST /login in a minute (and at once) before it is refused with 429.
 	FailedLoginsPerMinute int `yaml:"failed_logins_per_minute"`
+	// DailyBudget caps what all chats together may spend in a UTC day, in
+	// the currency of models[].prices; 0 sets no cap. Past it a turn is
+	// refused before any request until 00:00 UTC.
+	DailyBudget float64 `yaml:"daily_budget"`
+	// ChatDailyBudget is the same cap for each chat on its own; 0 sets none.
+	ChatDailyBudget float64 `yaml:"chat_daily_budget"`
 }
 
 // Attachments bounds what one attached file may weigh, by kind (the kind

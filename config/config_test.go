@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -256,6 +257,10 @@ func TestParseErrors(t *testing.T) {
 		{"context_limit decimal", model + "    context_limit: 1.5m\n", "runtime.yaml:6: models[0].context_limit: want auto, full or a token count such as 200k, 1m or 272000, not \"1.5m\""},
 		{"context_limit above window", model + "    context_limit: 200k\n", "runtime.yaml:6: models[0].context_limit: 200000 tokens is above the window of 100000"},
 		{"max_output", model + "    max_output: 100000\n", "runtime.yaml:6: models[0].max_output: want 0 (the response reserve) or a number of tokens below the window"},
+		{"negative price", model + "    prices: {input: 1, cached_input: -0.5, output: 4}\n", "runtime.yaml:6: models[0].prices.cached_input: want a price per million tokens from 0 to 1e+09, such as 2.5, not -0.5"},
+		{"infinite price", model + "    prices:\n      output: .inf\n", "runtime.yaml:7: models[0].prices.output: want a price per million tokens from 0 to 1e+09, such as 2.5, not +Inf"},
+		{"negative daily budget", "limits:\n  daily_budget: -1\n", "runtime.yaml:2: limits.daily_budget: want 0 (no limit) or an amount to spend per UTC day, such as 5, not -1"},
+		{"NaN chat budget", "limits:\n  chat_daily_budget: .nan\n", "runtime.yaml:2: limits.chat_daily_budget: want 0 (no limit) or an amount to spend per UTC day, such as 5, not NaN"},
 		{"soft equals hard", model + "    compaction:\n      soft_ratio: 0.25\n      hard_ratio: 0.25\n", "runtime.yaml:7: models[0].compaction.soft_ratio: 0.25 must be below hard_ratio 0.25: the warning comes before the boundary"},
 		{"soft above default hard", model + "    compaction:\n      soft_ratio: 0.5\n", "runtime.yaml:7: models[0].compaction.soft_ratio: 0.5 must be below hard_ratio 0.25: the warning comes before the boundary"},
 		{"hard below default soft: line of the parent", model + "    compaction:\n      hard_ratio: 0.1\n", "runtime.yaml:6: models[0].compaction.soft_ratio: 0.2 must be below hard_ratio 0.1: the warning comes before the boundary"},
@@ -647,5 +652,23 @@ func TestWorkspaceWarnings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPricesCost(t *testing.T) {
+	p := Prices{Input: 2.5, CachedInput: 1.25, Output: 10}
+	for _, c := range []struct {
+		in, out, cached int
+		want            float64
+	}{
+		{1_000_000, 0, 0, 2.5},
+		{1_000_000, 0, 400_000, 0.6*2.5 + 0.4*1.25},
+		{0, 1_000_000, 0, 10},
+		{1000, 500, 2000, 1000*1.25/1e6 + 500*10/1e6}, // cached above input: all cached
+		{-5, -5, -5, 0},
+	} {
+		if got := p.Cost(c.in, c.out, c.cached); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Cost(%d, %d, %d) = %g, want %g", c.in, c.out, c.cached, got, c.want)
+		}
 	}
 }

@@ -233,6 +233,14 @@ func (v *validator) models() {
 		if b := m.Boundary.ContinuityBudgetTokens; b <= 0 || (windowOK && b >= m.Window) {
 			v.fail(at+".boundary.continuity_budget_tokens", "want a number of tokens above 0 and below the window, such as 8000")
 		}
+		for _, p := range []struct {
+			key string
+			val float64
+		}{{"input", m.Prices.Input}, {"cached_input", m.Prices.CachedInput}, {"output", m.Prices.Output}} {
+			if !(p.val >= 0 && p.val < maxPrice) {
+				v.fail(at+".prices."+p.key, "want a price per million tokens from 0 to %g, such as 2.5, not %g", float64(maxPrice), p.val)
+			}
+		}
 	}
 }
 
@@ -337,7 +345,19 @@ func (v *validator) limits() {
 	if l.TurnTimeout <= 0 {
 		v.fail("limits.turn_timeout", "must be above 0, such as 10m")
 	}
+	for _, b := range []struct {
+		key string
+		val float64
+	}{{"daily_budget", l.DailyBudget}, {"chat_daily_budget", l.ChatDailyBudget}} {
+		if !(b.val >= 0 && b.val < maxPrice) {
+			v.fail("limits."+b.key, "want 0 (no limit) or an amount to spend per UTC day, such as 5, not %g", b.val)
+		}
+	}
 }
+
+// maxPrice bounds prices and budgets: a larger number is a typo, and NaN or
+// infinity would make every sum meaningless.
+const maxPrice = 1e9
 
 // maxAttachmentBytes caps each attachment limit: past 2 GiB a file is not
 // an attachment, and one upload must not fill the data dir's disk.

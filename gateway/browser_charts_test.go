@@ -19,7 +19,8 @@ import (
 
 // fillAggregates sends requests through two provider breakers (b fails
 // until it opens), counts a turn's tokens and samples one quota, then
-// closes the monitor, which stores what it gathered.
+// closes the monitor, which stores what it gathered; and bills two requests
+// to the cost ledger.
 func fillAggregates(t *testing.T, path string) {
 	t.Helper()
 	db, err := chats.OpenDB(path, time.Second)
@@ -27,11 +28,21 @@ func fillAggregates(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	mon, err := monitor.Open(db, config.Default(), monitor.Options{})
+	cfg := config.Default()
+	cfg.Models[0].Prices = config.Prices{Input: 2, Output: 8}
+	mon, err := monitor.Open(db, cfg, monitor.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mon.Close()
+	// Billed requests: one priced (2 + 4), one of a model without prices
+	// (no cost, so no bar).
+	if _, err := mon.RecordCost("c1", cfg.Models[0].Name, 1_000_000, 500_000, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mon.RecordCost("c1", "unpriced", 10, 10, 0); err != nil {
+		t.Fatal(err)
+	}
 	for range 3 {
 		done, err := mon.Provider("fake", "a").Allow()
 		if err != nil {
@@ -107,6 +118,9 @@ func TestBrowserMonitorChartsAfterRestart(t *testing.T) {
 		if tok := m["tokens"].([]any); len(tok) != 1 || sum(tok[0].(map[string]any)["in"]) != 1200 || sum(tok[0].(map[string]any)["out"]) != 300 {
 			t.Errorf("%s: tokens %v", span, tok)
 		}
+		if c := m["costs"].([]any); len(c) != 2 || c[0].(map[string]any)["model"] != config.Default().Models[0].Name || sum(c[0].(map[string]any)["cost"]) != 6 || sum(c[1].(map[string]any)["cost"]) != 0 {
+			t.Errorf("%s: costs %v", span, c)
+		}
 		if q := m["quotas"].([]any); len(q) != 1 || q[0].(map[string]any)["key"] != "fake/a" {
 			t.Errorf("%s: quotas %v", span, q)
 		}
@@ -139,7 +153,7 @@ func TestBrowserMonitorChartsAfterRestart(t *testing.T) {
 		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#chat-list")),
 		chromedp.Navigate(hs.URL+"/monitor"))
-	want := map[string]int{"breakers": 1, "requests": 2, "errors": 1, "latency": 2, "quota": 2, "tokens": 1}
+	want := map[string]int{"breakers": 1, "requests": 2, "errors": 1, "latency": 2, "quota": 2, "tokens": 1, "cost": 1}
 	check := func(span string) {
 		t.Helper()
 		until(t, ctx, "charts drawn ("+span+")", fmt.Sprintf(`document.querySelector('#charts').dataset.span === %q`, span))

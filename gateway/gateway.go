@@ -191,6 +191,7 @@ func New(opt Options) *Server {
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
 	s.monitorRoutes()
 	s.contextRoutes()
+	s.costRoutes()
 	s.modelRoutes()
 	s.settingsRoutes()
 	s.uploadRoutes()

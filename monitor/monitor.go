@@ -181,6 +181,12 @@ type Monitor struct {
 	rollMu  sync.Mutex
 	pending map[pendKey]rollup
 	sampler func() []QuotaSample
+
+	// The cost ledger (cost.go): prices by model name and the daily
+	// budgets, from runtime.yaml at Open.
+	prices          map[string]config.Prices
+	dailyBudget     float64
+	chatDailyBudget float64
 }
 
 // Open creates the monitor's buckets in db if needed and loads the breakers
@@ -201,6 +207,10 @@ func Open(db *bolt.DB, cfg *config.Config, opts Options) (*Monitor, error) {
 		schedule:    cfg.BreakerPruneSchedule,
 		breakers:    map[string]*Breaker{},
 		tools:       map[string]*toolTurn{},
+
+		prices:          pricesOf(cfg),
+		dailyBudget:     cfg.Limits.DailyBudget,
+		chatDailyBudget: cfg.Limits.ChatDailyBudget,
 	}
 	if m.clock == nil {
 		m.clock = time.Now

@@ -232,8 +232,10 @@ type Aggregates struct {
 	Quotas    []QuotaSeries    `json:"quotas"`
 	// Days (unix seconds of each UTC day's start) is the axis of Tokens:
 	// tokens are shown per day, the last 1 (day) or 7 (week) days.
-	Days     []int64        `json:"days"`
-	Tokens   []TokenSeries  `json:"tokens"`
+	Days   []int64       `json:"days"`
+	Tokens []TokenSeries `json:"tokens"`
+	// Costs is each model's cost per day on Days, from the cost ledger.
+	Costs    []CostSeries   `json:"costs"`
 	Breakers []BreakerSpans `json:"breakers"`
 }
 
@@ -343,6 +345,10 @@ func (m *Monitor) Aggregates(span Span) (Aggregates, error) {
 				q.Limit[i] = max(q.Limit[i], r.Limit)
 			}
 		}); err != nil {
+			return err
+		}
+		var err error
+		if a.Costs, err = costsPerDay(tx, a.Days); err != nil {
 			return err
 		}
 		// Tokens per day, from the hourly buckets.

@@ -75,7 +75,7 @@ func (b *Breaker) storedLocked() stored {
 // after the restart probes; counts start afresh.
 func (m *Monitor) load() error {
 	return m.db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketBreakers, bucketRecords, bucketDisplay, bucketRollups} {
+		for _, name := range [][]byte{bucketBreakers, bucketRecords, bucketDisplay, bucketRollups, bucketCosts} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("monitor: create bucket %s: %w", name, err)
 			}

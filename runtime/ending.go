@@ -37,12 +37,13 @@ type ErrorClass string
 
 // The runtime's own failure classes.
 const (
-	ClassInterrupted ErrorClass = "interrupted"  // the gateway stopped during the turn
-	ClassToolLoop    ErrorClass = "tool_loop"    // the same call kept failing
-	ClassBudget      ErrorClass = "budget"       // the request cannot fit; nothing was sent
-	ClassBoundary    ErrorClass = "boundary"     // a boundary could not happen
-	ClassBreakerOpen ErrorClass = "breaker_open" // every model's breaker is open
-	ClassInternal    ErrorClass = "internal"     // anything else
+	ClassInterrupted ErrorClass = "interrupted"    // the gateway stopped during the turn
+	ClassToolLoop    ErrorClass = "tool_loop"      // the same call kept failing
+	ClassBudget      ErrorClass = "budget"         // the request cannot fit; nothing was sent
+	ClassBoundary    ErrorClass = "boundary"       // a boundary could not happen
+	ClassBreakerOpen ErrorClass = "breaker_open"   // every model's breaker is open
+	ClassSpending    ErrorClass = "spending_limit" // a daily budget is spent; nothing was sent
+	ClassInternal    ErrorClass = "internal"       // anything else
 )
 
 // Causes a chat cancels a turn's context with (context.WithCancelCause):
@@ -68,6 +69,8 @@ func ClassOf(err error) ErrorClass {
 		return ClassBoundary
 	case errors.Is(err, monitor.ErrOpen):
 		return ClassBreakerOpen
+	case errors.Is(err, monitor.ErrSpendingLimit):
+		return ClassSpending
 	case errors.Is(err, ErrInterrupted):
 		return ClassInterrupted
 	}

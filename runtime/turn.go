@@ -176,6 +176,13 @@ func (e *Engine) Run(ctx context.Context, in TurnInput, onDelta func(text string
 }
 
 func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string) error) (TurnResult, error) {
+	if e.mon != nil {
+		// Before anything is sent, transcription included: a spent daily
+		// budget refuses the turn until it resets.
+		if err := e.mon.CheckBudget(in.Chat); err != nil {
+			return TurnResult{}, err
+		}
+	}
 	t, err := e.newTurn(ctx, in, onDelta)
 	if err != nil {
 		return TurnResult{}, err

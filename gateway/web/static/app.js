@@ -122,6 +122,7 @@
 
 import { renderMarkdown } from './markdown.js';
 import { modelQuotaSection, startTicker, waitFrom, waitNotice } from './quota.js';
+import { chatCostSection } from './cost.js';
 import { settingsView } from './settings.js';
 import { initAttach } from './attach.js';
 import { attachmentsEl, attachmentsSig, withTranscripts } from './media.js';
@@ -1560,6 +1561,7 @@ function drawModel(m, note) {
   }
   wrap.append(compactionSection(m, note?.for === 'compaction' ? note : null));
   wrap.append(modelQuotaSection(h, m, panel.quotas));
+  wrap.append(chatCostSection(h, S.current));
   panelState(title, wrap);
 }
 

@@ -9,14 +9,15 @@
 //                                   data-loaded = the number of loads
 //   button.span[data-span=S]        picks the span (aria-pressed on the shown one)
 //   figure.chart[data-chart=C]      one chart, C = breakers | requests | errors |
-//                                   latency | quota | tokens; data-series = the
+//                                   latency | quota | tokens | cost; data-series = the
 //                                   number of series drawn (0 with .chart-empty shown)
 //   .chart-plot                     where uPlot draws (canvas inside)
 //
 // Series: breakers, one stepped line per breaker that was not closed the
 // whole span (0 closed, 1 half open, 2 open); requests, errors and latency
 // (mean ms per step), one line per breaker that saw requests; quota, used and
-// limit per quota; tokens, input+output per day per model.
+// limit per quota; tokens, input+output per day per model; cost, what the
+// providers billed per day per model, priced by models[].prices.
 
 import uPlot from './vendor/uplot/uPlot.esm.js';
 
@@ -27,6 +28,7 @@ const CHARTS = [
   ['latency', 'Latency (mean, ms)'],
   ['quota', 'Quota use against the quota (tokens per minute)'],
   ['tokens', 'Tokens per day'],
+  ['cost', 'Cost per day'],
 ];
 
 // Colour-blind-safe palette (Okabe–Ito), readable on light and dark.
@@ -138,6 +140,9 @@ function render(a) {
   const dayRange = days.length ? [days[0], days[days.length - 1] + 86400] : null;
   draw('tokens', days.map((d) => d + 43200), (a.tokens || []).map((m, i) => line(m.model, m.in.map((n, k) => n + m.out[k]), i,
     { paths: bars, fill: color(i) + '99', points: { show: false } })), dayRange ? { x: { range: () => dayRange } } : {});
+  // Models without prices cost 0 every day: left out, like a breaker without errors.
+  draw('cost', days.map((d) => d + 43200), (a.costs || []).filter((m) => m.cost.some((c) => c > 0)).map((m, i) => line(m.model, m.cost, i,
+    { paths: bars, fill: color(i) + '99', points: { show: false }, value: (u, v) => (v == null ? '—' : v.toFixed(2)) })), dayRange ? { x: { range: () => dayRange } } : {});
 }
 
 async function load() {

@@ -1,0 +1,307 @@
+package monitor
+
+// The cost ledger: what providers billed for each request (provider.Usage),
+// priced by models[].prices, per chat, model and UTC day, and the daily
+// budgets (limits.daily_budget, limits.chat_daily_budget) checked against
+// it before a turn sends anything.
+//
+// Bucket "monitor_costs", written in the request's own transaction (not
+// buffered like the rollups: a budget must see every request, also across a
+// restart). Keys:
+//
+//	'd' DAY MODEL            all chats' requests to a model on a day
+//	'c' CHAT 0x00 DAY MODEL  one chat's requests to a model on a day
+//
+// DAY is the unix seconds of the UTC day's start, 8 bytes big endian. A
+// person's ledger is another prefix of the same shape ('p' PERSON 0x00 DAY
+// MODEL) when requests carry one. The cost is summed as it is recorded, at
+// the prices then in force, so changing a price does not rewrite the past.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config"
+	bolt "go.etcd.io/bbolt"
+)
+
+var bucketCosts = []byte("monitor_costs")
+
+const day = 24 * time.Hour
+
+// Spend is what a set of requests billed and cost.
+type Spend struct {
+	Requests int64   `json:"requests"`
+	In       int64   `json:"input_tokens"`  // every input token, cached included
+	Cached   int64   `json:"cached_tokens"` // input tokens read from the cache
+	Out      int64   `json:"output_tokens"`
+	Cost     float64 `json:"cost"`
+}
+
+func (s *Spend) add(o Spend) {
+	s.Requests += o.Requests
+	s.In += o.In
+	s.Cached += o.Cached
+	s.Out += o.Out
+	s.Cost += o.Cost
+}
+
+// RecordCost adds one request's billed usage for chat ("" for a request no
+// chat made) and model (a configured model name) to the ledger, priced by
+// the model's prices, and returns the cost. A request billed nothing is not
+// recorded.
+func (m *Monitor) RecordCost(chat, model string, in, out, cached int) (float64, error) {
+	if m == nil || in+out+cached <= 0 {
+		return 0, nil
+	}
+	cached = min(max(cached, 0), max(in, 0))
+	s := Spend{Requests: 1, In: int64(max(in, 0)), Cached: int64(cached), Out: int64(max(out, 0))}
+	s.Cost = m.prices[model].Cost(in, out, cached)
+	d := dayOf(m.now())
+	err := m.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCosts)
+		for _, k := range [][]byte{costKey('d', "", d, model), costKey('c', chat, d, model)} {
+			cur, err := readSpend(k, b.Get(k))
+			if err != nil {
+				return err
+			}
+			cur.add(s)
+			data, err := json.Marshal(cur)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(k, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("monitor: record cost: %w", err)
+	}
+	return s.Cost, nil
+}
+
+// ChatCost is the body of GET /api/chats/{id}/cost: a chat's spending today
+// and in all, and per UTC day and model, newest day first.
+type ChatCost struct {
+	Chat  string    `json:"chat"`
+	Today Spend     `json:"today"`
+	Total Spend     `json:"total"`
+	Days  []DayCost `json:"days"`
+	// Budget is the chat's daily budget, the tighter of limits.daily_budget
+	// and limits.chat_daily_budget; 0 when there is none.
+	Budget float64 `json:"budget"`
+}
+
+// DayCost is one model's spending in one UTC day.
+type DayCost struct {
+	Day   time.Time `json:"day"`
+	Model string    `json:"model"`
+	Spend
+}
+
+// ChatCost reads chat's ledger.
+func (m *Monitor) ChatCost(chat string) (ChatCost, error) {
+	out := ChatCost{Chat: chat, Days: []DayCost{}, Budget: m.chatBudget()}
+	today := dayOf(m.now())
+	err := m.db.View(func(tx *bolt.Tx) error {
+		prefix := chatPrefix(chat)
+		c := tx.Bucket(bucketCosts).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			rest := k[len(prefix):]
+			if len(rest) < 8 {
+				continue
+			}
+			s, err := readSpend(k, v)
+			if err != nil {
+				return err
+			}
+			d := time.Unix(int64(binary.BigEndian.Uint64(rest)), 0).UTC()
+			out.Days = append(out.Days, DayCost{Day: d, Model: string(rest[8:]), Spend: s})
+			out.Total.add(s)
+			if d.Equal(today) {
+				out.Today.add(s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ChatCost{}, fmt.Errorf("monitor: read cost: %w", err)
+	}
+	sort.SliceStable(out.Days, func(i, j int) bool { return out.Days[i].Day.After(out.Days[j].Day) })
+	return out, nil
+}
+
+// SpendingLimitError refuses a turn: a daily budget is spent.
+type SpendingLimitError struct {
+	Scope  string  // "all chats" or "this chat"
+	Limit  float64 // the budget
+	Spent  float64 // what the day has cost so far
+	Resets time.Time
+}
+
+func (e *SpendingLimitError) Error() string {
+	who := ""
+	if e.Scope == ScopeChat {
+		who = " for this chat"
+	}
+	return fmt.Sprintf("today's spending limit%s of $%.2f is reached ($%.2f spent); it resets at %s UTC",
+		who, e.Limit, e.Spent, e.Resets.UTC().Format("15:04"))
+}
+
+// The scopes of a SpendingLimitError.
+const (
+	ScopeAll  = "all chats"
+	ScopeChat = "this chat"
+)
+
+// ErrSpendingLimit matches every *SpendingLimitError with errors.Is.
+var ErrSpendingLimit = errors.New("spending limit reached")
+
+// Is makes errors.Is(err, ErrSpendingLimit) true.
+func (e *SpendingLimitError) Is(target error) bool { return target == ErrSpendingLimit }
+
+// CheckBudget returns a *SpendingLimitError when today's spending of all
+// chats reached limits.daily_budget or chat's reached
+// limits.chat_daily_budget, nil otherwise. A turn checks it before it sends
+// anything; the budget resets at 00:00 UTC.
+func (m *Monitor) CheckBudget(chat string) error {
+	if m == nil || (m.dailyBudget <= 0 && m.chatDailyBudget <= 0) {
+		return nil
+	}
+	d := dayOf(m.now())
+	var all, mine float64
+	err := m.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCosts)
+		var err error
+		if m.dailyBudget > 0 {
+			if all, err = sumCost(b, costKey('d', "", d, "")); err != nil {
+				return err
+			}
+		}
+		if m.chatDailyBudget > 0 {
+			mine, err = sumCost(b, costKey('c', chat, d, ""))
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("monitor: read cost: %w", err)
+	}
+	switch {
+	case m.dailyBudget > 0 && all >= m.dailyBudget:
+		return &SpendingLimitError{Scope: ScopeAll, Limit: m.dailyBudget, Spent: all, Resets: d.Add(day)}
+	case m.chatDailyBudget > 0 && mine >= m.chatDailyBudget:
+		return &SpendingLimitError{Scope: ScopeChat, Limit: m.chatDailyBudget, Spent: mine, Resets: d.Add(day)}
+	}
+	return nil
+}
+
+// chatBudget is the tighter of the two daily budgets that apply to a chat;
+// 0 when neither is set.
+func (m *Monitor) chatBudget() float64 {
+	b := math.Inf(1)
+	for _, v := range []float64{m.dailyBudget, m.chatDailyBudget} {
+		if v > 0 {
+			b = min(b, v)
+		}
+	}
+	if math.IsInf(b, 1) {
+		return 0
+	}
+	return b
+}
+
+// CostSeries is one model's cost per day, on Aggregates.Days.
+type CostSeries struct {
+	Model string    `json:"model"`
+	Cost  []float64 `json:"cost"`
+}
+
+// costsPerDay reads every model's cost on each of days (UTC day starts).
+func costsPerDay(tx *bolt.Tx, days []int64) ([]CostSeries, error) {
+	byModel := map[string]*CostSeries{}
+	b := tx.Bucket(bucketCosts)
+	for i, d := range days {
+		prefix := costKey('d', "", time.Unix(d, 0), "")
+		c := b.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			s, err := readSpend(k, v)
+			if err != nil {
+				return nil, err
+			}
+			model := string(k[len(prefix):])
+			cs := byModel[model]
+			if cs == nil {
+				cs = &CostSeries{Model: model, Cost: make([]float64, len(days))}
+				byModel[model] = cs
+			}
+			cs.Cost[i] += s.Cost
+		}
+	}
+	out := []CostSeries{}
+	for _, k := range sortedKeys(byModel) {
+		out = append(out, *byModel[k])
+	}
+	return out, nil
+}
+
+func sumCost(b *bolt.Bucket, prefix []byte) (float64, error) {
+	var sum float64
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		s, err := readSpend(k, v)
+		if err != nil {
+			return 0, err
+		}
+		sum += s.Cost
+	}
+	return sum, nil
+}
+
+func readSpend(k, v []byte) (Spend, error) {
+	var s Spend
+	if v == nil {
+		return s, nil
+	}
+	if err := json.Unmarshal(v, &s); err != nil {
+		return s, fmt.Errorf("cost %q: %w", k, err)
+	}
+	return s, nil
+}
+
+func dayOf(t time.Time) time.Time { return t.UTC().Truncate(day) }
+
+func chatPrefix(chat string) []byte {
+	k := append([]byte{'c'}, chat...)
+	return append(k, 0)
+}
+
+// costKey is kind's key of owner (a chat; "" for 'd'), the day of d and
+// model; with model "" it is the prefix of that day's keys.
+func costKey(kind byte, owner string, d time.Time, model string) []byte {
+	var k []byte
+	if kind == 'd' {
+		k = []byte{'d'}
+	} else {
+		k = append([]byte{kind}, owner...)
+		k = append(k, 0)
+	}
+	k = binary.BigEndian.AppendUint64(k, uint64(max(dayOf(d).Unix(), 0)))
+	return append(k, model...)
+}
+
+// pricesOf indexes the configured models' prices by name.
+func pricesOf(cfg *config.Config) map[string]config.Prices {
+	p := map[string]config.Prices{}
+	for _, md := range cfg.Models {
+		p[md.Name] = md.Prices
+	}
+	return p
+}
