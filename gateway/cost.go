@@ -19,19 +19,19 @@ func (s *Server) costRoutes() {
 
 // apiChatCost serves a chat's spending for its details panel.
 func (s *Server) apiChatCost(w http.ResponseWriter, r *http.Request) {
-	mon := s.opt.Monitor
-	if mon == nil {
-		monitorOff(w)
-		return
-	}
 	id := r.PathValue("id")
-	if _, err := s.opt.Chats.Get(r.Context(), id); err != nil {
+	if _, err := s.scope(r).Get(r.Context(), id); err != nil { // a chat this person may see
 		if errors.Is(err, chats.ErrNotFound) || errors.Is(err, chats.ErrBadInput) {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such chat"})
 			return
 		}
 		s.log.Error("chat cost", "chat", id, "err", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the chat"})
+		return
+	}
+	mon := s.opt.Monitor // asked after the chat, so a stranger's chat is 404 either way
+	if mon == nil {
+		monitorOff(w)
 		return
 	}
 	c, err := mon.ChatCost(id)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mirror-gateway/mirror/monitor"
 	"io"
 	"log/slog"
 	"net/http"
@@ -128,9 +129,16 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 			Route{Pattern: "POST " + e.tg.WebhookPath(), Handler: e.tg.WebhookHandler()})
 	}
 	st := &stack{t: t, svc: svc, store: store}
+	var mon *monitor.Monitor
+	if o.people { // the people tables reach the monitor's routes too
+		if mon, err = monitor.Open(db, cfg, monitor.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mon.Close() })
+	}
 	st.http = httptest.NewUnstartedServer(nil)
 	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(),
-		Models: eng, Routes: routes, Log: log, People: folks, DataDir: dataDir, Replay: replay})
+		Models: eng, Routes: routes, Log: log, People: folks, DataDir: dataDir, Replay: replay, Monitor: mon})
 	hs := st.srv.HTTPServer(nil)
 	inner := hs.Handler
 	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

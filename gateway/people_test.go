@@ -135,7 +135,7 @@ func TestPeopleFramesTable(t *testing.T) {
 	}
 	// Frames that name no chat of anyone: what they answer is checked
 	// below to hold nothing of alice's.
-	own := map[string]string{"hello": "welcome", "chat.create": "chat.created"}
+	own := map[string]string{"hello": "welcome", "chat.create": "chat.created", "chat.list": "chat.list"}
 	var bobSaw []map[string]any
 	for _, typ := range clientTypes(t) {
 		t.Run(typ, func(t *testing.T) {
@@ -282,7 +282,7 @@ func TestPeopleRoutesTable(t *testing.T) {
 		"GET /api/memory": routeMemory, "GET /api/memory/{name}": routeMemory,
 		"GET /api/blobs/{sha256}": routeBlob,
 		"PATCH /api/chats/{id}":   routeChat, "DELETE /api/chats/{id}": routeChat, "POST /api/chats/{id}/restore": routeChat,
-		"GET /api/chats/{id}/export": routeChat, "GET /api/search": routeList,
+		"GET /api/chats/{id}/export": routeChat, "GET /api/chats/{id}/cost": routeChat, "GET /api/search": routeList,
 		"GET /ws":                      routeSocket,
 		"POST /api/breakers/{rest...}": routeOwner, "PUT /api/models/{name}/context_limit": routeOwner,
 		"PUT /api/models/{name}/compaction": routeOwner, "/api/telegram/": routeOwner,
