@@ -151,46 +151,51 @@ func loadActor(s *Service, id string) (*actor, error) {
 		}
 		a.meta, a.seq = meta, meta.Seq
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
-			switch ev.Type {
-			case EvMessagePicked, EvAssistantStep, EvContinuity:
-				m := *ev.Message
+			switch p := ev.Payload.(type) {
+			case *MessagePicked, *AssistantStep, *Continuity:
+				m := *ev.Message()
 				m.rowSeq = ev.Seq
 				a.msgs = append(a.msgs, m)
-			case EvTurnFinished, EvTurnFailed:
-				if ev.Message != nil {
-					a.msgs = append(a.msgs, *ev.Message)
+			case *TurnFinished:
+				if p.Message != nil {
+					a.msgs = append(a.msgs, *p.Message)
 				}
-				a.replayTurn(ev)
-			case EvToolCall:
-				started[ev.Call.ID] = ev
-				calls[ev.Call.ID] = ev.Call
-			case EvToolResult:
-				if c := calls[ev.Result.CallID]; c != nil {
-					a.conv.handoff.Seen.ObserveCall(c.Name, c.Arguments, ev.Result.IsError, ev.Seq)
-					delete(calls, ev.Result.CallID)
+				a.replayTurn(p)
+			case *TurnFailed:
+				if p.Message != nil {
+					a.msgs = append(a.msgs, *p.Message)
 				}
-				delete(started, ev.Result.CallID)
-				delete(a.settled, ev.Result.CallID)
+			case *ToolCallStarted:
+				started[p.Call.ID] = ev
+				calls[p.Call.ID] = p.Call
+			case *ToolResult:
+				r := p.Result
+				if c := calls[r.CallID]; c != nil {
+					a.conv.handoff.Seen.ObserveCall(c.Name, c.Arguments, r.IsError, ev.Seq)
+					delete(calls, r.CallID)
+				}
+				delete(started, r.CallID)
+				delete(a.settled, r.CallID)
 				a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: provider.RoleTool, Seq: ev.Seq,
-					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone,
-					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content), textAt: ev.Seq,
-					Attachments: ev.Result.Attachments})
-			case EvMessageTranscribed:
-				a.replayTranscribed(ev)
-			case EvApprovalRequested:
-				openApprovals[ev.Approval.ID] = ev.Approval
-			case EvApprovalResolved:
-				delete(openApprovals, ev.Approval.ID)
-			case EvMessagePinned, EvClear, EvContext, EvCompact, EvBoundary, EvCheckpoint, EvHandoff, EvRuntimeContext:
+					Time: ev.Time, Turn: p.Turn, Text: r.Content, ToolCallID: r.CallID, State: MsgDone,
+					Tool: r.Name, IsError: r.IsError, Tokens: a.count(r.Content), textAt: ev.Seq,
+					Attachments: r.Attachments})
+			case *MessageTranscribed:
+				a.replayTranscribed(p)
+			case *ApprovalRequested:
+				openApprovals[p.Approval.ID] = p.Approval
+			case *ApprovalResolved:
+				delete(openApprovals, p.Approval.ID)
+			case *MessagePinned, *Cleared, *ContextReading, *CompactRequested, *BoundaryCrossed, *CheckpointTaken, *HandoffUpdated, *RuntimeContext:
 				a.replay(ev)
-			case EvRecoveryRequested:
-				r := *ev.Recovery
+			case *RecoveryRequested:
+				r := *p.Recovery
 				a.recoveries[r.ID] = &r
-			case EvRecoveryResolved:
-				if r := a.recoveries[ev.Recovery.ID]; r != nil {
-					a.settled[r.Call.ID] = ev.Recovery.Action
+			case *RecoveryResolved:
+				if r := a.recoveries[p.Recovery.ID]; r != nil {
+					a.settled[r.Call.ID] = p.Recovery.Action
 				}
-				delete(a.recoveries, ev.Recovery.ID)
+				delete(a.recoveries, p.Recovery.ID)
 			}
 			return nil
 		})
@@ -293,9 +298,9 @@ func (a *actor) post(f func()) {
 
 func (a *actor) next() uint64 { a.seq++; return a.seq }
 
-// append adds an event to the batch, giving it the next seq.
-func (a *actor) append(ev *Event, o Origin) *Event {
-	ev.Chat, ev.Seq, ev.Time = a.id, a.next(), time.Now().UTC()
+// append adds an event of p's type to the batch, giving it the next seq.
+func (a *actor) append(p Payload, o Origin) *Event {
+	ev := NewEvent(a.id, a.next(), time.Now().UTC(), p)
 	a.b.events = append(a.b.events, ev)
 	a.b.origins = append(a.b.origins, o)
 	return ev
@@ -475,7 +480,7 @@ func (a *actor) showText(t *turn, text string) {
 	}
 	off := t.shown
 	t.shown += utf8.RuneCountInString(text)
-	ev := &Event{Type: EvReplyDelta, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: t.id, Offset: &off, Text: text}
+	ev := NewEvent(a.id, a.meta.Seq, time.Now().UTC(), &ReplyDelta{Turn: t.id, Offset: off, Text: text})
 	for sub := range a.subs {
 		sub.Deliver(Delivery{Event: ev})
 	}
@@ -645,10 +650,10 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 			return nil
 		}
 		ev, err := decodeRow(rb, a.id, k, v)
-		if err != nil || ev.Message == nil || ev.Message.ID != id {
+		if err != nil || ev.Message() == nil || ev.Message().ID != id {
 			return err
 		}
-		m = ev.Message
+		m = ev.Message()
 		if ev.Type != EvMessageAccepted {
 			return nil
 		}
@@ -661,8 +666,8 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 				if err != nil {
 					return err
 				}
-				if ev.Message != nil && ev.Message.ID == id {
-					m = ev.Message
+				if em := ev.Message(); em != nil && em.ID == id {
+					m = em
 					return nil
 				}
 			}
@@ -698,7 +703,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	seq := a.seq + 1
 	m := &Message{ID: ids.Message(seq), Role: provider.RoleUser, Text: text, Seq: seq,
 		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts}
-	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
+	ev := a.append(&MessageAccepted{Message: m}, o)
 	m.Time = ev.Time
 	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
 		a.meta.Title = titleFrom(text) // a chat is named by what it was first asked
@@ -733,7 +738,7 @@ func (a *actor) resend(id string, o Origin) (Message, error) {
 		}
 	}
 	if o.Sub != nil {
-		ev := &Event{Type: EvMessageAccepted, Chat: a.id, Seq: m.Seq, Time: m.Time, Message: &m}
+		ev := NewEvent(a.id, m.Seq, m.Time, &MessageAccepted{Message: &m})
 		o.Sub.Deliver(Delivery{Event: ev, Req: o.Req})
 	}
 	return m, nil
@@ -764,7 +769,7 @@ func (a *actor) edit(ctx context.Context, id string, text *string, keep []string
 		return Message{}, fmt.Errorf("%w: the message would have neither text nor attachments; delete it instead", ErrBadInput)
 	}
 	a.pending[i] = &m
-	m.textAt = a.append(&Event{Type: EvMessageUpdated, Message: &m}, o).Seq
+	m.textAt = a.append(&MessageUpdated{Message: &m}, o).Seq
 	a.b.putPend = append(a.b.putPend, &m)
 	if err := a.flush(); err != nil {
 		return Message{}, err
@@ -783,7 +788,7 @@ func (a *actor) delete(ctx context.Context, id string, o Origin) error {
 	m := *a.pending[i]
 	m.State = MsgDeleted
 	a.pending = append(a.pending[:i], a.pending[i+1:]...)
-	a.append(&Event{Type: EvMessageDeleted, Message: &m}, o)
+	a.append(&MessageDeleted{Message: &m}, o)
 	a.b.delPend = append(a.b.delPend, m.ID)
 	return a.flush()
 }
@@ -804,7 +809,7 @@ func (a *actor) stop(o Origin) (chan struct{}, error) {
 // keeps its id and seq (where it was accepted); its row's place in the
 // record is the pickup's seq.
 func (a *actor) pick(m *Message, turn string) {
-	ev := a.append(&Event{Type: EvMessagePicked, Message: m, Turn: turn}, Origin{})
+	ev := a.append(&MessagePicked{Message: m, Turn: turn}, Origin{})
 	c := *m
 	c.rowSeq = ev.Seq
 	if c.textAt == 0 { // its text is stored here, in full (see rowBytes)
@@ -839,7 +844,7 @@ func (a *actor) maybeStart() {
 		}
 	}
 	a.pending = a.pending[len(take):]
-	ev := a.append(&Event{Type: EvTurnStarted, Turn: id}, Origin{})
+	ev := a.append(&TurnStarted{Turn: id}, Origin{})
 	a.meta.Resume = false
 	a.b.dirty = true
 
@@ -994,25 +999,26 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	if len(t.stoppers) > 0 {
 		o = t.stoppers[0]
 	}
-	var fin *Event
+	var fin *TurnFinished
+	var finEv *Event
 	switch {
 	case a.broken != nil:
 	case res.End == runtime.StoppedAtBoundary:
 		// The work ended at a boundary: the record at the top of the
 		// cleared conversation says so; no empty answer is added.
-		usage := res.Usage
-		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model}, o)
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model}
+		finEv = a.append(fin, o)
 	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq, m.textAt = ids.Message(seq), seq, seq
-		usage := res.Usage
-		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
-		m.Time = fin.Time
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Stopped: stopped, Message: m}
+		finEv = a.append(fin, o)
+		m.Time = finEv.Time
 		a.msgs = append(a.msgs, *m)
 	case res.End == runtime.Interrupted:
 		t.aborted = true
-		a.append(&Event{Type: EvTurnFailed, Turn: t.id, Class: string(runtime.ClassInterrupted),
+		a.append(&TurnFailed{Turn: t.id, Class: string(runtime.ClassInterrupted),
 			Error: "the gateway stopped while this turn ran; it is answered again at the next start"}, o)
 		a.meta.Resume = true
 	default:
@@ -1020,15 +1026,15 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 			// A Turner that named no ending: a failure, said plainly.
 			err, res.Class = fmt.Errorf("the turn ended without saying how (%q)", res.End), runtime.ClassInternal
 		}
-		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: string(res.Class), Error: err.Error()}
+		p := &TurnFailed{Turn: t.id, Class: string(res.Class), Error: err.Error()}
 		if reply != "" {
 			seq := a.seq + 1
-			ev.Message = &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: MsgFailed, Turn: t.id, textAt: seq}
+			p.Message = &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: MsgFailed, Turn: t.id, textAt: seq}
 		}
-		a.append(ev, o)
-		if ev.Message != nil {
-			ev.Message.Time = ev.Time
-			a.msgs = append(a.msgs, *ev.Message)
+		ev := a.append(p, o)
+		if p.Message != nil {
+			p.Message.Time = ev.Time
+			a.msgs = append(a.msgs, *p.Message)
 		}
 	}
 	outcome := OutcomeOK
@@ -1056,7 +1062,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		// Everyone who pressed Stop gets the answer; the first got the event.
 		for _, so := range t.stoppers[1:] {
 			if so.Sub != nil {
-				so.Sub.Deliver(Delivery{Event: fin, Req: so.Req})
+				so.Sub.Deliver(Delivery{Event: finEv, Req: so.Req})
 			}
 		}
 	}

@@ -242,13 +242,13 @@ func TestALongSessionReachesSoftThenHardAndCarriesOn(t *testing.T) {
 	if count(evs, EvBoundary) != 1 || le.fake.asks != 1 {
 		t.Fatalf("%d boundaries, %d asks; want 1 and 1 (%s)", count(evs, EvBoundary), le.fake.asks, typesOf(evs))
 	}
-	var b *Event
+	var b *BoundaryCrossed
 	for _, ev := range evs {
 		if ev.Type == EvBoundary {
-			b = ev
+			b = pay[*BoundaryCrossed](ev)
 		}
 	}
-	if b.Reason != runtime.ReasonHard || b.Continued == nil || !*b.Continued || len(b.Notes) != 1 {
+	if b.Reason != runtime.ReasonHard || !b.Continued || len(b.Notes) != 1 {
 		t.Fatalf("boundary %+v", b)
 	}
 	// The message that crossed hard went into the fresh conversation
@@ -271,7 +271,7 @@ func TestALongSessionReachesSoftThenHardAndCarriesOn(t *testing.T) {
 	le.turn(t, s, c.ID, "Please recall the launch code.")
 	var found bool
 	for _, ev := range le.durable(c.ID) {
-		if ev.Type == EvToolResult && ev.Result.Name == boundary.ToolRecallHistory && strings.Contains(ev.Result.Content, "4417") {
+		if r := pay[*ToolResult](ev); r != nil && r.Result.Name == boundary.ToolRecallHistory && strings.Contains(r.Result.Content, "4417") {
 			found = true
 		}
 	}
@@ -446,10 +446,10 @@ func TestCompactTakesACheckpointAndGlobalSearchGetsTheTurnBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	le.turn(t, s, c.ID, "Go on.")
-	var cp *Event
+	var cp *CheckpointTaken
 	for _, ev := range le.durable(c.ID) {
 		if ev.Type == EvCheckpoint {
-			cp = ev
+			cp = pay[*CheckpointTaken](ev)
 		}
 	}
 	if cp == nil {
@@ -467,7 +467,7 @@ func TestCompactTakesACheckpointAndGlobalSearchGetsTheTurnBack(t *testing.T) {
 	le.turn(t, s, c.ID, "Please look back at the first request.")
 	var found bool
 	for _, ev := range le.durable(c.ID) {
-		if ev.Type == EvToolResult && ev.Result.Name == boundary.ToolGlobalSearch && strings.Contains(ev.Result.Content, "blue door") {
+		if r := pay[*ToolResult](ev); r != nil && r.Result.Name == boundary.ToolGlobalSearch && strings.Contains(r.Result.Content, "blue door") {
 			found = true
 		}
 	}
@@ -507,8 +507,8 @@ func TestABlockingPreCompactHookSkipsTheCheckpoint(t *testing.T) {
 	// The block is a diagnostic of the turn, with the reason the hook gave.
 	var block *runtime.Diagnostic
 	for _, ev := range le.durable(c.ID) {
-		if ev.Type == EvDiagnostic && ev.Diagnostic.Kind == runtime.DiagHook {
-			block = ev.Diagnostic
+		if d := pay[*Diagnosed](ev); d != nil && d.Diagnostic.Kind == runtime.DiagHook {
+			block = d.Diagnostic
 		}
 	}
 	if block == nil || block.Name != "PreCompact" || block.Outcome != runtime.OutcomeBlocked || block.Error != "not now" {
@@ -538,7 +538,7 @@ func TestARequestThatCannotFitIsRefusedBeforeItIsSent(t *testing.T) {
 			failed = ev
 		}
 	}
-	if failed == nil || failed.Class != "budget" || !strings.Contains(failed.Error, "ceiling") {
+	if failed == nil || pay[*TurnFailed](failed).Class != "budget" || !strings.Contains(pay[*TurnFailed](failed).Error, "ceiling") {
 		t.Fatalf("want a budget failure, got %+v", failed)
 	}
 	if n := len(le.fake.requests()); n != 0 {
@@ -612,10 +612,10 @@ func TestAnEndedBoundaryAddsNoAnswer(t *testing.T) {
 			fin = ev
 		}
 	}
-	if b == nil || b.Reason != runtime.ReasonAssistant || b.Continued == nil || *b.Continued {
+	if b == nil || pay[*BoundaryCrossed](b).Reason != runtime.ReasonAssistant || pay[*BoundaryCrossed](b).Continued {
 		t.Fatalf("boundary %+v", b)
 	}
-	if fin == nil || fin.Message != nil || fin.Seq < b.Seq {
+	if fin == nil || fin.Message() != nil || fin.Seq < b.Seq {
 		t.Fatalf("the turn's finish after an ended boundary: %+v", fin)
 	}
 }

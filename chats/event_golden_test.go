@@ -23,8 +23,7 @@ var goldenTime = time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
 // goldenEvents is one event of each type, with every field its type
 // carries, as the code writing that type fills it.
 func goldenEvents() []*Event {
-	yes, no := true, false
-	off := 7
+	no := false
 	reply := "Done: <b>5 & 6</b>"
 	call := provider.ToolCall{ID: "call_1", Name: "shell", Arguments: `{"cmd":"ls"}`, Signature: "c2ln"}
 	ap := Approval{ID: "a_c1_x", Call: call, Tool: "shell", Turn: "t5", Time: goldenTime}
@@ -41,46 +40,56 @@ func goldenEvents() []*Event {
 	picked.Turn = "t5"
 	ci := runtime.ContextInfo{Used: 100, Window: 1000, Soft: 200, Hard: 250, SoftReached: false, HardReached: false,
 		Request: 300, Ceiling: 900, NextCheckpoint: 765, Model: "default", Line: "Context: 100 of 1000"}
-	evs := []*Event{
-		{Type: EvChatCreated, Title: "Plans"},
-		{Type: EvMessageAccepted, Message: user(MsgPending)},
-		{Type: EvMessageUpdated, Message: user(MsgPending)},
-		{Type: EvMessageDeleted, Message: user(MsgDeleted)},
-		{Type: EvMessagePicked, Message: picked, Turn: "t5"},
-		{Type: EvTurnStarted, Turn: "t5"},
-		{Type: EvReplyDelta, Turn: "t5", Offset: &off, Text: "more"},
-		{Type: EvQuotaWait, Turn: "t5", Quota: 30000, QuotaUsage: 29000, WaitMS: 1500},
-		{Type: EvTurnFinished, Turn: "t5", Reply: &reply, Usage: &provider.Usage{InputTokens: 10, OutputTokens: 5, CachedTokens: 2},
+	ps := []Payload{
+		&ChatCreated{Title: "Plans"},
+		&MessageAccepted{Message: user(MsgPending)},
+		&MessageUpdated{Message: user(MsgPending)},
+		&MessageDeleted{Message: user(MsgDeleted)},
+		&MessagePicked{Message: picked, Turn: "t5"},
+		&TurnStarted{Turn: "t5"},
+		&ReplyDelta{Turn: "t5", Offset: 7, Text: "more"},
+		&QuotaWait{Turn: "t5", Quota: 30000, Usage: 29000, WaitMS: 1500},
+		&TurnFinished{Turn: "t5", Reply: reply, Usage: provider.Usage{InputTokens: 10, OutputTokens: 5, CachedTokens: 2},
 			Model: "default", Stopped: true, Message: &Message{ID: "m9", Role: provider.RoleAssistant, Text: reply, Seq: 9, Time: goldenTime,
 				State: MsgDone, Turn: "t5", Stopped: true, Tokens: 5},
 			Measured: &view.Measurement{Tokens: 10, Epoch: 1, Seq: 8}, Pruned: true},
-		{Type: EvTurnFailed, Turn: "t5", Class: string(runtime.ClassInternal), Error: "it broke",
+		&TurnFailed{Turn: "t5", Class: string(runtime.ClassInternal), Error: "it broke",
 			Message: &Message{ID: "m9", Seq: 9, Role: provider.RoleAssistant, Text: "partial", State: MsgFailed, Turn: "t5", Time: goldenTime}},
-		{Type: EvAssistantStep, Turn: "t5", Message: &Message{ID: "m6", Seq: 6, Role: provider.RoleAssistant, Text: "Let me look.",
+		&AssistantStep{Turn: "t5", Message: &Message{ID: "m6", Seq: 6, Role: provider.RoleAssistant, Text: "Let me look.",
 			State: MsgStep, Turn: "t5", ToolCalls: []provider.ToolCall{call}, Tokens: 9, Time: goldenTime}},
-		{Type: EvToolCall, Turn: "t5", Call: &call},
-		{Type: EvToolResult, Turn: "t5", Result: &ToolOutcome{CallID: "call_1", Name: "shell", Content: "no such file", IsError: true,
+		&ToolCallStarted{Turn: "t5", Call: &call},
+		&ToolResult{Turn: "t5", Result: &ToolOutcome{CallID: "call_1", Name: "shell", Content: "no such file", IsError: true,
 			Handle: "h_1", Size: 12}, Error: "no such file"},
-		{Type: EvApprovalRequested, Turn: "t5", Approval: &ap},
-		{Type: EvApprovalResolved, Turn: "t5", Approval: &apr},
-		{Type: EvRecoveryRequested, Turn: "t5", Recovery: &rc, Call: &rc.Call},
-		{Type: EvRecoveryResolved, Turn: "t5", Recovery: &rr},
-		{Type: EvRewind, Turn: "t3", Text: "Restored 2 files."},
-		{Type: EvContext, Turn: "t5", ContextInfo: &ci, Model: ci.Model},
-		{Type: EvRuntimeContext, Turn: "t5", Sections: json.RawMessage(`[{"name":"time","text":"now"}]`), Tokens: 4},
-		{Type: EvCheckpoint, Turn: "t5", Checkpoint: json.RawMessage(`{"epoch":1,"evicted":4}`), Through: 4},
-		{Type: EvHandoff, Turn: "t5", Handoff: json.RawMessage(`{"goal":"ship"}`), Reason: "asked"},
-		{Type: EvBoundary, Turn: "t5", Reason: "hard", Continued: &yes, Record: "# Record\nwork", Through: 20,
+		&ApprovalRequested{Turn: "t5", Approval: &ap},
+		&ApprovalResolved{Turn: "t5", Approval: &apr},
+		&RecoveryRequested{Turn: "t5", Recovery: &rc, Call: &rc.Call},
+		&RecoveryResolved{Turn: "t5", Recovery: &rr},
+		&Rewound{Turn: "t3", Text: "Restored 2 files."},
+		&ContextReading{Turn: "t5", ContextInfo: &ci, Model: ci.Model},
+		&RuntimeContext{Turn: "t5", Sections: json.RawMessage(`[{"name":"time","text":"now"}]`), Tokens: 4},
+		&CheckpointTaken{Turn: "t5", Checkpoint: json.RawMessage(`{"epoch":1,"evicted":4}`), Through: 4},
+		&HandoffUpdated{Turn: "t5", Handoff: json.RawMessage(`{"goal":"ship"}`), Reason: "asked"},
+		&BoundaryCrossed{Turn: "t5", Reason: "hard", Continued: true, Record: "# Record\nwork", Through: 20,
 			Notes: []string{"n1.md"}, Why: "none"},
-		{Type: EvBoundaryFailed, Turn: "t5", Reason: "hard", Error: "The boundary could not be written: disk"},
-		{Type: EvContinuity, Turn: "t5", Message: &Message{ID: "m22", Seq: 22, Role: provider.RoleUser, Text: "Carry on from the record.",
+		&BoundaryFailed{Turn: "t5", Reason: "hard", Error: "The boundary could not be written: disk"},
+		&Continuity{Turn: "t5", Message: &Message{ID: "m22", Seq: 22, Role: provider.RoleUser, Text: "Carry on from the record.",
 			State: MsgContinuity, Turn: "t5", Tokens: 6, Time: goldenTime}},
-		{Type: EvMessagePinned, Message: &Message{ID: "m2", Role: provider.RoleUser, Seq: 2, Pinned: true}},
-		{Type: EvClear},
-		{Type: EvCompact, Text: "keep the plan"},
+		&MessagePinned{Message: &Message{ID: "m2", Role: provider.RoleUser, Seq: 2, Pinned: true}},
+		&Cleared{},
+		&CompactRequested{Text: "keep the plan"},
+		&MessageTranscribed{Turn: "t5", Error: "the transcription server answered 503", Message: &Message{ID: "m2", Role: provider.RoleUser,
+			Text: "listen", Seq: 2, Time: goldenTime, State: MsgPicked, Turn: "t5",
+			Attachments: []Attachment{{SHA256: "cd34", Type: "audio/ogg", Size: 99, Name: "voice.ogg"}}}},
+		&FileSent{Turn: "t5", Call: &call, Message: &Message{ID: "m12", Role: provider.RoleAssistant, Text: "Here is the chart",
+			Seq: 12, Time: goldenTime, State: MsgDone, Turn: "t5", Attachments: []Attachment{{SHA256: "ef56", Type: "image/png", Size: 10, Width: 2, Height: 3}}}},
+		&Diagnosed{Turn: "t5", Diagnostic: &runtime.Diagnostic{Kind: runtime.DiagAttempt, Purpose: "turn", Model: "default",
+			Remote: "gpt-4o", Answered: "gpt-4o-2024", RequestID: "req_1", Attempt: 2, Outcome: "overloaded", Status: 503, LatencyMS: 420,
+			Error: "503 Service Unavailable"}},
+		&ToolProgress{Turn: "t5", Text: "working 1/2", Call: &provider.ToolCall{ID: "call_1", Name: "srv__slow"}},
 	}
-	for i, ev := range evs {
-		ev.Chat, ev.Seq, ev.Time = "c_golden", uint64(i+1), goldenTime
+	evs := make([]*Event, len(ps))
+	for i, p := range ps {
+		evs[i] = NewEvent("c_golden", uint64(i+1), goldenTime, p)
 	}
 	return evs
 }
@@ -233,7 +242,8 @@ func sameJSON(a, b []byte) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// goldenRowEvents is a record as the actor writes it: messages whose text
+// goldenRowEvents is the record the rows golden was written from (by
+// main's rowBytes, before typed payloads), as the actor writes it: messages whose text
 // another row holds (textAt) are stored naming that row.
 func goldenRowEvents() []*Event {
 	by := map[string]*Event{}
@@ -246,14 +256,13 @@ func goldenRowEvents() []*Event {
 		if err := json.Unmarshal(src.JSON(), &ev); err != nil {
 			panic(err)
 		}
-		ev.QuotaUsage = src.QuotaUsage
 		return &ev
 	}
 	var out []*Event
 	add := func(ev *Event, textAt uint64) *Event {
 		ev.Seq = uint64(len(out) + 1)
-		if ev.Message != nil {
-			ev.Message.textAt = textAt
+		if m := ev.Message(); m != nil {
+			m.textAt = textAt
 		}
 		out = append(out, ev)
 		return ev
@@ -286,51 +295,92 @@ func goldenRowEvents() []*Event {
 	add(clone(EvBoundaryFailed), 0)
 	add(clone(EvMessageDeleted), acc.Seq) // names the accepted row
 	atB := add(clone(EvTurnFinished), 0)  // stopped at a boundary: no message
-	atB.Message, atB.Stopped = nil, false
+	atB.Payload.(*TurnFinished).Message, atB.Payload.(*TurnFinished).Stopped = nil, false
 	intr := add(clone(EvTurnFailed), 0) // interrupted: no message
-	intr.Message, intr.Class = nil, string(runtime.ClassInterrupted)
+	intr.Payload.(*TurnFailed).Message, intr.Payload.(*TurnFailed).Class = nil, string(runtime.ClassInterrupted)
 	// Message ids and seqs follow the rows that created them.
-	step.Message.ID, step.Message.Seq = "m"+strconv.FormatUint(step.Seq, 10), step.Seq
-	fin.Message.ID, fin.Message.Seq = "m"+strconv.FormatUint(fin.Seq, 10), fin.Seq
-	failed.Message.ID, failed.Message.Seq = "m"+strconv.FormatUint(failed.Seq, 10), failed.Seq
-	cont.Message.ID, cont.Message.Seq = "m"+strconv.FormatUint(cont.Seq, 10), cont.Seq
+	for _, ev := range []*Event{step, fin, failed, cont} {
+		ev.Message().ID, ev.Message().Seq = "m"+strconv.FormatUint(ev.Seq, 10), ev.Seq
+	}
 	for _, ev := range out {
 		ev.Chat, ev.Time = "c_golden", goldenTime
-		if ev.Message != nil && ev.Message.textAt == 0 {
-			ev.Message.textAt = ev.Seq
+		if m := ev.Message(); m != nil && m.textAt == 0 {
+			m.textAt = ev.Seq
 		}
 	}
 	return out
 }
 
-// TestWriteOldRows writes the rows golden; it runs only with MIRROR_WRITE_ROWS=1,
-// on the code whose format the golden keeps (see rowsGolden).
-func TestWriteOldRows(t *testing.T) {
-	if os.Getenv("MIRROR_WRITE_ROWS") == "" {
-		t.Skip("writes testdata/rows with MIRROR_WRITE_ROWS=1, on the code whose format it keeps")
+// TestPayloadRegistry checks that every event type decodes into the payload
+// type that writes it, and that every golden event reads back as itself.
+func TestPayloadRegistry(t *testing.T) {
+	for typ, mk := range payloads {
+		if got := mk().EventType(); got != typ {
+			t.Errorf("payloads[%q] makes a %s payload", typ, got)
+		}
 	}
-	var rows, dec bytes.Buffer
-	for _, ev := range goldenRowEvents() {
-		fmt.Fprintf(&rows, "%d\t%s\n", ev.Seq, rowBytes(ev))
+	for _, ev := range goldenEvents() {
+		if payloads[ev.Type] == nil {
+			t.Errorf("%s: not in payloads, so a stored row of it would not decode", ev.Type)
+			continue
+		}
+		var back Event
+		if err := json.Unmarshal(ev.JSON(), &back); err != nil {
+			t.Fatalf("%s: %v", ev.Type, err)
+		}
+		if reflect.TypeOf(back.Payload) != reflect.TypeOf(ev.Payload) || !bytes.Equal(back.JSON(), ev.JSON()) {
+			t.Errorf("%s reads back as %T: %s", ev.Type, back.Payload, back.JSON())
+		}
+		if back.Turn() != ev.Turn() || (ev.Message() == nil) != (back.Message() == nil) {
+			t.Errorf("%s: turn %q message %v after reading, %q %v before", ev.Type, back.Turn(), back.Message(), ev.Turn(), ev.Message())
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(rowsGolden), 0o755); err != nil {
+	// A context reading keeps its model: the frame carries it before the
+	// reading's other fields, and Info puts it back in the reading.
+	var cr Event
+	raw, _ := os.ReadFile(filepath.Join("testdata", "events", EvContext+".json"))
+	if err := json.Unmarshal(raw, &cr); err != nil || pay[*ContextReading](&cr).Info().Model != "default" {
+		t.Fatalf("context reading %s (%v)", cr.JSON(), err)
+	}
+}
+
+// TestUnknownEventTypeKeepsItsBytes: a row of a type this version does not
+// know (written by a newer one) is read, not refused, and sent on as it was
+// stored.
+func TestUnknownEventTypeKeepsItsBytes(t *testing.T) {
+	row := []byte(`{"type":"from.the.future","chat":"c1","seq":4,"time":"2026-01-02T03:04:05Z","what":{"x":1}}`)
+	var ev Event
+	if err := json.Unmarshal(row, &ev); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(rowsGolden, rows.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+	if ev.Type != "from.the.future" || ev.Seq != 4 || ev.Chat != "c1" || !bytes.Equal(ev.JSON(), row) || ev.Turn() != "" || ev.Message() != nil {
+		t.Fatalf("read as %+v, sent as %s", ev.Header, ev.JSON())
 	}
-	db, _ := loadGoldenRows(t)
-	err := db.View(func(tx *bolt.Tx) error {
-		return eventsSince(tx, "c_golden", 0, func(ev *Event) error {
-			dec.Write(ev.JSON())
-			dec.WriteByte('\n')
-			return nil
-		})
-	})
+	if err := json.Unmarshal([]byte(`{"type":"tool.call","call":7}`), &ev); err == nil {
+		t.Fatal("a known type with a field of the wrong shape was read")
+	}
+}
+
+// TestMarkJSON: a snapshot's mark is its event's frame with "at" first, as
+// it was when Event was one struct (the event's own MarshalJSON, promoted,
+// would drop At), and it reads back.
+func TestMarkJSON(t *testing.T) {
+	mk := Mark{At: 3, Event: NewEvent("c1", 5, goldenTime, &TurnFailed{Turn: "t4", Error: "it broke", Class: "internal"})}
+	got, err := json.Marshal(Snapshot{Type: "chat.snapshot", Marks: []Mark{mk}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(rowsDecoded, dec.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+	want := `"marks":[{"at":3,"type":"turn.failed","chat":"c1","seq":5,"time":"2026-01-02T03:04:05.6Z","turn":"t4","error":"it broke","class":"internal"}]`
+	if !bytes.Contains(got, []byte(want)) {
+		t.Fatalf("snapshot %s\nwant it to hold %s", got, want)
+	}
+	var back Snapshot
+	if err := json.Unmarshal(got, &back); err != nil || len(back.Marks) != 1 || back.Marks[0].At != 3 ||
+		pay[*TurnFailed](back.Marks[0].Event).Error != "it broke" {
+		t.Fatalf("read back %+v (%v)", back.Marks, err)
+	}
+	clear := Mark{Event: NewEvent("c1", 6, goldenTime, &Cleared{})}
+	if b, _ := json.Marshal(clear); !json.Valid(b) || !bytes.HasPrefix(b, []byte(`{"at":0,"type":"clear"`)) {
+		t.Fatalf("clear mark %s", b)
 	}
 }
