@@ -82,10 +82,9 @@ type batch struct {
 	outputs [][2]string // handle, whole tool output
 	dirty   bool        // metadata changed without an event
 	// archive is a boundary's copy of the conversation, written in the
-	// same transaction as its rows; archiveFailed is set when that
-	// transaction failed and nothing of the batch was kept.
-	archive       *archiveEntry
-	archiveFailed error
+	// same transaction as its rows (flush returns an *archiveError when
+	// that transaction fails).
+	archive *archiveEntry
 }
 
 // unput drops m from the pending messages this batch would store, and says
@@ -316,7 +315,10 @@ func (a *actor) info() Chat {
 	return c
 }
 
-// flush commits the batch, then publishes its events in order.
+// flush commits the batch, then publishes its events in order. A
+// boundary's batch that fails to commit returns an *archiveError and leaves
+// the chat as it was before the boundary; any other failed commit breaks
+// the actor down (see breakDown).
 func (a *actor) flush() error {
 	if a.broken != nil {
 		return a.broken
@@ -330,6 +332,32 @@ func (a *actor) flush() error {
 	}
 	b := a.b
 	a.b = batch{}
+	meta := a.metaToCommit()
+	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, meta) })
+	if err != nil && b.archive != nil {
+		// Only a boundary's rows were in this batch (it flushed first):
+		// drop them, and memory is as it was before the boundary.
+		a.s.log.Error("boundary write failed", "chat", a.id, "err", err)
+		a.seq -= uint64(len(b.events))
+		return &archiveError{err: err}
+	}
+	if err != nil {
+		a.breakDown(err)
+		return a.broken
+	}
+	a.committed(&b, meta)
+	return nil
+}
+
+// archiveError is a boundary's commit that failed: nothing of its batch was
+// kept, and the chat goes on as it was before the boundary.
+type archiveError struct{ err error }
+
+func (e *archiveError) Error() string { return "the boundary could not be written: " + e.err.Error() }
+func (e *archiveError) Unwrap() error { return e.err }
+
+// metaToCommit is the chat's metadata as the batch leaves it.
+func (a *actor) metaToCommit() Chat {
 	meta := a.info()
 	meta.Seq = a.seq
 	meta.Turn = ""
@@ -337,93 +365,120 @@ func (a *actor) flush() error {
 		meta.Turn = a.turn.id
 	}
 	meta.UpdatedAt = time.Now().UTC()
+	return meta
+}
+
+// write stores the batch in tx: each kind of write by its own helper. It
+// only touches tx, as Store.Write may run it twice.
+func (a *actor) write(tx *bolt.Tx, b *batch, meta Chat) error {
 	metaJSON, _ := json.Marshal(meta)
-	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketChats).Put([]byte(a.id), metaJSON); err != nil {
-			return err
-		}
-		if len(b.events) > 0 {
-			rb, err := subBucket(tx, bucketRecords, a.id, true)
-			if err != nil {
-				return err
-			}
-			// Rows are only ever appended, in seq order: full pages, not the
-			// half-empty ones a split leaves by default.
-			rb.FillPercent = 1.0
-			for _, ev := range b.events {
-				if err := rb.Put(seqKey(ev.Seq), rowBytes(ev)); err != nil {
-					return err
-				}
-			}
-		}
-		if len(b.putPend)+len(b.delPend) > 0 {
-			pb, err := subBucket(tx, bucketPending, a.id, true)
-			if err != nil {
-				return err
-			}
-			for _, m := range b.putPend {
-				v, _ := json.Marshal(m)
-				if err := pb.Put([]byte(m.ID), v); err != nil {
-					return err
-				}
-			}
-			for _, id := range b.delPend {
-				if err := pb.Delete([]byte(id)); err != nil {
-					return err
-				}
-			}
-		}
-		if err := deleteProcs(tx, a.id, b.events, a.dropProcs); err != nil {
-			return err
-		}
-		if len(a.dropHeld) > 0 {
-			if hb := tx.Bucket(bucketHeld); hb != nil {
-				for _, id := range a.dropHeld {
-					if err := hb.Delete([]byte(id)); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if len(b.outputs) > 0 {
-			ob, err := subBucket(tx, bucketOutputs, a.id, true)
-			if err != nil {
-				return err
-			}
-			for _, o := range b.outputs {
-				if err := ob.Put([]byte(o[0]), []byte(o[1])); err != nil {
-					return err
-				}
-			}
-		}
-		if len(b.clients) > 0 {
-			cb, err := subBucket(tx, bucketClientIDs, a.id, true)
-			if err != nil {
-				return err
-			}
-			for _, c := range b.clients {
-				if err := cb.Put([]byte(c[0]), []byte(c[1])); err != nil {
-					return err
-				}
-			}
-		}
-		if b.archive != nil {
-			return putArchive(tx, a.s.store, a.id, b.archive)
-		}
-		return nil
-	})
-	if err != nil && b.archive != nil {
-		// Only a boundary's rows were in this batch (it flushed first):
-		// drop them, and memory is as it was before the boundary.
-		a.s.log.Error("boundary write failed", "chat", a.id, "err", err)
-		a.seq -= uint64(len(b.events))
-		a.b = batch{archiveFailed: err}
+	if err := tx.Bucket(bucketChats).Put([]byte(a.id), metaJSON); err != nil {
+		return err
+	}
+	if err := writeRows(tx, a.id, b.events); err != nil {
+		return err
+	}
+	if err := writePending(tx, a.id, b.putPend, b.delPend); err != nil {
+		return err
+	}
+	if err := deleteProcs(tx, a.id, b.events, a.dropProcs); err != nil {
+		return err
+	}
+	if err := deleteHeld(tx, a.dropHeld); err != nil {
+		return err
+	}
+	if err := writePairs(tx, bucketOutputs, a.id, b.outputs); err != nil {
+		return err
+	}
+	if err := writePairs(tx, bucketClientIDs, a.id, b.clients); err != nil {
+		return err
+	}
+	if b.archive != nil {
+		return putArchive(tx, a.s.store, a.id, b.archive)
+	}
+	return nil
+}
+
+// writeRows appends events to the chat's record.
+func writeRows(tx *bolt.Tx, chat string, events []*Event) error {
+	if len(events) == 0 {
 		return nil
 	}
+	rb, err := subBucket(tx, bucketRecords, chat, true)
 	if err != nil {
-		a.breakDown(err)
-		return a.broken
+		return err
 	}
+	// Rows are only ever appended, in seq order: full pages, not the
+	// half-empty ones a split leaves by default.
+	rb.FillPercent = 1.0
+	for _, ev := range events {
+		if err := rb.Put(seqKey(ev.Seq), rowBytes(ev)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePending stores and deletes the chat's pending messages.
+func writePending(tx *bolt.Tx, chat string, put []*Message, del []string) error {
+	if len(put)+len(del) == 0 {
+		return nil
+	}
+	pb, err := subBucket(tx, bucketPending, chat, true)
+	if err != nil {
+		return err
+	}
+	for _, m := range put {
+		v, _ := json.Marshal(m)
+		if err := pb.Put([]byte(m.ID), v); err != nil {
+			return err
+		}
+	}
+	for _, id := range del {
+		if err := pb.Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteHeld removes recovery answers that were held for the chat and
+// have been applied.
+func deleteHeld(tx *bolt.Tx, ids []string) error {
+	hb := tx.Bucket(bucketHeld)
+	if hb == nil {
+		return nil
+	}
+	for _, id := range ids {
+		if err := hb.Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePairs puts key/value pairs into the chat's bucket of parent (whole
+// tool outputs by handle, message ids by client_id).
+func writePairs(tx *bolt.Tx, parent []byte, chat string, pairs [][2]string) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	b, err := subBucket(tx, parent, chat, true)
+	if err != nil {
+		return err
+	}
+	for _, p := range pairs {
+		if err := b.Put([]byte(p[0]), []byte(p[1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// committed makes a committed batch the actor's state and tells everyone:
+// its events to subscribers in order, a turn's held text once its start
+// is durable, the list entry to list watchers when it changed.
+func (a *actor) committed(b *batch, meta Chat) {
 	a.meta = meta
 	a.s.indexLater(a.id)
 	a.dropHeld, a.dropProcs = nil, nil
@@ -441,7 +496,6 @@ func (a *actor) flush() error {
 		a.listed = meta
 		a.s.notifyList(meta, false, nil)
 	}
-	return nil
 }
 
 // breakDown handles a failed commit: memory is now ahead of the disk, so the

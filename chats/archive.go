@@ -3,6 +3,7 @@ package chats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -104,17 +105,16 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 	}
 	a.b.archive = &entry
 	if err := a.flush(); err != nil {
-		return err
-	}
-	if a.b.archiveFailed != nil { // set by flush when only the archive's transaction failed
-		failed := a.b.archiveFailed
-		a.b.archiveFailed = nil
+		var failed *archiveError
+		if !errors.As(err, &failed) {
+			return err
+		}
 		a.append(&BoundaryFailed{Turn: t.id, Reason: b.Reason,
-			Error: "The boundary could not be written, so the conversation is left exactly as it was; the next turn tries again: " + failed.Error()}, Origin{})
+			Error: "The boundary could not be written, so the conversation is left exactly as it was; the next turn tries again: " + failed.err.Error()}, Origin{})
 		if err := a.flush(); err != nil {
 			return err
 		}
-		return failed
+		return failed.err
 	}
 	a.replay(bev)
 	a.msgs = append(a.msgs, *opening)

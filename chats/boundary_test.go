@@ -335,6 +335,15 @@ func TestAFailedArchiveChangesNothingAndTheNextTurnTriesAgain(t *testing.T) {
 	if count(evs, EvBoundaryFailed) != 1 || count(evs, EvBoundary) != 0 {
 		t.Fatalf("want one boundary.failed and no boundary: %s", typesOf(evs))
 	}
+	// The failed commit's rows gave back their seqs: boundary.failed follows
+	// the last durable event, and says why.
+	for i, ev := range evs {
+		if bf := pay[*BoundaryFailed](ev); bf != nil {
+			if prev := evs[i-1]; ev.Seq != prev.Seq+1 || !strings.Contains(bf.Error, "disk full") {
+				t.Fatalf("boundary.failed %d after %s %d: %q", ev.Seq, prev.Type, prev.Seq, bf.Error)
+			}
+		}
+	}
 	// Everything is as it was: the turn went on over the whole conversation.
 	r := le.lastChatRequest(t)
 	if !strings.HasPrefix(r.Messages[1].Content, "Part 1.") {
