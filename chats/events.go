@@ -115,15 +115,17 @@ func (e *Event) MarshalJSON() ([]byte, error) { return e.JSON(), nil }
 // payload its type names, in one pass. A type this version does not know
 // keeps its bytes, so nothing of it is lost.
 func (e *Event) UnmarshalJSON(v []byte) error {
-	typ := rowType(v) // every frame this package writes starts with its type
-	if typ == "" {
+	// Every frame this package writes starts with its type: read it there
+	// (a map index of string(bytes) does not allocate), else the slow way.
+	mk := payloads[string(rowTypeBytes(v))]
+	typ := ""
+	if mk == nil {
 		var h Header
 		if err := json.Unmarshal(v, &h); err != nil {
 			return err
 		}
-		typ = h.Type
+		typ, mk = h.Type, payloads[h.Type]
 	}
-	mk := payloads[typ]
 	if mk == nil {
 		if err := json.Unmarshal(v, &e.Header); err != nil {
 			return err
@@ -133,7 +135,7 @@ func (e *Event) UnmarshalJSON(v []byte) error {
 	}
 	p := mk()
 	if err := json.Unmarshal(v, p.frame(&e.Header)); err != nil {
-		return fmt.Errorf("%s event: %w", typ, err)
+		return fmt.Errorf("%s event: %w", p.EventType(), err)
 	}
 	e.Payload = p
 	return nil

@@ -361,12 +361,17 @@ func readFrames(tx *bolt.Tx, chat string, after uint64, maxBytes int) (out []Fra
 // decoding it (every row is an Event encoded with "type" first); "" when
 // the row does not start that way.
 func rowType(v []byte) string {
+	return string(rowTypeBytes(v))
+}
+
+// rowTypeBytes is rowType without a copy: it points into v.
+func rowTypeBytes(v []byte) []byte {
 	rest, ok := bytes.CutPrefix(v, []byte(`{"type":"`))
 	if !ok {
-		return ""
+		return nil
 	}
 	t, _, _ := bytes.Cut(rest, []byte(`"`))
-	return string(t)
+	return t
 }
 
 // transcriptRow reports whether rows of this type show a message of the
