@@ -315,7 +315,7 @@ func goldenRowEvents() []*Event {
 // type that writes it, and that every golden event reads back as itself.
 func TestPayloadRegistry(t *testing.T) {
 	for typ, mk := range payloads {
-		if got := mk().EventType(); got != typ {
+		if got := mk().eventType(); got != typ {
 			t.Errorf("payloads[%q] makes a %s payload", typ, got)
 		}
 	}

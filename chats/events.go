@@ -20,7 +20,7 @@ import (
 type Event struct {
 	Header
 	// Payload holds the fields of the event's type: one of the payload
-	// types below (ChatCreated, MessageAccepted, ...), whose EventType is
+	// types below (ChatCreated, MessageAccepted, ...), whose eventType is
 	// Header.Type.
 	Payload Payload
 
@@ -39,8 +39,8 @@ type Header struct {
 // Payload is what an event of one type carries besides its header. Only
 // this package's types implement it: each is listed in payloads.
 type Payload interface {
-	// EventType is the Type of the events that carry this payload.
-	EventType() string
+	// eventType is the Type of the events that carry this payload.
+	eventType() string
 	// frame returns h and the payload as one value whose JSON is the flat
 	// frame (a struct embedding both, the header first): one encoding
 	// pass, and one decoding pass, for the whole event.
@@ -51,7 +51,7 @@ type Payload interface {
 // records their chat, seq and time; this is for events that are only sent
 // (reply.delta, quota.wait) and for transports that merge them.
 func NewEvent(chat string, seq uint64, at time.Time, p Payload) *Event {
-	return &Event{Header: Header{Type: p.EventType(), Chat: chat, Seq: seq, Time: at}, Payload: p}
+	return &Event{Header: Header{Type: p.eventType(), Chat: chat, Seq: seq, Time: at}, Payload: p}
 }
 
 // payloads makes the empty payload of each event type, for decoding.
@@ -135,7 +135,7 @@ func (e *Event) UnmarshalJSON(v []byte) error {
 	}
 	p := mk()
 	if err := json.Unmarshal(v, p.frame(&e.Header)); err != nil {
-		return fmt.Errorf("%s event: %w", p.EventType(), err)
+		return fmt.Errorf("%s event: %w", p.eventType(), err)
 	}
 	e.Payload = p
 	return nil
@@ -176,7 +176,7 @@ type unknownPayload struct {
 	raw []byte
 }
 
-func (u *unknownPayload) EventType() string   { return u.typ }
+func (u *unknownPayload) eventType() string   { return u.typ }
 func (u *unknownPayload) frame(h *Header) any { return h }
 
 // ChatCreated is chat.created: the first row of every chat.
@@ -228,7 +228,7 @@ type ToolProgress struct {
 	Call *provider.ToolCall `json:"call,omitempty"`
 }
 
-func (*ToolProgress) EventType() string { return EvToolProgress }
+func (*ToolProgress) eventType() string { return EvToolProgress }
 func (p *ToolProgress) frame(h *Header) any {
 	return &struct {
 		*Header
@@ -438,7 +438,7 @@ type Diagnosed struct {
 	Diagnostic *runtime.Diagnostic `json:"diagnostic,omitempty"`
 }
 
-func (*Diagnosed) EventType() string { return EvDiagnostic }
+func (*Diagnosed) eventType() string { return EvDiagnostic }
 func (p *Diagnosed) frame(h *Header) any {
 	return &struct {
 		*Header
@@ -450,36 +450,36 @@ func (p *Diagnosed) turnID() string { return p.Turn }
 // The methods each payload has. frame embeds the header and the payload in
 // one struct (the header first), so encoding/json writes them flat.
 
-func (*ChatCreated) EventType() string        { return EvChatCreated }
-func (*MessageAccepted) EventType() string    { return EvMessageAccepted }
-func (*MessageUpdated) EventType() string     { return EvMessageUpdated }
-func (*MessageDeleted) EventType() string     { return EvMessageDeleted }
-func (*MessagePicked) EventType() string      { return EvMessagePicked }
-func (*TurnStarted) EventType() string        { return EvTurnStarted }
-func (*ReplyDelta) EventType() string         { return EvReplyDelta }
-func (*QuotaWait) EventType() string          { return EvQuotaWait }
-func (*TurnFinished) EventType() string       { return EvTurnFinished }
-func (*TurnFailed) EventType() string         { return EvTurnFailed }
-func (*AssistantStep) EventType() string      { return EvAssistantStep }
-func (*ToolCallStarted) EventType() string    { return EvToolCall }
-func (*ToolResult) EventType() string         { return EvToolResult }
-func (*ApprovalRequested) EventType() string  { return EvApprovalRequested }
-func (*ApprovalResolved) EventType() string   { return EvApprovalResolved }
-func (*RecoveryRequested) EventType() string  { return EvRecoveryRequested }
-func (*RecoveryResolved) EventType() string   { return EvRecoveryResolved }
-func (*Rewound) EventType() string            { return EvRewind }
-func (*ContextReading) EventType() string     { return EvContext }
-func (*RuntimeContext) EventType() string     { return EvRuntimeContext }
-func (*CheckpointTaken) EventType() string    { return EvCheckpoint }
-func (*HandoffUpdated) EventType() string     { return EvHandoff }
-func (*BoundaryCrossed) EventType() string    { return EvBoundary }
-func (*BoundaryFailed) EventType() string     { return EvBoundaryFailed }
-func (*Continuity) EventType() string         { return EvContinuity }
-func (*MessagePinned) EventType() string      { return EvMessagePinned }
-func (*Cleared) EventType() string            { return EvClear }
-func (*CompactRequested) EventType() string   { return EvCompact }
-func (*MessageTranscribed) EventType() string { return EvMessageTranscribed }
-func (*FileSent) EventType() string           { return EvFileSent }
+func (*ChatCreated) eventType() string        { return EvChatCreated }
+func (*MessageAccepted) eventType() string    { return EvMessageAccepted }
+func (*MessageUpdated) eventType() string     { return EvMessageUpdated }
+func (*MessageDeleted) eventType() string     { return EvMessageDeleted }
+func (*MessagePicked) eventType() string      { return EvMessagePicked }
+func (*TurnStarted) eventType() string        { return EvTurnStarted }
+func (*ReplyDelta) eventType() string         { return EvReplyDelta }
+func (*QuotaWait) eventType() string          { return EvQuotaWait }
+func (*TurnFinished) eventType() string       { return EvTurnFinished }
+func (*TurnFailed) eventType() string         { return EvTurnFailed }
+func (*AssistantStep) eventType() string      { return EvAssistantStep }
+func (*ToolCallStarted) eventType() string    { return EvToolCall }
+func (*ToolResult) eventType() string         { return EvToolResult }
+func (*ApprovalRequested) eventType() string  { return EvApprovalRequested }
+func (*ApprovalResolved) eventType() string   { return EvApprovalResolved }
+func (*RecoveryRequested) eventType() string  { return EvRecoveryRequested }
+func (*RecoveryResolved) eventType() string   { return EvRecoveryResolved }
+func (*Rewound) eventType() string            { return EvRewind }
+func (*ContextReading) eventType() string     { return EvContext }
+func (*RuntimeContext) eventType() string     { return EvRuntimeContext }
+func (*CheckpointTaken) eventType() string    { return EvCheckpoint }
+func (*HandoffUpdated) eventType() string     { return EvHandoff }
+func (*BoundaryCrossed) eventType() string    { return EvBoundary }
+func (*BoundaryFailed) eventType() string     { return EvBoundaryFailed }
+func (*Continuity) eventType() string         { return EvContinuity }
+func (*MessagePinned) eventType() string      { return EvMessagePinned }
+func (*Cleared) eventType() string            { return EvClear }
+func (*CompactRequested) eventType() string   { return EvCompact }
+func (*MessageTranscribed) eventType() string { return EvMessageTranscribed }
+func (*FileSent) eventType() string           { return EvFileSent }
 
 func (p *ChatCreated) frame(h *Header) any {
 	return &struct {
