@@ -324,6 +324,9 @@ func TestPayloadRegistry(t *testing.T) {
 			t.Errorf("%s: not in payloads, so a stored row of it would not decode", ev.Type)
 			continue
 		}
+		if a, b := ev.JSON(), ev.JSON(); &a[0] != &b[0] {
+			t.Errorf("%s: encoded twice; every subscriber must share one encoding", ev.Type)
+		}
 		var back Event
 		if err := json.Unmarshal(ev.JSON(), &back); err != nil {
 			t.Fatalf("%s: %v", ev.Type, err)
