@@ -84,10 +84,9 @@ type batch struct {
 	outputs [][2]string // handle, whole tool output
 	dirty   bool        // metadata changed without an event
 	// archive is a boundary's copy of the conversation, written in the
-	// same transaction as its rows; archiveFailed is set when that
-	// transaction failed and nothing of the batch was kept.
-	archive       *archiveEntry
-	archiveFailed error
+	// same transaction as its rows (flush returns an *archiveError when
+	// that transaction fails).
+	archive *archiveEntry
 	// charges are tokens turns used, added to their people's day.
 	charges []charge
 }
@@ -165,46 +164,51 @@ func loadActor(s *Service, id string) (*actor, error) {
 		}
 		a.meta, a.seq = meta, meta.Seq
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
-			switch ev.Type {
-			case EvMessagePicked, EvAssistantStep, EvContinuity:
-				m := *ev.Message
+			switch p := ev.Payload.(type) {
+			case *MessagePicked, *AssistantStep, *Continuity:
+				m := *ev.Message()
 				m.rowSeq = ev.Seq
 				a.msgs = append(a.msgs, m)
-			case EvTurnFinished, EvTurnFailed:
-				if ev.Message != nil {
-					a.msgs = append(a.msgs, *ev.Message)
+			case *TurnFinished:
+				if p.Message != nil {
+					a.msgs = append(a.msgs, *p.Message)
 				}
-				a.replayTurn(ev)
-			case EvToolCall:
-				started[ev.Call.ID] = ev
-				calls[ev.Call.ID] = ev.Call
-			case EvToolResult:
-				if c := calls[ev.Result.CallID]; c != nil {
-					a.conv.handoff.Seen.ObserveCall(c.Name, c.Arguments, ev.Result.IsError, ev.Seq)
-					delete(calls, ev.Result.CallID)
+				a.replayTurn(p)
+			case *TurnFailed:
+				if p.Message != nil {
+					a.msgs = append(a.msgs, *p.Message)
 				}
-				delete(started, ev.Result.CallID)
-				delete(a.settled, ev.Result.CallID)
+			case *ToolCallStarted:
+				started[p.Call.ID] = ev
+				calls[p.Call.ID] = p.Call
+			case *ToolResult:
+				r := p.Result
+				if c := calls[r.CallID]; c != nil {
+					a.conv.handoff.Seen.ObserveCall(c.Name, c.Arguments, r.IsError, ev.Seq)
+					delete(calls, r.CallID)
+				}
+				delete(started, r.CallID)
+				delete(a.settled, r.CallID)
 				a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: provider.RoleTool, Seq: ev.Seq,
-					Time: ev.Time, Turn: ev.Turn, Text: ev.Result.Content, ToolCallID: ev.Result.CallID, State: MsgDone,
-					Tool: ev.Result.Name, IsError: ev.Result.IsError, Tokens: a.count(ev.Result.Content), textAt: ev.Seq,
-					Attachments: ev.Result.Attachments})
-			case EvMessageTranscribed:
-				a.replayTranscribed(ev)
-			case EvApprovalRequested:
-				openApprovals[ev.Approval.ID] = ev.Approval
-			case EvApprovalResolved:
-				delete(openApprovals, ev.Approval.ID)
-			case EvMessagePinned, EvClear, EvContext, EvCompact, EvBoundary, EvCheckpoint, EvHandoff, EvRuntimeContext:
+					Time: ev.Time, Turn: p.Turn, Text: r.Content, ToolCallID: r.CallID, State: MsgDone,
+					Tool: r.Name, IsError: r.IsError, Tokens: a.count(r.Content), textAt: ev.Seq,
+					Attachments: r.Attachments})
+			case *MessageTranscribed:
+				a.replayTranscribed(p)
+			case *ApprovalRequested:
+				openApprovals[p.Approval.ID] = p.Approval
+			case *ApprovalResolved:
+				delete(openApprovals, p.Approval.ID)
+			case *MessagePinned, *Cleared, *ContextReading, *CompactRequested, *BoundaryCrossed, *CheckpointTaken, *HandoffUpdated, *RuntimeContext:
 				a.replay(ev)
-			case EvRecoveryRequested:
-				r := *ev.Recovery
+			case *RecoveryRequested:
+				r := *p.Recovery
 				a.recoveries[r.ID] = &r
-			case EvRecoveryResolved:
-				if r := a.recoveries[ev.Recovery.ID]; r != nil {
-					a.settled[r.Call.ID] = ev.Recovery.Action
+			case *RecoveryResolved:
+				if r := a.recoveries[p.Recovery.ID]; r != nil {
+					a.settled[r.Call.ID] = p.Recovery.Action
 				}
-				delete(a.recoveries, ev.Recovery.ID)
+				delete(a.recoveries, p.Recovery.ID)
 			}
 			return nil
 		})
@@ -307,9 +311,9 @@ func (a *actor) post(f func()) {
 
 func (a *actor) next() uint64 { a.seq++; return a.seq }
 
-// append adds an event to the batch, giving it the next seq.
-func (a *actor) append(ev *Event, o Origin) *Event {
-	ev.Chat, ev.Seq, ev.Time = a.id, a.next(), time.Now().UTC()
+// append adds an event of p's type to the batch, giving it the next seq.
+func (a *actor) append(p Payload, o Origin) *Event {
+	ev := NewEvent(a.id, a.next(), time.Now().UTC(), p)
 	if ev.By == "" {
 		ev.By = o.By // who allowed, denied, edited, stopped: on the row
 	}
@@ -328,7 +332,10 @@ func (a *actor) info() Chat {
 	return c
 }
 
-// flush commits the batch, then publishes its events in order.
+// flush commits the batch, then publishes its events in order. A
+// boundary's batch that fails to commit returns an *archiveError and leaves
+// the chat as it was before the boundary; any other failed commit breaks
+// the actor down (see breakDown).
 func (a *actor) flush() error {
 	if a.broken != nil {
 		return a.broken
@@ -342,6 +349,32 @@ func (a *actor) flush() error {
 	}
 	b := a.b
 	a.b = batch{}
+	meta := a.metaToCommit()
+	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, meta) })
+	if err != nil && b.archive != nil {
+		// Only a boundary's rows were in this batch (it flushed first):
+		// drop them, and memory is as it was before the boundary.
+		a.s.log.Error("boundary write failed", "chat", a.id, "err", err)
+		a.seq -= uint64(len(b.events))
+		return &archiveError{err: err}
+	}
+	if err != nil {
+		a.breakDown(err)
+		return a.broken
+	}
+	a.committed(&b, meta)
+	return nil
+}
+
+// archiveError is a boundary's commit that failed: nothing of its batch was
+// kept, and the chat goes on as it was before the boundary.
+type archiveError struct{ err error }
+
+func (e *archiveError) Error() string { return "the boundary could not be written: " + e.err.Error() }
+func (e *archiveError) Unwrap() error { return e.err }
+
+// metaToCommit is the chat's metadata as the batch leaves it.
+func (a *actor) metaToCommit() Chat {
 	meta := a.info()
 	meta.Seq = a.seq
 	meta.Turn = ""
@@ -349,98 +382,125 @@ func (a *actor) flush() error {
 		meta.Turn = a.turn.id
 	}
 	meta.UpdatedAt = time.Now().UTC()
+	return meta
+}
+
+// write stores the batch in tx: each kind of write by its own helper. It
+// only touches tx, as Store.Write may run it twice.
+func (a *actor) write(tx *bolt.Tx, b *batch, meta Chat) error {
 	metaJSON, _ := json.Marshal(meta)
-	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
-		if err := putMeta(tx, a.meta.UpdatedAt, &meta, metaJSON); err != nil {
+	if err := putMeta(tx, a.meta.UpdatedAt, &meta, metaJSON); err != nil {
+		return err
+	}
+	for _, c := range b.charges {
+		if err := people.AddUsageTx(tx, c.person, people.Day(a.s.now()), c.tokens); err != nil {
 			return err
 		}
-		for _, c := range b.charges {
-			if err := people.AddUsageTx(tx, c.person, people.Day(a.s.now()), c.tokens); err != nil {
-				return err
-			}
-		}
-		if len(b.events) > 0 {
-			rb, err := subBucket(tx, bucketRecords, a.id, true)
-			if err != nil {
-				return err
-			}
-			// Rows are only ever appended, in seq order: full pages, not the
-			// half-empty ones a split leaves by default.
-			rb.FillPercent = 1.0
-			for _, ev := range b.events {
-				if err := rb.Put(seqKey(ev.Seq), rowBytes(ev)); err != nil {
-					return err
-				}
-			}
-		}
-		if len(b.putPend)+len(b.delPend) > 0 {
-			pb, err := subBucket(tx, bucketPending, a.id, true)
-			if err != nil {
-				return err
-			}
-			for _, m := range b.putPend {
-				v, _ := json.Marshal(m)
-				if err := pb.Put([]byte(m.ID), v); err != nil {
-					return err
-				}
-			}
-			for _, id := range b.delPend {
-				if err := pb.Delete([]byte(id)); err != nil {
-					return err
-				}
-			}
-		}
-		if err := deleteProcs(tx, a.id, b.events, a.dropProcs); err != nil {
-			return err
-		}
-		if len(a.dropHeld) > 0 {
-			if hb := tx.Bucket(bucketHeld); hb != nil {
-				for _, id := range a.dropHeld {
-					if err := hb.Delete([]byte(id)); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if len(b.outputs) > 0 {
-			ob, err := subBucket(tx, bucketOutputs, a.id, true)
-			if err != nil {
-				return err
-			}
-			for _, o := range b.outputs {
-				if err := ob.Put([]byte(o[0]), []byte(o[1])); err != nil {
-					return err
-				}
-			}
-		}
-		if len(b.clients) > 0 {
-			cb, err := subBucket(tx, bucketClientIDs, a.id, true)
-			if err != nil {
-				return err
-			}
-			for _, c := range b.clients {
-				if err := cb.Put([]byte(c[0]), []byte(c[1])); err != nil {
-					return err
-				}
-			}
-		}
-		if b.archive != nil {
-			return putArchive(tx, a.s.store, a.id, b.archive)
-		}
-		return nil
-	})
-	if err != nil && b.archive != nil {
-		// Only a boundary's rows were in this batch (it flushed first):
-		// drop them, and memory is as it was before the boundary.
-		a.s.log.Error("boundary write failed", "chat", a.id, "err", err)
-		a.seq -= uint64(len(b.events))
-		a.b = batch{archiveFailed: err}
+	}
+	if err := writeRows(tx, a.id, b.events); err != nil {
+		return err
+	}
+	if err := writePending(tx, a.id, b.putPend, b.delPend); err != nil {
+		return err
+	}
+	if err := deleteProcs(tx, a.id, b.events, a.dropProcs); err != nil {
+		return err
+	}
+	if err := deleteHeld(tx, a.dropHeld); err != nil {
+		return err
+	}
+	if err := writePairs(tx, bucketOutputs, a.id, b.outputs); err != nil {
+		return err
+	}
+	if err := writePairs(tx, bucketClientIDs, a.id, b.clients); err != nil {
+		return err
+	}
+	if b.archive != nil {
+		return putArchive(tx, a.s.store, a.id, b.archive)
+	}
+	return nil
+}
+
+// writeRows appends events to the chat's record.
+func writeRows(tx *bolt.Tx, chat string, events []*Event) error {
+	if len(events) == 0 {
 		return nil
 	}
+	rb, err := subBucket(tx, bucketRecords, chat, true)
 	if err != nil {
-		a.breakDown(err)
-		return a.broken
+		return err
 	}
+	// Rows are only ever appended, in seq order: full pages, not the
+	// half-empty ones a split leaves by default.
+	rb.FillPercent = 1.0
+	for _, ev := range events {
+		if err := rb.Put(seqKey(ev.Seq), rowBytes(ev)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePending stores and deletes the chat's pending messages.
+func writePending(tx *bolt.Tx, chat string, put []*Message, del []string) error {
+	if len(put)+len(del) == 0 {
+		return nil
+	}
+	pb, err := subBucket(tx, bucketPending, chat, true)
+	if err != nil {
+		return err
+	}
+	for _, m := range put {
+		v, _ := json.Marshal(m)
+		if err := pb.Put([]byte(m.ID), v); err != nil {
+			return err
+		}
+	}
+	for _, id := range del {
+		if err := pb.Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteHeld removes recovery answers that were held for the chat and
+// have been applied.
+func deleteHeld(tx *bolt.Tx, ids []string) error {
+	hb := tx.Bucket(bucketHeld)
+	if hb == nil {
+		return nil
+	}
+	for _, id := range ids {
+		if err := hb.Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePairs puts key/value pairs into the chat's bucket of parent (whole
+// tool outputs by handle, message ids by client_id).
+func writePairs(tx *bolt.Tx, parent []byte, chat string, pairs [][2]string) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	b, err := subBucket(tx, parent, chat, true)
+	if err != nil {
+		return err
+	}
+	for _, p := range pairs {
+		if err := b.Put([]byte(p[0]), []byte(p[1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// committed makes a committed batch the actor's state and tells everyone:
+// its events to subscribers in order, a turn's held text once its start
+// is durable, the list entry to list watchers when it changed.
+func (a *actor) committed(b *batch, meta Chat) {
 	a.meta = meta
 	a.s.indexLater(a.id)
 	a.dropHeld, a.dropProcs = nil, nil
@@ -458,7 +518,6 @@ func (a *actor) flush() error {
 		a.listed = meta
 		a.s.notifyList(meta, false, nil)
 	}
-	return nil
 }
 
 // breakDown handles a failed commit: memory is now ahead of the disk, so the
@@ -497,7 +556,7 @@ func (a *actor) showText(t *turn, text string) {
 	}
 	off := t.shown
 	t.shown += utf8.RuneCountInString(text)
-	ev := &Event{Type: EvReplyDelta, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: t.id, Offset: &off, Text: text}
+	ev := NewEvent(a.id, a.meta.Seq, time.Now().UTC(), &ReplyDelta{Turn: t.id, Offset: off, Text: text})
 	for sub := range a.subs {
 		sub.Deliver(Delivery{Event: ev})
 	}
@@ -667,10 +726,10 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 			return nil
 		}
 		ev, err := decodeRow(rb, a.id, k, v)
-		if err != nil || ev.Message == nil || ev.Message.ID != id {
+		if err != nil || ev.Message() == nil || ev.Message().ID != id {
 			return err
 		}
-		m = ev.Message
+		m = ev.Message()
 		if ev.Type != EvMessageAccepted {
 			return nil
 		}
@@ -683,8 +742,8 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 				if err != nil {
 					return err
 				}
-				if ev.Message != nil && ev.Message.ID == id {
-					m = ev.Message
+				if em := ev.Message(); em != nil && em.ID == id {
+					m = em
 					return nil
 				}
 			}
@@ -720,7 +779,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	seq := a.seq + 1
 	m := &Message{ID: ids.Message(seq), Role: provider.RoleUser, Text: text, Seq: seq,
 		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts, By: o.By}
-	ev := a.append(&Event{Type: EvMessageAccepted, Message: m}, o)
+	ev := a.append(&MessageAccepted{Message: m}, o)
 	m.Time = ev.Time
 	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
 		a.meta.Title = titleFrom(text) // a chat is named by what it was first asked
@@ -755,7 +814,7 @@ func (a *actor) resend(id string, o Origin) (Message, error) {
 		}
 	}
 	if o.Sub != nil {
-		ev := &Event{Type: EvMessageAccepted, Chat: a.id, Seq: m.Seq, Time: m.Time, Message: &m}
+		ev := NewEvent(a.id, m.Seq, m.Time, &MessageAccepted{Message: &m})
 		o.Sub.Deliver(Delivery{Event: ev, Req: o.Req})
 	}
 	return m, nil
@@ -786,7 +845,7 @@ func (a *actor) edit(ctx context.Context, id string, text *string, keep []string
 		return Message{}, fmt.Errorf("%w: the message would have neither text nor attachments; delete it instead", ErrBadInput)
 	}
 	a.pending[i] = &m
-	m.textAt = a.append(&Event{Type: EvMessageUpdated, Message: &m}, o).Seq
+	m.textAt = a.append(&MessageUpdated{Message: &m}, o).Seq
 	a.b.putPend = append(a.b.putPend, &m)
 	if err := a.flush(); err != nil {
 		return Message{}, err
@@ -805,7 +864,7 @@ func (a *actor) delete(ctx context.Context, id string, o Origin) error {
 	m := *a.pending[i]
 	m.State = MsgDeleted
 	a.pending = append(a.pending[:i], a.pending[i+1:]...)
-	a.append(&Event{Type: EvMessageDeleted, Message: &m}, o)
+	a.append(&MessageDeleted{Message: &m}, o)
 	a.b.delPend = append(a.b.delPend, m.ID)
 	return a.flush()
 }
@@ -826,7 +885,7 @@ func (a *actor) stop(o Origin) (chan struct{}, error) {
 // keeps its id and seq (where it was accepted); its row's place in the
 // record is the pickup's seq.
 func (a *actor) pick(m *Message, turn string) {
-	ev := a.append(&Event{Type: EvMessagePicked, Message: m, Turn: turn}, Origin{})
+	ev := a.append(&MessagePicked{Message: m, Turn: turn}, Origin{})
 	c := *m
 	c.rowSeq = ev.Seq
 	if c.textAt == 0 { // its text is stored here, in full (see rowBytes)
@@ -861,7 +920,7 @@ func (a *actor) maybeStart() {
 		}
 	}
 	a.pending = a.pending[len(take):]
-	ev := a.append(&Event{Type: EvTurnStarted, Turn: id}, Origin{})
+	ev := a.append(&TurnStarted{Turn: id}, Origin{})
 	a.meta.Resume = false
 	a.b.dirty = true
 
@@ -1022,27 +1081,28 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	if len(t.stoppers) > 0 {
 		o = t.stoppers[0]
 	}
-	var fin *Event
+	var fin *TurnFinished
+	var finEv *Event
 	switch {
 	case a.broken != nil:
 	case res.End == runtime.StoppedAtBoundary:
 		// The work ended at a boundary: the record at the top of the
 		// cleared conversation says so; no empty answer is added.
-		usage := res.Usage
-		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model}, o)
-		a.charge(t, int64(usage.InputTokens+usage.OutputTokens))
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model}
+		finEv = a.append(fin, o)
+		a.charge(t, int64(res.Usage.InputTokens+res.Usage.OutputTokens))
 	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq, m.textAt = ids.Message(seq), seq, seq
-		usage := res.Usage
-		fin = a.append(&Event{Type: EvTurnFinished, Turn: t.id, Reply: &reply, Usage: &usage, Model: res.Model, Stopped: stopped, Message: m}, o)
-		a.charge(t, int64(usage.InputTokens+usage.OutputTokens))
-		m.Time = fin.Time
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Stopped: stopped, Message: m}
+		finEv = a.append(fin, o)
+		a.charge(t, int64(res.Usage.InputTokens+res.Usage.OutputTokens))
+		m.Time = finEv.Time
 		a.msgs = append(a.msgs, *m)
 	case res.End == runtime.Interrupted:
 		t.aborted = true
-		a.append(&Event{Type: EvTurnFailed, Turn: t.id, Class: string(runtime.ClassInterrupted),
+		a.append(&TurnFailed{Turn: t.id, Class: string(runtime.ClassInterrupted),
 			Error: "the gateway stopped while this turn ran; it is answered again at the next start"}, o)
 		a.meta.Resume = true
 	default:
@@ -1050,15 +1110,15 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 			// A Turner that named no ending: a failure, said plainly.
 			err, res.Class = fmt.Errorf("the turn ended without saying how (%q)", res.End), runtime.ClassInternal
 		}
-		ev := &Event{Type: EvTurnFailed, Turn: t.id, Class: string(res.Class), Error: err.Error()}
+		p := &TurnFailed{Turn: t.id, Class: string(res.Class), Error: err.Error()}
 		if reply != "" {
 			seq := a.seq + 1
-			ev.Message = &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: MsgFailed, Turn: t.id, textAt: seq}
+			p.Message = &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: reply, State: MsgFailed, Turn: t.id, textAt: seq}
 		}
-		a.append(ev, o)
-		if ev.Message != nil {
-			ev.Message.Time = ev.Time
-			a.msgs = append(a.msgs, *ev.Message)
+		ev := a.append(p, o)
+		if p.Message != nil {
+			p.Message.Time = ev.Time
+			a.msgs = append(a.msgs, *p.Message)
 		}
 	}
 	outcome := OutcomeOK
@@ -1086,7 +1146,7 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		// Everyone who pressed Stop gets the answer; the first got the event.
 		for _, so := range t.stoppers[1:] {
 			if so.Sub != nil {
-				so.Sub.Deliver(Delivery{Event: fin, Req: so.Req})
+				so.Sub.Deliver(Delivery{Event: finEv, Req: so.Req})
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package chats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -88,33 +89,32 @@ func (a *actor) boundary(t *turn, b runtime.Boundary) error {
 		}
 	}
 	cont := b.Continued
-	bev := a.append(&Event{Type: EvBoundary, Turn: t.id, Reason: b.Reason, Continued: &cont, Record: b.Record,
+	bev := a.append(&BoundaryCrossed{Turn: t.id, Reason: b.Reason, Continued: cont, Record: b.Record,
 		Through: b.Through, Notes: b.Notes, Why: b.Why}, Origin{})
 	entry := archiveEntry{Boundary: bev.Seq, From: a.conv.from + 1, Through: b.Through, Reason: b.Reason, Time: bev.Time,
 		Record: b.Record, Refs: refs}
 	seq := bev.Seq + 1
 	opening := &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleUser, Text: b.Opening,
 		State: MsgContinuity, Turn: t.id, Tokens: a.count(b.Opening), textAt: seq}
-	oev := a.append(&Event{Type: EvContinuity, Turn: t.id, Message: opening}, Origin{})
+	oev := a.append(&Continuity{Turn: t.id, Message: opening}, Origin{})
 	opening.Time = oev.Time
 	pickedAt := make([]uint64, len(carried))
 	for i, m := range carried {
 		c := m
-		pickedAt[i] = a.append(&Event{Type: EvMessagePicked, Turn: t.id, Message: &c}, Origin{}).Seq
+		pickedAt[i] = a.append(&MessagePicked{Turn: t.id, Message: &c}, Origin{}).Seq
 	}
 	a.b.archive = &entry
 	if err := a.flush(); err != nil {
-		return err
-	}
-	if a.b.archiveFailed != nil { // set by flush when only the archive's transaction failed
-		failed := a.b.archiveFailed
-		a.b.archiveFailed = nil
-		a.append(&Event{Type: EvBoundaryFailed, Turn: t.id, Reason: b.Reason,
-			Error: "The boundary could not be written, so the conversation is left exactly as it was; the next turn tries again: " + failed.Error()}, Origin{})
+		var failed *archiveError
+		if !errors.As(err, &failed) {
+			return err
+		}
+		a.append(&BoundaryFailed{Turn: t.id, Reason: b.Reason,
+			Error: "The boundary could not be written, so the conversation is left exactly as it was; the next turn tries again: " + failed.err.Error()}, Origin{})
 		if err := a.flush(); err != nil {
 			return err
 		}
-		return failed
+		return failed.err
 	}
 	a.replay(bev)
 	a.msgs = append(a.msgs, *opening)
@@ -244,14 +244,7 @@ func (s *Service) archivedDocs(chat string, entries []archiveEntry) error {
 				if err != nil {
 					return err
 				}
-				var text string
-				switch {
-				case ev.Message != nil:
-					text = ev.Message.Text
-				case ev.Result != nil:
-					text = ev.Result.Content
-				}
-				e.Docs = append(e.Docs, boundary.Doc{Seq: r.Seq, Role: r.Role, Text: text})
+				e.Docs = append(e.Docs, boundary.Doc{Seq: r.Seq, Role: r.Role, Text: rowText(ev)})
 			}
 		}
 		return nil
@@ -338,11 +331,11 @@ func (s *Service) toolOutput(chat, callID string) (string, error) {
 	found := false
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		err := eventsSince(tx, chat, 0, func(ev *Event) error {
-			if ev.Type == EvToolResult && ev.Result.CallID == callID {
-				found, out = true, ev.Result.Content
-				if ev.Result.Handle != "" {
+			if p, ok := ev.Payload.(*ToolResult); ok && p.Result.CallID == callID {
+				found, out = true, p.Result.Content
+				if p.Result.Handle != "" {
 					if ob, _ := subBucket(tx, bucketOutputs, chat, false); ob != nil {
-						if v := ob.Get([]byte(ev.Result.Handle)); v != nil {
+						if v := ob.Get([]byte(p.Result.Handle)); v != nil {
 							out = string(v)
 						}
 					}
@@ -385,11 +378,13 @@ func (s *Service) around(chat, id string) (string, error) {
 	var lines []line
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		return eventsSince(tx, chat, 0, func(ev *Event) error {
-			switch {
-			case ev.Message != nil && (ev.Type == EvMessagePicked || ev.Type == EvAssistantStep || ev.Type == EvTurnFinished || ev.Type == EvContinuity):
-				lines = append(lines, line{ev.Message.Seq, ev.Message.Role, ev.Message.Text})
-			case ev.Type == EvToolResult:
-				lines = append(lines, line{ev.Seq, "tool " + ev.Result.Name, ev.Result.Content})
+			switch p := ev.Payload.(type) {
+			case *MessagePicked, *AssistantStep, *TurnFinished, *Continuity:
+				if m := ev.Message(); m != nil {
+					lines = append(lines, line{m.Seq, m.Role, m.Text})
+				}
+			case *ToolResult:
+				lines = append(lines, line{ev.Seq, "tool " + p.Result.Name, p.Result.Content})
 			}
 			return nil
 		})

@@ -262,8 +262,8 @@ func TestBuiltinDescribesAStoredAttachment(t *testing.T) {
 	a.turn(s, c.ID, "", att.SHA256)
 	var answer string
 	for _, ev := range s.events() {
-		if ev.Message != nil && ev.Message.Role == provider.RoleAssistant && ev.Message.State == MsgDone {
-			answer = ev.Message.Text
+		if m := ev.Message(); m != nil && m.Role == provider.RoleAssistant && m.State == MsgDone {
+			answer = m.Text
 		}
 	}
 	for _, want := range []string{"a.png: image, image/png", "4×5 pixels"} {

@@ -79,8 +79,8 @@ func longSession(b *testing.B, turns int, soft, hard float64) sessionCost {
 	for _, ev := range s.events() {
 		switch ev.Type {
 		case EvTurnFinished:
-			cost.total += ev.Usage.InputTokens
-			cost.last = ev.Usage.InputTokens
+			cost.total += pay[*TurnFinished](ev).Usage.InputTokens
+			cost.last = pay[*TurnFinished](ev).Usage.InputTokens
 		case EvBoundary:
 			cost.boundaries++
 		}

@@ -117,9 +117,10 @@ func BenchmarkBlobRefs(b *testing.B) {
 				return err
 			}
 			for i := range 100 {
-				ev := &Event{Type: EvTurnFinished, Seq: uint64(i + 1), Message: &Message{ID: fmt.Sprint(i), Role: "assistant", Text: text}}
+				m := &Message{ID: fmt.Sprint(i), Role: "assistant", Text: text}
+				ev := NewEvent("", uint64(i+1), time.Time{}, &TurnFinished{Message: m})
 				if c == 99 && i == 50 {
-					ev.Message.Attachments = []Attachment{a}
+					m.Attachments = []Attachment{a}
 				}
 				if err := cb.Put(seqKey(uint64(i+1)), Marshal(ev)); err != nil {
 					return err

@@ -269,13 +269,14 @@ func TestSendAndEditAttachments(t *testing.T) {
 	}
 	var accepted, updated int
 	for _, ev := range e.durable(c.ID) {
-		if ev.Message == nil {
+		m := ev.Message()
+		if m == nil {
 			continue
 		}
 		switch {
-		case ev.Type == EvMessageAccepted && ev.Message.ID == first.ID && len(ev.Message.Attachments) == 1:
+		case ev.Type == EvMessageAccepted && m.ID == first.ID && len(m.Attachments) == 1:
 			accepted++
-		case ev.Type == EvMessageUpdated && len(ev.Message.Attachments) == 1 && ev.Message.Attachments[0].SHA256 == doc.SHA256:
+		case ev.Type == EvMessageUpdated && len(m.Attachments) == 1 && m.Attachments[0].SHA256 == doc.SHA256:
 			updated++
 		}
 	}

@@ -225,13 +225,13 @@ func TestALongSessionReachesSoftThenHardAndCarriesOn(t *testing.T) {
 	if count(evs, EvBoundary) != 1 || le.fake.asks != 1 {
 		t.Fatalf("%d boundaries, %d asks; want 1 and 1 (%s)", count(evs, EvBoundary), le.fake.asks, typesOf(evs))
 	}
-	var b *Event
+	var b *BoundaryCrossed
 	for _, ev := range evs {
 		if ev.Type == EvBoundary {
-			b = ev
+			b = pay[*BoundaryCrossed](ev)
 		}
 	}
-	if b.Reason != runtime.ReasonHard || b.Continued == nil || !*b.Continued || len(b.Notes) != 1 {
+	if b.Reason != runtime.ReasonHard || !b.Continued || len(b.Notes) != 1 {
 		t.Fatalf("boundary %+v", b)
 	}
 	// The message that crossed hard went into the fresh conversation
@@ -254,7 +254,7 @@ func TestALongSessionReachesSoftThenHardAndCarriesOn(t *testing.T) {
 	le.turn(t, s, c.ID, "Please recall the launch code.")
 	var found bool
 	for _, ev := range le.durable(c.ID) {
-		if ev.Type == EvToolResult && ev.Result.Name == boundary.ToolRecallHistory && strings.Contains(ev.Result.Content, "4417") {
+		if r := pay[*ToolResult](ev); r != nil && r.Result.Name == boundary.ToolRecallHistory && strings.Contains(r.Result.Content, "4417") {
 			found = true
 		}
 	}
@@ -317,6 +317,15 @@ func TestAFailedArchiveChangesNothingAndTheNextTurnTriesAgain(t *testing.T) {
 	evs := s.events()
 	if count(evs, EvBoundaryFailed) != 1 || count(evs, EvBoundary) != 0 {
 		t.Fatalf("want one boundary.failed and no boundary: %s", typesOf(evs))
+	}
+	// The failed commit's rows gave back their seqs: boundary.failed follows
+	// the last durable event, and says why.
+	for i, ev := range evs {
+		if bf := pay[*BoundaryFailed](ev); bf != nil {
+			if prev := evs[i-1]; ev.Seq != prev.Seq+1 || !strings.Contains(bf.Error, "disk full") {
+				t.Fatalf("boundary.failed %d after %s %d: %q", ev.Seq, prev.Type, prev.Seq, bf.Error)
+			}
+		}
 	}
 	// Everything is as it was: the turn went on over the whole conversation.
 	r := le.lastChatRequest(t)
@@ -429,10 +438,10 @@ func TestCompactTakesACheckpointAndGlobalSearchGetsTheTurnBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	le.turn(t, s, c.ID, "Go on.")
-	var cp *Event
+	var cp *CheckpointTaken
 	for _, ev := range le.durable(c.ID) {
 		if ev.Type == EvCheckpoint {
-			cp = ev
+			cp = pay[*CheckpointTaken](ev)
 		}
 	}
 	if cp == nil {
@@ -450,7 +459,7 @@ func TestCompactTakesACheckpointAndGlobalSearchGetsTheTurnBack(t *testing.T) {
 	le.turn(t, s, c.ID, "Please look back at the first request.")
 	var found bool
 	for _, ev := range le.durable(c.ID) {
-		if ev.Type == EvToolResult && ev.Result.Name == boundary.ToolGlobalSearch && strings.Contains(ev.Result.Content, "blue door") {
+		if r := pay[*ToolResult](ev); r != nil && r.Result.Name == boundary.ToolGlobalSearch && strings.Contains(r.Result.Content, "blue door") {
 			found = true
 		}
 	}
@@ -490,8 +499,8 @@ func TestABlockingPreCompactHookSkipsTheCheckpoint(t *testing.T) {
 	// The block is a diagnostic of the turn, with the reason the hook gave.
 	var block *runtime.Diagnostic
 	for _, ev := range le.durable(c.ID) {
-		if ev.Type == EvDiagnostic && ev.Diagnostic.Kind == runtime.DiagHook {
-			block = ev.Diagnostic
+		if d := pay[*Diagnosed](ev); d != nil && d.Diagnostic.Kind == runtime.DiagHook {
+			block = d.Diagnostic
 		}
 	}
 	if block == nil || block.Name != "PreCompact" || block.Outcome != runtime.OutcomeBlocked || block.Error != "not now" {
@@ -521,7 +530,7 @@ func TestARequestThatCannotFitIsRefusedBeforeItIsSent(t *testing.T) {
 			failed = ev
 		}
 	}
-	if failed == nil || failed.Class != "budget" || !strings.Contains(failed.Error, "ceiling") {
+	if failed == nil || pay[*TurnFailed](failed).Class != "budget" || !strings.Contains(pay[*TurnFailed](failed).Error, "ceiling") {
 		t.Fatalf("want a budget failure, got %+v", failed)
 	}
 	if n := len(le.fake.requests()); n != 0 {
@@ -595,10 +604,10 @@ func TestAnEndedBoundaryAddsNoAnswer(t *testing.T) {
 			fin = ev
 		}
 	}
-	if b == nil || b.Reason != runtime.ReasonAssistant || b.Continued == nil || *b.Continued {
+	if b == nil || pay[*BoundaryCrossed](b).Reason != runtime.ReasonAssistant || pay[*BoundaryCrossed](b).Continued {
 		t.Fatalf("boundary %+v", b)
 	}
-	if fin == nil || fin.Message != nil || fin.Seq < b.Seq {
+	if fin == nil || fin.Message() != nil || fin.Seq < b.Seq {
 		t.Fatalf("the turn's finish after an ended boundary: %+v", fin)
 	}
 }

@@ -49,7 +49,7 @@ func TestTurnAnswersAndRecordsInOrder(t *testing.T) {
 		t.Fatalf("requester's copy lacks req: %+v", evs[0])
 	}
 	fin := evs[len(evs)-1]
-	if *fin.Reply != "partial answer to hello" || fin.Message.Tokens == 0 || fin.Usage.InputTokens != 10 {
+	if p := pay[*TurnFinished](fin); p.Reply != "partial answer to hello" || p.Message.Tokens == 0 || p.Usage.InputTokens != 10 {
 		t.Fatalf("finished = %+v", fin)
 	}
 	// Everything shown was stored, in the same order.
@@ -189,7 +189,7 @@ func TestRepeatedClientIDAnswersTheSameMessage(t *testing.T) {
 		t.Fatalf("second send made %+v, want the first %+v", m2, m1)
 	}
 	evs := s.waitFor(t, "two answers", has(EvMessageAccepted, 2))
-	if s.req(1) != "b" || evs[1].Message.ID != m1.ID {
+	if s.req(1) != "b" || evs[1].Message().ID != m1.ID {
 		t.Fatalf("answer to the repeat: %+v", evs[1])
 	}
 	recvStarted(t, g)
@@ -292,9 +292,9 @@ func TestRestartLosesNoAcknowledgedMessage(t *testing.T) {
 	for _, ev := range stored {
 		switch ev.Type {
 		case EvTurnFinished:
-			replies = append(replies, *ev.Reply)
+			replies = append(replies, pay[*TurnFinished](ev).Reply)
 		case EvMessagePicked:
-			picked[ev.Message.Text] = ev.Turn
+			picked[ev.Message().Text] = ev.Turn()
 		}
 	}
 	if len(replies) != 2 || !strings.Contains(replies[0], "answer to first") || !strings.Contains(replies[1], "answer to second") {
@@ -323,7 +323,7 @@ func TestStopKeepsThePartialReply(t *testing.T) {
 	}
 	evs := s.waitFor(t, "finished", has(EvTurnFinished, 1))
 	fin := evs[len(evs)-1]
-	if !fin.Stopped || *fin.Reply != "partial " || s.req(len(evs)-1) != "stop" || !fin.Message.Stopped {
+	if p := pay[*TurnFinished](fin); !p.Stopped || p.Reply != "partial " || s.req(len(evs)-1) != "stop" || !p.Message.Stopped {
 		t.Fatalf("finished = %+v", fin)
 	}
 	if err := e.svc.Stop(bg, c.ID, Origin{}); !errors.Is(err, ErrNoTurn) {

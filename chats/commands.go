@@ -64,7 +64,7 @@ func (a *actor) pin(id string, pinned bool, o Origin) (Message, error) {
 	p.Pinned = pinned
 	a.pins[id] = pinned
 	m := Message{ID: p.ID, Role: p.Role, Seq: p.Seq, Pinned: pinned}
-	a.append(&Event{Type: EvMessagePinned, Message: &m}, o)
+	a.append(&MessagePinned{Message: &m}, o)
 	return m, a.flush()
 }
 
@@ -169,7 +169,7 @@ func (s *Service) cmdCompact(ctx context.Context, chat string, _ []string, text 
 			return err
 		}
 		a.compact = &instr
-		a.append(&Event{Type: EvCompact, Text: instr}, o)
+		a.append(&CompactRequested{Text: instr}, o)
 		return a.flush()
 	})
 	return "A checkpoint will be taken on the next turn; a conversation already below the checkpoint target is left whole.", err
@@ -180,7 +180,7 @@ func (s *Service) cmdClear(ctx context.Context, chat string, _ []string, _ strin
 		if err := a.usable(); err != nil {
 			return err
 		}
-		a.replay(a.append(&Event{Type: EvClear}, o))
+		a.replay(a.append(&Cleared{}, o))
 		return a.flush()
 	})
 	return "Cleared: the assistant's next request starts after this point. The transcript above stays, and stays searchable.", err

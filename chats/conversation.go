@@ -33,43 +33,44 @@ type conversation struct {
 // replay applies a stored row of long-conversation state, at load and as
 // it is written, so both paths agree.
 func (a *actor) replay(ev *Event) {
-	switch ev.Type {
-	case EvMessagePinned:
-		a.pins[ev.Message.ID] = ev.Message.Pinned
+	switch p := ev.Payload.(type) {
+	case *MessagePinned:
+		m := p.Message
+		a.pins[m.ID] = m.Pinned
 		for i := len(a.msgs) - 1; i >= 0; i-- {
-			if a.msgs[i].ID == ev.Message.ID {
-				a.msgs[i].Pinned = ev.Message.Pinned
+			if a.msgs[i].ID == m.ID {
+				a.msgs[i].Pinned = m.Pinned
 				break
 			}
 		}
-	case EvClear:
+	case *Cleared:
 		a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: RoleClear, Seq: ev.Seq, Time: ev.Time, State: MsgDone})
 		// The view drops a checkpoint older than the clear (view.clearCut),
 		// so its divider goes too, as it does live: only a checkpoint
 		// planned after the clear draws one again.
 		a.conv.evicted = 0
-	case EvContext:
+	case *ContextReading:
 		// The view of this reading answered the signals asked before it: a
 		// /compact, a prune, the SessionStart hooks of a checkpoint.
-		a.context = ev.ContextInfo
+		a.context = p.Info()
 		a.compact, a.conv.checkpointed, a.conv.pruned = nil, false, false
-	case EvCompact:
-		text := ev.Text
+	case *CompactRequested:
+		text := p.Text
 		a.compact = &text
-	case EvCheckpoint:
-		a.conv.checkpoint, a.conv.evicted, a.conv.checkpointed = ev.Checkpoint, ev.Through, true
-	case EvHandoff:
-		if len(ev.Handoff) > 0 {
-			a.conv.setHandoff(ev.Handoff, ev.Seq)
+	case *CheckpointTaken:
+		a.conv.checkpoint, a.conv.evicted, a.conv.checkpointed = p.Checkpoint, p.Through, true
+	case *HandoffUpdated:
+		if len(p.Handoff) > 0 {
+			a.conv.setHandoff(p.Handoff, ev.Seq)
 		}
-		if ev.Reason == "asked" {
+		if p.Reason == "asked" {
 			a.conv.asked = true
 		}
-	case EvRuntimeContext:
+	case *RuntimeContext:
 		var sections []view.Section
-		_ = json.Unmarshal(ev.Sections, &sections)
-		a.addContextRow(ev, sections)
-	case EvBoundary:
+		_ = json.Unmarshal(p.Sections, &sections)
+		a.addContextRow(ev, p, sections)
+	case *BoundaryCrossed:
 		// The conversation before it is archived: memory keeps only the
 		// fresh one (a snapshot reads the transcript from the store).
 		clear(a.msgs)
@@ -100,20 +101,20 @@ func (h *host) Context(ci runtime.ContextInfo, sections []view.Section, toks int
 // appendContext adds a turn's reading and runtime context to the batch.
 func (a *actor) appendContext(turn string, ci runtime.ContextInfo, sections []view.Section, toks int) {
 	c := ci
-	// Event.Model is the shallower field: it carries the reading's model.
-	a.replay(a.append(&Event{Type: EvContext, Turn: turn, ContextInfo: &c, Model: c.Model}, Origin{}))
+	a.replay(a.append(&ContextReading{Turn: turn, ContextInfo: &c, Model: c.Model}, Origin{}))
 	if sections == nil {
 		return // nothing changed: nothing sent, nothing stored
 	}
 	raw, _ := json.Marshal(sections)
-	a.addContextRow(a.append(&Event{Type: EvRuntimeContext, Turn: turn, Sections: raw, Tokens: toks}, Origin{}), sections)
+	p := &RuntimeContext{Turn: turn, Sections: raw, Tokens: toks}
+	a.addContextRow(a.append(p, Origin{}), p, sections)
 }
 
 // addContextRow adds a runtime.context row to the conversation, its
 // sections parsed once (when written, or when loaded).
-func (a *actor) addContextRow(ev *Event, sections []view.Section) {
+func (a *actor) addContextRow(ev *Event, p *RuntimeContext, sections []view.Section) {
 	a.msgs = append(a.msgs, Message{ID: ids.Message(ev.Seq), Role: RoleContext, Seq: ev.Seq, Time: ev.Time,
-		Turn: ev.Turn, State: MsgDone, Sections: ev.Sections, Tokens: ev.Tokens, sections: sections})
+		Turn: p.Turn, State: MsgDone, Sections: p.Sections, Tokens: p.Tokens, sections: sections})
 }
 
 // Checkpoint stores a checkpoint the view planned, before it is sent.
@@ -129,15 +130,15 @@ func (h *host) Checkpoint(cp *view.Checkpoint) error {
 
 func (a *actor) appendCheckpoint(turn string, cp *view.Checkpoint) {
 	raw, _ := json.Marshal(cp)
-	a.replay(a.append(&Event{Type: EvCheckpoint, Turn: turn, Checkpoint: raw, Through: cp.Evicted}, Origin{}))
+	a.replay(a.append(&CheckpointTaken{Turn: turn, Checkpoint: raw, Through: cp.Evicted}, Origin{}))
 }
 
 // replayTurn takes what a finished turn measured.
-func (a *actor) replayTurn(ev *Event) {
-	if ev.Measured != nil {
-		a.conv.measured = *ev.Measured
+func (a *actor) replayTurn(p *TurnFinished) {
+	if p.Measured != nil {
+		a.conv.measured = *p.Measured
 	}
-	a.conv.pruned = ev.Pruned
+	a.conv.pruned = p.Pruned
 }
 
 // Handoff is the record as kept now.
@@ -183,14 +184,14 @@ func (h *host) HandoffUpdated(hf boundary.Handoff, asked, answered bool) (uint64
 		}
 		mine := hf
 		mine.Seen, mine.JudgedSeq = boundary.Seen{}, 0 // the runtime's half is rebuilt from the record
-		ev := &Event{Type: EvHandoff, Turn: h.t.id}
+		p := &HandoffUpdated{Turn: h.t.id}
 		if answered {
-			ev.Handoff, _ = json.Marshal(mine)
+			p.Handoff, _ = json.Marshal(mine)
 		}
 		if asked {
-			ev.Reason = "asked"
+			p.Reason = "asked"
 		}
-		h.a.append(ev, Origin{})
+		ev := h.a.append(p, Origin{})
 		h.a.replay(ev)
 		seq = ev.Seq
 		return h.a.flush()

@@ -26,8 +26,8 @@ func TestPinIsStoredAndSurvivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := s.waitFor(t, "message.pinned", has(EvMessagePinned, 1))
-	if ev := evs[len(evs)-1]; ev.Message.ID != m.ID || !ev.Message.Pinned {
-		t.Fatalf("pinned event %+v", ev.Message)
+	if ev := evs[len(evs)-1]; ev.Message().ID != m.ID || !ev.Message().Pinned {
+		t.Fatalf("pinned event %+v", ev.Message())
 	}
 	e.restart()
 	s2 := newSub()

@@ -223,8 +223,9 @@ func TestCostLedgerMatchesWhatTheProviderBilled(t *testing.T) {
 
 			sent := f.requests()
 			ev := c.turn(s, ch.ID, "too much")
-			if ev.Type != EvTurnFailed || ev.Class != string(runtime.ClassSpending) ||
-				!strings.Contains(ev.Error, "today's spending limit for this chat of $1.00 is reached") || !strings.Contains(ev.Error, "resets at 00:00 UTC") {
+			fail, _ := ev.Payload.(*TurnFailed)
+			if fail == nil || fail.Class != string(runtime.ClassSpending) ||
+				!strings.Contains(fail.Error, "today's spending limit for this chat of $1.00 is reached") || !strings.Contains(fail.Error, "resets at 00:00 UTC") {
 				t.Fatalf("over the budget: %+v", ev)
 			}
 			if f.requests() != sent {

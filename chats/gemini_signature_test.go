@@ -162,7 +162,7 @@ func TestAGeminiCallsSignatureIsKeptAndSentBack(t *testing.T) {
 	le.turn(t, s, c.ID, "Please check the record.")
 	for _, ev := range s.events() {
 		if ev.Type == EvTurnFailed {
-			t.Fatalf("the turn failed: %s", ev.Error)
+			t.Fatalf("the turn failed: %s", pay[*TurnFailed](ev).Error)
 		}
 	}
 	reqs := g.requests()

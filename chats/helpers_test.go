@@ -306,3 +306,9 @@ func recvStarted(t *testing.T, g *gate) string {
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/blevesearch/bleve_index_api.AnalysisWorker"))
 }
+
+// pay is ev's payload as P; nil for an event of another type.
+func pay[P Payload](ev *Event) P {
+	p, _ := ev.Payload.(P)
+	return p
+}

@@ -40,12 +40,12 @@ func TestHugeUnbrokenMessage(t *testing.T) {
 		}
 	}
 	fin := evs[len(evs)-1]
-	if fin.Type != EvTurnFinished || fin.Reply == nil || !strings.HasSuffix(*fin.Reply, text) {
-		t.Fatalf("last event %s, reply of %d bytes", fin.Type, len(*fin.Reply))
+	if fin.Type != EvTurnFinished || !strings.HasSuffix(pay[*TurnFinished](fin).Reply, text) {
+		t.Fatalf("last event %s, reply of %d bytes", fin.Type, len(pay[*TurnFinished](fin).Reply))
 	}
 	stored := false
 	for _, ev := range e.durable(c.ID) {
-		if ev.Type == EvMessageAccepted && ev.Message != nil && ev.Message.Text == text {
+		if ev.Type == EvMessageAccepted && ev.Message() != nil && ev.Message().Text == text {
 			stored = true
 		}
 	}

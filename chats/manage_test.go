@@ -43,7 +43,9 @@ func (e *env) talk(chat, text string) {
 		e.t.Fatal(err)
 	}
 	s.waitFor(e.t, "the answer to "+text, func(evs []*Event) bool {
-		return slices.ContainsFunc(evs, func(ev *Event) bool { return ev.Type == EvTurnFinished && strings.Contains(*ev.Reply, text) })
+		return slices.ContainsFunc(evs, func(ev *Event) bool {
+			return ev.Type == EvTurnFinished && strings.Contains(pay[*TurnFinished](ev).Reply, text)
+		})
 	})
 }
 

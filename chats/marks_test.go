@@ -77,7 +77,7 @@ func TestSnapshotAndHistoryPagesCarryEachMarkOnce(t *testing.T) {
 			switch mk.Type {
 			case EvDiagnostic:
 				diags++
-				if d := mk.Diagnostic; d == nil || (d.Kind == runtime.DiagAttempt) == (mk.Turn == "") {
+				if d := pay[*Diagnosed](mk.Event).Diagnostic; d == nil || (d.Kind == runtime.DiagAttempt) == (mk.Turn() == "") {
 					t.Errorf("diagnostic mark %+v", mk.Event)
 				}
 			case EvClear:
@@ -114,7 +114,7 @@ func TestAClearDropsTheCheckpointDivider(t *testing.T) {
 	e := newEnv(t, newGate(true))
 	c := e.chat()
 	err := e.svc.do(bg, c.ID, func(a *actor) error {
-		a.replay(a.append(&Event{Type: EvCheckpoint, Through: 7, Checkpoint: []byte(`{}`)}, Origin{}))
+		a.replay(a.append(&CheckpointTaken{Through: 7, Checkpoint: []byte(`{}`)}, Origin{}))
 		return a.flush()
 	})
 	if err != nil {

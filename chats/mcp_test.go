@@ -54,8 +54,8 @@ func newMCPEnv(t *testing.T, patterns ...config.PolicyPattern) *mcpEnv {
 
 func finishedReply(evs []*Event) string {
 	for _, ev := range evs {
-		if ev.Type == EvTurnFinished && ev.Reply != nil {
-			return *ev.Reply
+		if fin := pay[*TurnFinished](ev); fin != nil {
+			return fin.Reply
 		}
 	}
 	return ""
@@ -65,7 +65,7 @@ func resultOf(evs []*Event, n int) *ToolOutcome {
 	for _, ev := range evs {
 		if ev.Type == EvToolResult {
 			if n--; n == 0 {
-				return ev.Result
+				return pay[*ToolResult](ev).Result
 			}
 		}
 	}
@@ -155,7 +155,7 @@ func TestMCPStopCancelsTheCall(t *testing.T) {
 	}
 	evs := s.waitFor(t, "progress", has(EvToolProgress, 1))
 	for _, ev := range evs {
-		if ev.Type == EvToolProgress && (ev.Call == nil || ev.Call.Name != "srv__slow" || ev.Text != "working 1/2") {
+		if p := pay[*ToolProgress](ev); p != nil && (p.Call == nil || p.Call.Name != "srv__slow" || p.Text != "working 1/2") {
 			t.Fatalf("progress %+v", ev)
 		}
 	}

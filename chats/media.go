@@ -37,7 +37,7 @@ func (h *host) Transcribed(id string, heard map[string]string, failed string) er
 		}
 		hear(m, heard, failed)
 		c := *m
-		a.append(&Event{Type: EvMessageTranscribed, Turn: h.t.id, Message: &c, Error: failed}, Origin{})
+		a.append(&MessageTranscribed{Turn: h.t.id, Message: &c, Error: failed}, Origin{})
 		return a.flush()
 	})
 }
@@ -56,7 +56,7 @@ func hear(m *Message, heard map[string]string, failed string) {
 
 // replayTranscribed applies a stored message.transcribed row to the
 // conversation being loaded.
-func (a *actor) replayTranscribed(ev *Event) {
+func (a *actor) replayTranscribed(ev *MessageTranscribed) {
 	if ev.Message == nil {
 		return
 	}
@@ -94,12 +94,12 @@ func (h *host) SendFile(ctx context.Context, call *provider.ToolCall, d tools.De
 		seq := a.seq + 1
 		m := &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: d.Caption,
 			State: MsgDone, Turn: h.t.id, Attachments: []Attachment{att}}
-		ev := &Event{Type: EvFileSent, Turn: h.t.id, Message: m}
+		p := &FileSent{Turn: h.t.id, Message: m}
 		if call != nil {
 			c := *call
-			ev.Call = &c
+			p.Call = &c
 		}
-		a.append(ev, Origin{})
+		ev := a.append(p, Origin{})
 		m.Time = ev.Time
 		return a.flush()
 	})
@@ -117,12 +117,13 @@ func (s *Service) imageBack(chat, handle string) (runtime.ToolResult, error) {
 	var from string
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		return eventsSince(tx, chat, 0, func(ev *Event) error {
-			if found != nil || ev.Message == nil {
+			m := ev.Message()
+			if found != nil || m == nil {
 				return nil
 			}
-			for _, att := range ev.Message.Attachments {
+			for _, att := range m.Attachments {
 				if KindOf(att.Type) == KindImage && strings.HasPrefix(att.SHA256, prefix) {
-					found, from = &att, ev.Message.ID
+					found, from = &att, m.ID
 					return nil
 				}
 			}
@@ -172,7 +173,7 @@ func (s *Service) MediaRefused(ctx context.Context, chat, via, outcome, reason s
 		if a.usable() != nil {
 			return nil
 		}
-		a.append(&Event{Type: EvDiagnostic, Diagnostic: &d}, Origin{})
+		a.append(&Diagnosed{Diagnostic: &d}, Origin{})
 		return a.flush()
 	})
 }

@@ -219,10 +219,10 @@ func TestVoiceNoteIsTranscribedStoredAndSent(t *testing.T) {
 			if len(stt.files) != 1 || !bytes.Equal(stt.files[0], voice) {
 				t.Fatalf("the transcription server got %d files", len(stt.files))
 			}
-			var tr *Event
+			var tr *MessageTranscribed
 			for _, ev := range s.events() {
 				if ev.Type == EvMessageTranscribed {
-					tr = ev
+					tr = pay[*MessageTranscribed](ev)
 				}
 			}
 			if tr == nil || tr.Message == nil || len(tr.Message.Attachments) != 1 {
@@ -237,8 +237,8 @@ func TestVoiceNoteIsTranscribedStoredAndSent(t *testing.T) {
 			}
 			var diags []string
 			for _, ev := range s.events() {
-				if ev.Type == EvDiagnostic && ev.Diagnostic.Kind == runtime.DiagTranscribe {
-					diags = append(diags, ev.Diagnostic.Outcome)
+				if d := pay[*Diagnosed](ev); d != nil && d.Diagnostic.Kind == runtime.DiagTranscribe {
+					diags = append(diags, d.Diagnostic.Outcome)
 				}
 			}
 			if want := map[bool]string{true: "ok", false: "server"}[tc.status == 0]; strings.Join(diags, " ") != want {
@@ -364,7 +364,7 @@ func TestSendFileAndReplyImagesAreDelivered(t *testing.T) {
 		case EvToolCall:
 			order = append(order, ev.Type+":")
 		case EvToolResult:
-			order = append(order, ev.Type+":"+ev.Result.CallID)
+			order = append(order, ev.Type+":"+pay[*ToolResult](ev).Result.CallID)
 		}
 	}
 	if len(sent) != 2 {
@@ -379,7 +379,7 @@ func TestSendFileAndReplyImagesAreDelivered(t *testing.T) {
 		data    []byte
 		name    string
 	}{{true, "The chart", chart, "chart.png"}, {false, "", drawn, "image-1.png"}} {
-		ev := sent[i]
+		ev := pay[*FileSent](sent[i])
 		m := ev.Message
 		if (ev.Call != nil) != want.call || m == nil || m.Role != provider.RoleAssistant || m.Text != want.caption || len(m.Attachments) != 1 || ev.Turn == "" {
 			t.Fatalf("file.sent %d: %+v %+v", i, ev, m)
@@ -401,7 +401,7 @@ func TestSendFileAndReplyImagesAreDelivered(t *testing.T) {
 	results := map[string]*ToolOutcome{}
 	for _, ev := range s.events() {
 		if ev.Type == EvToolResult {
-			results[ev.Result.CallID] = ev.Result
+			results[pay[*ToolResult](ev).Result.CallID] = pay[*ToolResult](ev).Result
 		}
 	}
 	if r := results["call_2"]; r == nil || !r.IsError || !strings.Contains(r.Content, "out of the workspace") {

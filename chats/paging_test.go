@@ -67,11 +67,11 @@ func TestEachTextIsStoredOnce(t *testing.T) {
 	// Read back, every row names its text again: the record as loaded
 	// holds each message's text in its picked row.
 	for _, ev := range e.durable(c.ID) {
-		if ev.Type == EvMessagePicked && !strings.Contains(ev.Message.Text, "MARKER-") {
+		if ev.Type == EvMessagePicked && !strings.Contains(ev.Message().Text, "MARKER-") {
 			t.Fatalf("picked row %d lost its text", ev.Seq)
 		}
-		if ev.Type == EvTurnFinished && ev.Message != nil && ev.Message.Text != *ev.Reply {
-			t.Fatalf("turn.finished %d: message %q, reply %q", ev.Seq, ev.Message.Text, *ev.Reply)
+		if fin := pay[*TurnFinished](ev); fin != nil && fin.Message != nil && fin.Message.Text != fin.Reply {
+			t.Fatalf("turn.finished %d: message %q, reply %q", ev.Seq, fin.Message.Text, fin.Reply)
 		}
 	}
 }

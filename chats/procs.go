@@ -110,8 +110,8 @@ func deleteProcs(tx *bolt.Tx, chat string, events []*Event, dropped []string) er
 		return nil
 	}
 	for _, ev := range events {
-		if ev.Type == EvToolResult && ev.Result != nil {
-			if err := b.Delete([]byte(ev.Result.CallID)); err != nil {
+		if p, ok := ev.Payload.(*ToolResult); ok && p.Result != nil {
+			if err := b.Delete([]byte(p.Result.CallID)); err != nil {
 				return err
 			}
 		}

@@ -194,8 +194,8 @@ func TestAPendingApprovalIsAskedAgainAfterRestart(t *testing.T) {
 		t.Fatalf("%d tool.call rows", n)
 	}
 	for _, ev := range stored {
-		if ev.Type == EvApprovalResolved && (ev.Approval.Allow == nil || !*ev.Approval.Allow) {
-			t.Fatalf("the approval was resolved without the person: %+v", ev.Approval)
+		if r := pay[*ApprovalResolved](ev); r != nil && (r.Approval.Allow == nil || !*r.Approval.Allow) {
+			t.Fatalf("the approval was resolved without the person: %+v", r.Approval)
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(e.workspace, "ran"))

@@ -3,10 +3,11 @@ package chats
 import (
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 func TestQuotaWaitJSON(t *testing.T) {
-	ev := &Event{Type: EvQuotaWait, Chat: "c1", Seq: 7, Turn: "t5", Quota: 250000, QuotaUsage: 231000, WaitMS: 26000}
+	ev := NewEvent("c1", 7, time.Time{}, &QuotaWait{Turn: "t5", Quota: 250000, Usage: 231000, WaitMS: 26000})
 	var got map[string]any
 	if err := json.Unmarshal(ev.JSON(), &got); err != nil {
 		t.Fatal(err)
@@ -21,7 +22,7 @@ func TestQuotaWaitJSON(t *testing.T) {
 	}
 	// Other events keep their own usage object and carry no quota fields.
 	var fin map[string]any
-	if err := json.Unmarshal((&Event{Type: EvTurnFinished}).JSON(), &fin); err != nil {
+	if err := json.Unmarshal(NewEvent("c1", 8, time.Time{}, &TurnFinished{}).JSON(), &fin); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := fin["quota"]; ok {

@@ -308,7 +308,7 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 	}
 	now := time.Now().UTC()
 	c := Chat{ID: ids.NewChat(), Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
-	ev := &Event{Type: EvChatCreated, Chat: c.ID, Seq: 1, Time: now, Title: title}
+	ev := NewEvent(c.ID, 1, now, &ChatCreated{Title: title})
 	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
 		meta, _ := json.Marshal(c)
 		if err := putMeta(tx, time.Time{}, &c, meta); err != nil {

@@ -288,18 +288,19 @@ func decodeRow(b *bolt.Bucket, chat string, k, v []byte) (*Event, error) {
 
 func decodeRowDepth(b *bolt.Bucket, chat string, k, v []byte, depth int) (*Event, error) {
 	ev := &Event{}
-	if err := json.Unmarshal(v, ev); err != nil {
+	if err := ev.UnmarshalJSON(v); err != nil {
 		return nil, fmt.Errorf("chat %s: corrupt record row %d: %w", chat, binary.BigEndian.Uint64(k), err)
 	}
-	m := ev.Message
+	m := ev.Message()
 	if m == nil {
 		return ev, nil
 	}
+	fin, _ := ev.Payload.(*TurnFinished)
 	switch at := m.TextAt; {
 	case at == 0:
 		m.textAt = ev.Seq
-	case at == ev.Seq && ev.Reply != nil: // turn.finished: the message is the reply
-		m.Text, m.textAt = *ev.Reply, at
+	case at == ev.Seq && fin != nil: // turn.finished: the message is the reply
+		m.Text, m.textAt = fin.Reply, at
 	default:
 		sv := b.Get(seqKey(at))
 		if sv == nil || depth > 2 {
@@ -309,16 +310,23 @@ func decodeRowDepth(b *bolt.Bucket, chat string, k, v []byte, depth int) (*Event
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case src.Message != nil:
-			m.Text = src.Message.Text
-		case src.Result != nil:
-			m.Text = src.Result.Content
-		}
+		m.Text = rowText(src)
 		m.textAt = at
 	}
 	m.TextAt = 0
 	return ev, nil
+}
+
+// rowText is the text a row holds that other rows may name (TextAt): its
+// message's, or a tool result's content.
+func rowText(ev *Event) string {
+	if m := ev.Message(); m != nil {
+		return m.Text
+	}
+	if r, ok := ev.Payload.(*ToolResult); ok && r.Result != nil {
+		return r.Result.Content
+	}
+	return ""
 }
 
 // rowBytes is how ev is stored: its wire bytes, except that a message text
@@ -327,12 +335,16 @@ func decodeRowDepth(b *bolt.Bucket, chat string, k, v []byte, depth int) (*Event
 // picked, three times when a boundary carries it), and a finished turn's
 // reply twice (reply and message).
 func rowBytes(ev *Event) []byte {
-	m := ev.Message
+	c, ok := ev.Payload.(carrier)
+	if !ok {
+		return ev.JSON()
+	}
+	m := c.carried()
 	if m == nil || m.Text == "" {
 		return ev.JSON()
 	}
 	at := m.textAt
-	if ev.Reply != nil && *ev.Reply == m.Text {
+	if fin, ok := ev.Payload.(*TurnFinished); ok && fin.Reply == m.Text {
 		at = ev.Seq
 	} else if at == ev.Seq {
 		at = 0
@@ -342,10 +354,7 @@ func rowBytes(ev *Event) []byte {
 	}
 	ref := *m
 	ref.Text, ref.TextAt = "", at
-	return Marshal(struct {
-		*eventJSON
-		Message *Message `json:"message"`
-	}{(*eventJSON)(ev), &ref})
+	return Marshal(c.carrying(&ref).frame(&ev.Header))
 }
 
 // Frame is one stored event as a socket sends it: its seq and wire bytes.
@@ -383,14 +392,20 @@ func readFrames(tx *bolt.Tx, chat string, after uint64, maxBytes int) (out []Fra
 }
 
 // rowType is the type of a stored row, read from its first bytes without
-// decoding it (every row is an Event encoded with "type" first).
+// decoding it (every row is an Event encoded with "type" first); "" when
+// the row does not start that way.
 func rowType(v []byte) string {
+	return string(rowTypeBytes(v))
+}
+
+// rowTypeBytes is rowType without a copy: it points into v.
+func rowTypeBytes(v []byte) []byte {
 	rest, ok := bytes.CutPrefix(v, []byte(`{"type":"`))
 	if !ok {
-		return ""
+		return nil
 	}
 	t, _, _ := bytes.Cut(rest, []byte(`"`))
-	return string(t)
+	return t
 }
 
 // transcriptRow reports whether rows of this type show a message of the
@@ -416,24 +431,33 @@ func markRow(typ string) bool {
 // without what the page's messages carry already (a boundary's record, a
 // failed turn's partial answer).
 func transcriptMark(ev *Event) *Event {
-	c := &Event{Type: ev.Type, Chat: ev.Chat, Seq: ev.Seq, Time: ev.Time, Turn: ev.Turn, Text: ev.Text, Error: ev.Error,
-		Class: ev.Class, Reason: ev.Reason, Continued: ev.Continued, Through: ev.Through, Notes: ev.Notes, Why: ev.Why,
-		Diagnostic: ev.Diagnostic}
-	return c
+	p := ev.Payload
+	switch q := p.(type) {
+	case *BoundaryCrossed:
+		c := *q
+		c.Record = ""
+		p = &c
+	case *TurnFailed:
+		c := *q
+		c.Message = nil
+		p = &c
+	}
+	return NewEvent(ev.Chat, ev.Seq, ev.Time, p)
 }
 
 // transcriptMessage is the message a transcript row shows, as a snapshot
 // lists it; ok is false for a row that shows none.
 func transcriptMessage(ev *Event) (Message, bool) {
-	switch ev.Type {
-	case EvBoundary:
+	switch p := ev.Payload.(type) {
+	case *BoundaryCrossed:
 		return Message{ID: ids.Message(ev.Seq), Role: RoleBoundary, Seq: ev.Seq, Time: ev.Time,
-			Text: ev.Record, State: MsgDone}, true
-	case EvMessagePicked, EvAssistantStep, EvContinuity, EvTurnFinished, EvTurnFailed, EvFileSent:
-		if ev.Message == nil {
+			Text: p.Record, State: MsgDone}, true
+	case *MessagePicked, *AssistantStep, *Continuity, *TurnFinished, *TurnFailed, *FileSent:
+		msg := ev.Message()
+		if msg == nil {
 			return Message{}, false
 		}
-		m := *ev.Message
+		m := *msg
 		if !isTranscript(m) || (m.State == MsgStep && strings.TrimSpace(m.Text) == "") {
 			return Message{}, false // tool traffic is shown live, not in the transcript
 		}
@@ -484,9 +508,9 @@ func transcriptPage(tx *bolt.Tx, chat string, before uint64, pins map[string]boo
 			if err != nil {
 				return nil, nil, false, 0, err
 			}
-			if m := ev.Message; m != nil && heard[m.ID] == nil {
-				m.TranscribeError = ev.Error
-				heard[m.ID] = m
+			if p, ok := ev.Payload.(*MessageTranscribed); ok && p.Message != nil && heard[p.Message.ID] == nil {
+				p.Message.TranscribeError = p.Error
+				heard[p.Message.ID] = p.Message
 			}
 			continue
 		}

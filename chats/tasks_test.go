@@ -40,8 +40,8 @@ func taskReply(r wireReq) (string, []provider.ToolCall) {
 func (le *longEnv) result(t *testing.T, chat, callID string) *ToolOutcome {
 	t.Helper()
 	for _, ev := range le.durable(chat) {
-		if ev.Type == EvToolResult && ev.Result.CallID == callID {
-			return ev.Result
+		if r := pay[*ToolResult](ev); r != nil && r.Result.CallID == callID {
+			return r.Result
 		}
 	}
 	t.Fatalf("no result for %s", callID)
@@ -138,17 +138,17 @@ func TestATaskStillAheadMakesAContinueOwed(t *testing.T) {
 			}
 			le.turn(t, s, c.ID, "The export is half done.")
 			le.turn(t, s, c.ID, "Please wrap up.")
-			var b *Event
+			var b *BoundaryCrossed
 			for _, ev := range le.durable(c.ID) {
 				if ev.Type == EvBoundary {
-					b = ev
+					b = pay[*BoundaryCrossed](ev)
 				}
 			}
-			if b == nil || b.Reason != runtime.ReasonAssistant || b.Continued == nil {
+			if b == nil || b.Reason != runtime.ReasonAssistant {
 				t.Fatalf("boundary %+v", b)
 			}
-			if *b.Continued != tc.owed || strings.Contains(b.Why, boundary.NotOwed) == tc.owed {
-				t.Fatalf("continued %v, why %q; want continued %v", *b.Continued, b.Why, tc.owed)
+			if b.Continued != tc.owed || strings.Contains(b.Why, boundary.NotOwed) == tc.owed {
+				t.Fatalf("continued %v, why %q; want continued %v", b.Continued, b.Why, tc.owed)
 			}
 			if !strings.Contains(b.Record, "## Task list\n") {
 				t.Fatalf("the record lacks the task list:\n%s", b.Record)
@@ -174,7 +174,7 @@ func TestTheBuiltinModelKeepsATaskList(t *testing.T) {
 		var res *ToolOutcome
 		for _, ev := range evs {
 			if ev.Type == EvToolResult {
-				res = ev.Result
+				res = pay[*ToolResult](ev).Result
 			}
 		}
 		if res == nil || res.Name != boundary.ToolTaskList {
@@ -217,10 +217,10 @@ func checkReflectLabels(t *testing.T, le *longEnv, chat string) {
 	}
 	texts := map[uint64]string{}
 	for _, ev := range le.durable(chat) {
-		if ev.Message != nil {
-			texts[ev.Seq] = ev.Message.Text
-			if ev.Message.Seq != 0 {
-				texts[ev.Message.Seq] = ev.Message.Text
+		if m := ev.Message(); m != nil {
+			texts[ev.Seq] = m.Text
+			if m.Seq != 0 {
+				texts[m.Seq] = m.Text
 			}
 		}
 	}
@@ -269,16 +269,17 @@ func TestAMidTurnBoundaryReflectsWithEventNumbersAndStatusReadsTheFreshConversat
 	if b == nil || started == nil || last.Seq < b.Seq {
 		t.Fatalf("no reading after the boundary (boundary %v, last reading %v)", b != nil, last)
 	}
-	if last.ContextInfo.Used >= started.ContextInfo.Used || last.ContextInfo.HardReached {
+	lastC, startedC := pay[*ContextReading](last), pay[*ContextReading](started)
+	if lastC.Used >= startedC.Used || lastC.HardReached {
 		t.Fatalf("the reading after the boundary (%d used) is not of the fresh conversation (%d before)",
-			last.ContextInfo.Used, started.ContextInfo.Used)
+			lastC.Used, startedC.Used)
 	}
 	status, err := le.svc.Command(bg, c.ID, "/status", Origin{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	status, _, _ = strings.Cut(status, "\n") // the Context line; the Tools line follows
-	if status != last.ContextInfo.Line || status == started.ContextInfo.Line {
-		t.Fatalf("/status says %q; the fresh conversation reads %q", status, last.ContextInfo.Line)
+	if status != lastC.Line || status == startedC.Line {
+		t.Fatalf("/status says %q; the fresh conversation reads %q", status, lastC.Line)
 	}
 }

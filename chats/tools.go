@@ -51,9 +51,9 @@ func (h *host) QuotaWait(w quota.Wait) {
 		if a.turn != h.t {
 			return
 		}
-		ev := &Event{Type: EvQuotaWait, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: h.t.id,
-			Quota: w.Quota, QuotaUsage: w.Usage, WaitMS: w.Wait.Milliseconds()}
-		h.t.wait = &runningWait{Wait: Wait{Quota: w.Quota, Usage: w.Usage, WaitMS: ev.WaitMS}, until: ev.Time.Add(w.Wait)}
+		qw := &QuotaWait{Turn: h.t.id, Quota: w.Quota, Usage: w.Usage, WaitMS: w.Wait.Milliseconds()}
+		ev := NewEvent(a.id, a.meta.Seq, time.Now().UTC(), qw)
+		h.t.wait = &runningWait{Wait: Wait{Quota: w.Quota, Usage: w.Usage, WaitMS: qw.WaitMS}, until: ev.Time.Add(w.Wait)}
 		for sub := range a.subs {
 			sub.Deliver(Delivery{Event: ev})
 		}
@@ -69,8 +69,8 @@ func (h *host) CallProgress(call provider.ToolCall, message string) {
 		if a.turn != h.t {
 			return
 		}
-		ev := &Event{Type: EvToolProgress, Chat: a.id, Seq: a.meta.Seq, Time: time.Now().UTC(), Turn: h.t.id,
-			Call: &provider.ToolCall{ID: call.ID, Name: call.Name}, Text: message}
+		ev := NewEvent(a.id, a.meta.Seq, time.Now().UTC(), &ToolProgress{Turn: h.t.id,
+			Call: &provider.ToolCall{ID: call.ID, Name: call.Name}, Text: message})
 		for sub := range a.subs {
 			sub.Deliver(Delivery{Event: ev})
 		}
@@ -86,7 +86,7 @@ func (h *host) Diagnostic(d runtime.Diagnostic) {
 		if h.a.usable() != nil {
 			return nil // a chat that cannot write keeps no diagnostic
 		}
-		h.a.append(&Event{Type: EvDiagnostic, Turn: h.t.id, Diagnostic: &d}, Origin{})
+		h.a.append(&Diagnosed{Turn: h.t.id, Diagnostic: &d}, Origin{})
 		return nil
 	})
 }
@@ -105,7 +105,7 @@ func (h *host) Step(text string, calls []provider.ToolCall) (uint64, error) {
 		}
 		m := &Message{ID: ids.Message(seq), Seq: seq, Role: provider.RoleAssistant, Text: text,
 			State: MsgStep, Turn: h.t.id, ToolCalls: calls, Tokens: toks}
-		ev := h.a.append(&Event{Type: EvAssistantStep, Turn: h.t.id, Message: m}, Origin{})
+		ev := h.a.append(&AssistantStep{Turn: h.t.id, Message: m}, Origin{})
 		m.Time = ev.Time
 		h.a.msgs = append(h.a.msgs, *m)
 		return h.a.flush()
@@ -120,7 +120,7 @@ func (h *host) CallStarted(call provider.ToolCall) error {
 		}
 		h.t.wait = nil
 		c := call
-		h.a.append(&Event{Type: EvToolCall, Turn: h.t.id, Call: &c}, Origin{})
+		h.a.append(&ToolCallStarted{Turn: h.t.id, Call: &c}, Origin{})
 		return h.a.flush()
 	})
 }
@@ -141,7 +141,7 @@ func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error
 		w = &waiting{Approval: Approval{ID: id, Call: call, Tool: call.Name, Turn: h.t.id, Time: time.Now().UTC()},
 			answer: make(chan bool, 1)}
 		ap := w.Approval
-		h.a.append(&Event{Type: EvApprovalRequested, Turn: h.t.id, Approval: &ap}, Origin{})
+		h.a.append(&ApprovalRequested{Turn: h.t.id, Approval: &ap}, Origin{})
 		h.a.approvals[w.ID] = w
 		return h.a.flush()
 	})
@@ -180,10 +180,11 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) (uin
 		if res.Full == "" {
 			out.Size = len(res.Content)
 		}
-		ev := h.a.append(&Event{Type: EvToolResult, Turn: h.t.id, Result: out}, Origin{})
+		p := &ToolResult{Turn: h.t.id, Result: out}
 		if res.IsError {
-			ev.Error = firstLine(res.Content)
+			p.Error = firstLine(res.Content)
 		}
+		ev := h.a.append(p, Origin{})
 		if res.Handle != "" {
 			h.a.b.outputs = append(h.a.b.outputs, [2]string{res.Handle, res.Full})
 		}
@@ -241,7 +242,7 @@ func (a *actor) resolveApproval(w *waiting, allow bool, reason string, o Origin)
 	delete(a.approvals, w.ID)
 	ap := w.Approval
 	ap.Allow, ap.Reason = &allow, reason
-	a.append(&Event{Type: EvApprovalResolved, Turn: w.Turn, Approval: &ap}, o)
+	a.append(&ApprovalResolved{Turn: w.Turn, Approval: &ap}, o)
 }
 
 func (a *actor) answerApproval(id string, allow bool, o Origin) error {
@@ -278,7 +279,7 @@ func (a *actor) answerRecovery(id, action string, o Origin) error {
 	delete(a.recoveries, id)
 	res := *r
 	res.Action = action
-	a.append(&Event{Type: EvRecoveryResolved, Turn: r.Turn, Recovery: &res}, o)
+	a.append(&RecoveryResolved{Turn: r.Turn, Recovery: &res}, o)
 	a.settled[r.Call.ID] = action
 	a.meta.Resume = true
 	if err := a.flush(); err != nil {
@@ -296,7 +297,7 @@ func (a *actor) answerRecovery(id, action string, o Origin) error {
 // its process (procs, by call id).
 func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[string]*Approval, held [][2]string, procs map[string]string) {
 	if a.meta.Turn != "" {
-		a.append(&Event{Type: EvTurnFailed, Turn: a.meta.Turn, Class: string(runtime.ClassInterrupted),
+		a.append(&TurnFailed{Turn: a.meta.Turn, Class: string(runtime.ClassInterrupted),
 			Error: "the gateway stopped while this turn ran; it goes on when the chat is back"}, Origin{})
 		a.meta.Turn = ""
 		a.meta.Resume = true
@@ -322,21 +323,22 @@ func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[strin
 		}
 		allow, r := false, *ap
 		r.Allow, r.Reason = &allow, ReasonInterrupted
-		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
+		a.append(&ApprovalResolved{Turn: ap.Turn, Approval: &r}, Origin{})
 	}
 	// In record order, so recoveries are asked in the order calls ran.
 	var open []*Event
 	for _, ev := range started {
-		if !recovering[ev.Call.ID] && a.settled[ev.Call.ID] == "" {
+		if id := ev.Payload.(*ToolCallStarted).Call.ID; !recovering[id] && a.settled[id] == "" {
 			open = append(open, ev)
 		}
 	}
 	sortEvents(open)
 	for _, ev := range open {
-		r := &Recovery{ID: ids.NewRecovery(a.id), Call: *ev.Call, Turn: ev.Turn, Time: time.Now().UTC(),
-			Process: procs[ev.Call.ID]}
+		c := ev.Payload.(*ToolCallStarted)
+		r := &Recovery{ID: ids.NewRecovery(a.id), Call: *c.Call, Turn: c.Turn, Time: time.Now().UTC(),
+			Process: procs[c.Call.ID]}
 		rc := *r
-		a.append(&Event{Type: EvRecoveryRequested, Turn: ev.Turn, Recovery: &rc, Call: &rc.Call}, Origin{})
+		a.append(&RecoveryRequested{Turn: c.Turn, Recovery: &rc, Call: &rc.Call}, Origin{})
 		a.recoveries[r.ID] = r
 		a.meta.Resume = true
 	}
@@ -345,7 +347,7 @@ func (a *actor) recoverAfterCrash(started map[string]*Event, approvals map[strin
 			delete(a.recoveries, h[0])
 			res := *r
 			res.Action = h[1]
-			a.append(&Event{Type: EvRecoveryResolved, Turn: r.Turn, Recovery: &res}, Origin{})
+			a.append(&RecoveryResolved{Turn: r.Turn, Recovery: &res}, Origin{})
 			a.settled[r.Call.ID] = h[1]
 		}
 		a.b.dirty = true
@@ -363,7 +365,7 @@ func (a *actor) dropReask() {
 	for _, ap := range a.reask {
 		allow, r := false, ap
 		r.Allow, r.Reason = &allow, ReasonInterrupted
-		a.append(&Event{Type: EvApprovalResolved, Turn: ap.Turn, Approval: &r}, Origin{})
+		a.append(&ApprovalResolved{Turn: ap.Turn, Approval: &r}, Origin{})
 	}
 	a.reask = nil
 }
@@ -470,7 +472,7 @@ func (s *Service) cmdRewind(ctx context.Context, chat string, fields []string, _
 			return err
 		}
 		out = describeRewind(report)
-		a.append(&Event{Type: EvRewind, Turn: ids.Turn(n), Text: out}, o)
+		a.append(&Rewound{Turn: ids.Turn(n), Text: out}, o)
 		return a.flush()
 	})
 	return out, err
@@ -542,7 +544,7 @@ func (s *Service) commandFailed(ctx context.Context, chat, text string, cerr err
 		if a.usable() != nil {
 			return nil
 		}
-		a.append(&Event{Type: EvDiagnostic, Diagnostic: &d}, Origin{})
+		a.append(&Diagnosed{Diagnostic: &d}, Origin{})
 		return a.flush()
 	})
 }

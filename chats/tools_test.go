@@ -19,7 +19,7 @@ func approvalOf(t *testing.T, s *sub, n int) *Approval {
 	var last *Approval
 	for _, ev := range evs {
 		if ev.Type == EvApprovalRequested {
-			last = ev.Approval
+			last = pay[*ApprovalRequested](ev).Approval
 		}
 	}
 	return last
@@ -55,13 +55,13 @@ func TestRedirectIsReadAtTheToolBoundary(t *testing.T) {
 	var pickedInTurn []string
 	var finTurn string
 	for _, ev := range evs {
-		if ev.Type == EvMessagePicked && ev.Turn == ap.Turn {
-			pickedInTurn = append(pickedInTurn, ev.Message.Text)
+		if ev.Type == EvMessagePicked && ev.Turn() == ap.Turn {
+			pickedInTurn = append(pickedInTurn, ev.Message().Text)
 		}
 		if ev.Type == EvTurnFinished && finTurn == "" {
-			finTurn = ev.Turn
-			if !strings.Contains(*ev.Reply, "use the other file, please") {
-				t.Fatalf("the model did not read the redirect last: %q", *ev.Reply)
+			finTurn = ev.Turn()
+			if !strings.Contains(pay[*TurnFinished](ev).Reply, "use the other file, please") {
+				t.Fatalf("the model did not read the redirect last: %q", pay[*TurnFinished](ev).Reply)
 			}
 		}
 	}
@@ -75,7 +75,7 @@ func TestRedirectIsReadAtTheToolBoundary(t *testing.T) {
 	// The queued message waited for the turn's end, then got its own turn.
 	evs = s.waitFor(t, "second turn", has(EvTurnFinished, 2))
 	for _, ev := range evs {
-		if ev.Type == EvMessagePicked && ev.Message.ID == queued.ID && ev.Turn == ap.Turn {
+		if ev.Type == EvMessagePicked && ev.Message().ID == queued.ID && ev.Turn() == ap.Turn {
 			t.Fatal("a queued message was read at the tool boundary")
 		}
 	}
@@ -138,7 +138,7 @@ func TestDenialIsToldToTheModel(t *testing.T) {
 	var res *ToolOutcome
 	for _, ev := range evs {
 		if ev.Type == EvToolResult {
-			res = ev.Result
+			res = pay[*ToolResult](ev).Result
 		}
 	}
 	if res == nil || !res.IsError || !strings.Contains(res.Content, "denied") {
@@ -167,7 +167,7 @@ func TestStopCancelsAWaitingApproval(t *testing.T) {
 	var resolved *Approval
 	for _, ev := range evs {
 		if ev.Type == EvApprovalResolved {
-			resolved = ev.Approval
+			resolved = pay[*ApprovalResolved](ev).Approval
 		}
 	}
 	if resolved == nil || resolved.ID != ap.ID || resolved.Reason != "stopped" || *resolved.Allow {
@@ -199,7 +199,7 @@ func TestPathEscapesAreRefusedAndRewindRestoresBytes(t *testing.T) {
 	var secondTurn uint64
 	for _, ev := range evs {
 		if ev.Type == EvToolResult && escape == nil {
-			escape = ev.Result
+			escape = pay[*ToolResult](ev).Result
 		}
 		if ev.Type == EvTurnStarted {
 			secondTurn = ev.Seq
@@ -312,7 +312,7 @@ func TestRecoveryAnswerIsHeldUntilTheChatIsBack(t *testing.T) {
 	var action string
 	for _, ev := range stored {
 		if ev.Type == EvRecoveryResolved {
-			action = ev.Recovery.Action
+			action = pay[*RecoveryResolved](ev).Recovery.Action
 		}
 	}
 	if action != "repeat" {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime"
@@ -254,83 +254,29 @@ type Mark struct {
 	*Event
 }
 
-// Event is one row of a chat's record, and the frame subscribers receive.
-// Once published it is shared by every subscriber and must not be changed.
-type Event struct {
-	Type     string             `json:"type"`
-	Chat     string             `json:"chat"`
-	Seq      uint64             `json:"seq"`
-	Time     time.Time          `json:"time"`
-	Message  *Message           `json:"message,omitempty"`
-	Turn     string             `json:"turn,omitempty"`
-	Offset   *int               `json:"offset,omitempty"` // reply.delta, in Unicode code points
-	Text     string             `json:"text,omitempty"`   // reply.delta
-	Reply    *string            `json:"reply,omitempty"`  // turn.finished
-	Usage    *provider.Usage    `json:"usage,omitempty"`
-	Model    string             `json:"model,omitempty"`
-	Stopped  bool               `json:"stopped,omitempty"`
-	Error    string             `json:"error,omitempty"`
-	Class    string             `json:"class,omitempty"`
-	Title    string             `json:"title,omitempty"` // chat.created
-	Call     *provider.ToolCall `json:"call,omitempty"`
-	Result   *ToolOutcome       `json:"result,omitempty"`
-	Approval *Approval          `json:"approval,omitempty"`
-	Recovery *Recovery          `json:"recovery,omitempty"`
-	// quota.wait: the learned per-minute quota, the window's usage (sent as
-	// "usage", see JSON) and the expected wait.
-	Quota      int64 `json:"quota,omitempty"`
-	QuotaUsage int   `json:"-"`
-	WaitMS     int64 `json:"wait_ms,omitempty"`
-
-	// context: its numbers sit at the top level of the frame.
-	*runtime.ContextInfo
-	// checkpoint: the plan in force from now on; runtime.context: the
-	// sections; handoff.updated: the assistant's half of the record.
-	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
-	Sections   json.RawMessage `json:"sections,omitempty"`
-	Handoff    json.RawMessage `json:"handoff,omitempty"`
-	// boundary: why it happened (hard or assistant), whether the work
-	// continued, the record it wrote, the last seq it archived, the memory
-	// notes reflect wrote, and why a continue was refused.
-	// turn.finished: what the provider billed for the turn's last request
-	// (the next turn's view starts from it), and whether the in-run safety
-	// net had to clear tool results (the next turn then checkpoints).
-	Measured *view.Measurement `json:"measured,omitempty"`
-	Pruned   bool              `json:"pruned,omitempty"`
-	// runtime.context: the tokens of the update it sent.
-	Tokens    int      `json:"tokens,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	Continued *bool    `json:"continued,omitempty"`
-	Record    string   `json:"record,omitempty"`
-	Through   uint64   `json:"through,omitempty"`
-	Notes     []string `json:"notes,omitempty"`
-	Why       string   `json:"why,omitempty"`
-	// diagnostic: what one attempt, hook block or failed command left.
-	Diagnostic *runtime.Diagnostic `json:"diagnostic,omitempty"`
-	// By is the id of the person whose request caused the event (see
-	// Origin.By): who sent, edited, allowed, denied, stopped.
-	By string `json:"by,omitempty"`
-
-	once sync.Once
-	raw  []byte
+// MarshalJSON writes the mark as its event's frame with "at" first: the
+// event's own MarshalJSON, promoted, would leave At out.
+func (m Mark) MarshalJSON() ([]byte, error) {
+	ev := m.Event.JSON()
+	out := make([]byte, 0, len(ev)+24)
+	out = append(out, `{"at":`...)
+	out = strconv.AppendInt(out, int64(m.At), 10)
+	if len(ev) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, ev[1:]...), nil
 }
 
-// JSON returns the event's wire bytes, encoded once however many
-// subscribers receive it.
-func (e *Event) JSON() []byte {
-	e.once.Do(func() {
-		if e.Type == EvQuotaWait {
-			// "usage" is the window's token count here, not a turn's
-			// provider.Usage: the shallower field wins.
-			e.raw = Marshal(struct {
-				*eventJSON
-				Usage int `json:"usage"`
-			}{(*eventJSON)(e), e.QuotaUsage})
-			return
-		}
-		e.raw = Marshal((*eventJSON)(e))
-	})
-	return e.raw
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *Mark) UnmarshalJSON(v []byte) error {
+	var at struct {
+		At int `json:"at"`
+	}
+	if err := json.Unmarshal(v, &at); err != nil {
+		return err
+	}
+	m.At, m.Event = at.At, &Event{}
+	return m.Event.UnmarshalJSON(v)
 }
 
 // Marshal is json.Marshal without HTML escaping: frames and rows are JSON
@@ -361,9 +307,6 @@ func (e *Event) WithReq(req string) []byte {
 	out = append(out, q...)
 	return append(out, '}')
 }
-
-// eventJSON is Event without its methods, for JSON's own encoding.
-type eventJSON Event
 
 // Snapshot is the state of an opened chat (chat.snapshot), or the close of a
 // resume with since (chat.resumed, where Messages is nil).

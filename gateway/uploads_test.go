@@ -236,10 +236,11 @@ func TestUploadRefusalsLeaveADiagnostic(t *testing.T) {
 				if err := json.Unmarshal(fr.Raw, &ev); err != nil {
 					t.Fatal(err)
 				}
-				if ev.Type != chats.EvDiagnostic {
+				p, ok := ev.Payload.(*chats.Diagnosed)
+				if !ok {
 					continue
 				}
-				d := ev.Diagnostic
+				d := p.Diagnostic
 				if d == nil || d.Kind != runtime.DiagMedia || d.Name != "browser" || d.Error == "" || d.Error != runtime.DiagError(errors.New(d.Error)) {
 					t.Fatalf("diagnostic %s", fr.Raw)
 				}

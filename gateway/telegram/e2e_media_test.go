@@ -184,8 +184,11 @@ func TestVoiceNoteEndToEnd(t *testing.T) {
 			var outcomes []string
 			for _, fr := range frames {
 				var ev chats.Event
-				if json.Unmarshal(fr.Raw, &ev) == nil && ev.Type == chats.EvDiagnostic && ev.Diagnostic != nil && ev.Diagnostic.Kind == runtime.DiagTranscribe {
-					outcomes = append(outcomes, ev.Diagnostic.Outcome)
+				if json.Unmarshal(fr.Raw, &ev) != nil {
+					continue
+				}
+				if p, ok := ev.Payload.(*chats.Diagnosed); ok && p.Diagnostic != nil && p.Diagnostic.Kind == runtime.DiagTranscribe {
+					outcomes = append(outcomes, p.Diagnostic.Outcome)
 				}
 			}
 			if want := map[bool]string{true: "ok", false: "overloaded"}[tc.status == 0]; strings.Join(outcomes, " ") != want {

@@ -307,28 +307,27 @@ func (f *follower) apply(d chats.Delivery) error {
 		return nil
 	}
 	ev := d.Event
-	if ev.Type == chats.EvReplyDelta {
-		if f.running && ev.Turn == f.st.Turn && ev.Offset != nil {
+	switch p := ev.Payload.(type) {
+	case *chats.ReplyDelta:
+		if f.running && p.Turn == f.st.Turn {
 			r := []rune(f.reply)
-			off := min(max(*ev.Offset, 0), len(r))
-			f.reply = string(r[:off]) + ev.Text
+			off := min(max(p.Offset, 0), len(r))
+			f.reply = string(r[:off]) + p.Text
 			f.dirty = true
 			f.wait = ""
 		}
 		return nil
-	}
-	if ev.Type == chats.EvQuotaWait {
+	case *chats.QuotaWait:
 		// Not durable (it carries the last durable seq): shown, never
 		// counted as seen.
-		if f.running && ev.Turn == f.st.Turn {
-			f.wait, f.dirty = waitLine(ev), true
+		if f.running && p.Turn == f.st.Turn {
+			f.wait, f.dirty = waitLine(p), true
 		}
 		return nil
-	}
-	if ev.Type == chats.EvToolProgress {
+	case *chats.ToolProgress:
 		// Not durable either: the running call's progress, as the status.
-		if f.running && ev.Turn == f.st.Turn && ev.Call != nil {
-			f.wait, f.dirty = progressLine(ev), true
+		if f.running && p.Turn == f.st.Turn && p.Call != nil {
+			f.wait, f.dirty = progressLine(p), true
 		}
 		return nil
 	}
@@ -336,41 +335,36 @@ func (f *follower) apply(d chats.Delivery) error {
 		return nil // already applied (a resume overlapping what we had)
 	}
 	f.seen = ev.Seq
-	if f.wait != "" && ev.Turn == f.st.Turn {
+	if f.wait != "" && ev.Turn() == f.st.Turn {
 		f.wait = "" // the turn went on (a tool call, its end)
 		f.dirty = f.reply != ""
 	}
-	switch ev.Type {
-	case chats.EvTurnStarted:
-		f.newTurn(ev.Turn)
-	case chats.EvTurnFinished:
-		text := ""
-		if ev.Reply != nil {
-			text = *ev.Reply
-		} else if ev.Message != nil {
-			text = ev.Message.Text
-		}
-		if ev.Stopped {
+	switch p := ev.Payload.(type) {
+	case *chats.TurnStarted:
+		f.newTurn(p.Turn)
+	case *chats.TurnFinished:
+		text := p.Reply
+		if p.Stopped {
 			text = strings.TrimSpace(text + "\n\n(stopped)")
 		}
-		return f.land(ev.Turn, text, msgID(ev.Message))
-	case chats.EvTurnFailed:
-		if ev.Class == "interrupted" {
+		return f.land(p.Turn, text, msgID(p.Message))
+	case *chats.TurnFailed:
+		if p.Class == "interrupted" {
 			// The turn goes on when the chat is back, in the messages it
 			// had started.
 			f.running = false
-			if ev.Turn == f.st.Turn && !f.st.Landed && len(f.st.MsgIDs) > 0 {
+			if p.Turn == f.st.Turn && !f.st.Landed && len(f.st.MsgIDs) > 0 {
 				f.st.Interrupted = true
 			}
 			return f.save()
 		}
 		text := f.reply
-		if ev.Message != nil && ev.Message.Text != "" {
-			text = ev.Message.Text
+		if p.Message != nil && p.Message.Text != "" {
+			text = p.Message.Text
 		}
-		return f.land(ev.Turn, strings.TrimSpace(text+"\n\n⚠️ "+ev.Error), msgID(ev.Message))
-	case chats.EvMessageAccepted:
-		m := ev.Message
+		return f.land(p.Turn, strings.TrimSpace(text+"\n\n⚠️ "+p.Error), msgID(p.Message))
+	case *chats.MessageAccepted:
+		m := p.Message
 		if m != nil && f.running && strings.HasPrefix(m.ClientID, fmt.Sprintf("tg:%d:", f.key.tg)) && !strings.HasSuffix(m.ClientID, ":r") {
 			kb, err := keyboard([]choice{
 				{"Delete", press{Verb: verbDelete, Chat: f.key.chat, Msg: m.ID}},
@@ -396,8 +390,8 @@ func (f *follower) apply(d chats.Delivery) error {
 			f.st.Acks[m.ID] = id
 			return f.save()
 		}
-	case chats.EvMessagePicked, chats.EvMessageDeleted:
-		if m := ev.Message; m != nil {
+	case *chats.MessagePicked, *chats.MessageDeleted:
+		if m := ev.Message(); m != nil {
 			if id, ok := f.st.Acks[m.ID]; ok {
 				delete(f.st.Acks, m.ID)
 				t := "Picked up: the assistant is reading it."
@@ -413,20 +407,20 @@ func (f *follower) apply(d chats.Delivery) error {
 				return f.save()
 			}
 		}
-	case chats.EvFileSent:
-		return f.sendFile(ev)
-	case chats.EvMessageTranscribed:
-		return f.transcribed(ev)
-	case chats.EvApprovalRequested:
-		if ap := ev.Approval; ap != nil {
+	case *chats.FileSent:
+		return f.sendFile(p)
+	case *chats.MessageTranscribed:
+		return f.transcribed(p)
+	case *chats.ApprovalRequested:
+		if ap := p.Approval; ap != nil {
 			return f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), verbAllow, verbDeny, "Allow", "Deny")
 		}
-	case chats.EvRecoveryRequested:
-		if r := ev.Recovery; r != nil {
+	case *chats.RecoveryRequested:
+		if r := p.Recovery; r != nil {
 			return f.ask(r.ID, recoveryText(r), verbRepeat, verbSkip, "Repeat", "Skip")
 		}
-	case chats.EvApprovalResolved:
-		if ap := ev.Approval; ap != nil {
+	case *chats.ApprovalResolved:
+		if ap := p.Approval; ap != nil {
 			out := "Denied."
 			switch {
 			case ap.Reason != "":
@@ -436,8 +430,8 @@ func (f *follower) apply(d chats.Delivery) error {
 			}
 			return f.resolve(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments)+"\n"+out)
 		}
-	case chats.EvRecoveryResolved:
-		if r := ev.Recovery; r != nil {
+	case *chats.RecoveryResolved:
+		if r := p.Recovery; r != nil {
 			return f.resolve(r.ID, recoveryText(r)+"\nAnswered: "+r.Action+".")
 		}
 	}

@@ -356,13 +356,14 @@ func (st *stack) mediaDiagnostics(t testing.TB, tg int64) []string {
 		if err := json.Unmarshal(fr.Raw, &ev); err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type != chats.EvDiagnostic || ev.Diagnostic == nil || ev.Diagnostic.Kind != runtime.DiagMedia {
+		p, ok := ev.Payload.(*chats.Diagnosed)
+		if !ok || p.Diagnostic == nil || p.Diagnostic.Kind != runtime.DiagMedia {
 			continue
 		}
-		if ev.Diagnostic.Name != "telegram" || ev.Diagnostic.Error == "" || strings.Contains(ev.Diagnostic.Error, botToken) {
-			t.Errorf("media diagnostic %+v", *ev.Diagnostic)
+		if d := p.Diagnostic; d.Name != "telegram" || d.Error == "" || strings.Contains(d.Error, botToken) {
+			t.Errorf("media diagnostic %+v", *d)
 		}
-		out = append(out, ev.Diagnostic.Outcome)
+		out = append(out, p.Diagnostic.Outcome)
 	}
 	return out
 }
@@ -468,7 +469,7 @@ func TestVoiceNoteTranscriptIsAReply(t *testing.T) {
 	heard := m
 	heard.Attachments = []chats.Attachment{m.Attachments[0]}
 	heard.Attachments[0].Transcript = "Buy milk & <eggs> on the way home"
-	fl.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageTranscribed, Seq: seq + 1, Message: &heard}})
+	fl.Deliver(chats.Delivery{Event: chats.NewEvent("", seq+1, time.Time{}, &chats.MessageTranscribed{Message: &heard})})
 	f.waitFor("the transcript as a reply", func() bool {
 		for _, x := range f.msgs[111] {
 			if x.ReplyTo == id && strings.Contains(x.Text, "Buy milk & <eggs> on the way home") {
@@ -478,7 +479,7 @@ func TestVoiceNoteTranscriptIsAReply(t *testing.T) {
 		return false
 	})
 	failed := m
-	fl.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageTranscribed, Seq: seq + 2, Message: &failed, Error: "the transcription server answered 503"}})
+	fl.Deliver(chats.Delivery{Event: chats.NewEvent("", seq+2, time.Time{}, &chats.MessageTranscribed{Message: &failed, Error: "the transcription server answered 503"})})
 	f.waitFor("the failure as a reply", func() bool {
 		for _, x := range f.msgs[111] {
 			if x.ReplyTo == id && strings.Contains(x.Text, "could not transcribe") && strings.Contains(x.Text, "503") {
@@ -515,9 +516,9 @@ func TestFileSentArrivesOnce(t *testing.T) {
 	long := strings.Repeat("a long caption ", 80) // past 1024: sent after the file
 	seq := st.snapshot(t, chat).Seq
 	evs := []*chats.Event{
-		{Type: chats.EvFileSent, Seq: seq + 1, Turn: "t1", Message: &chats.Message{ID: "m_f1", Role: "assistant", Text: "Here is the chart", Attachments: []chats.Attachment{photo}}},
-		{Type: chats.EvFileSent, Seq: seq + 2, Turn: "t1", Message: &chats.Message{ID: "m_f2", Role: "assistant", Attachments: []chats.Attachment{pdf}}},
-		{Type: chats.EvFileSent, Seq: seq + 3, Turn: "t1", Message: &chats.Message{ID: "m_f3", Role: "assistant", Text: long, Attachments: []chats.Attachment{wide}}},
+		chats.NewEvent("", seq+1, time.Time{}, &chats.FileSent{Turn: "t1", Message: &chats.Message{ID: "m_f1", Role: "assistant", Text: "Here is the chart", Attachments: []chats.Attachment{photo}}}),
+		chats.NewEvent("", seq+2, time.Time{}, &chats.FileSent{Turn: "t1", Message: &chats.Message{ID: "m_f2", Role: "assistant", Attachments: []chats.Attachment{pdf}}}),
+		chats.NewEvent("", seq+3, time.Time{}, &chats.FileSent{Turn: "t1", Message: &chats.Message{ID: "m_f3", Role: "assistant", Text: long, Attachments: []chats.Attachment{wide}}}),
 	}
 	fl := st.follower(t, 111, chat)
 	for _, ev := range evs {
@@ -582,8 +583,8 @@ func TestFileSentWithinFloodLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fl.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvFileSent, Seq: seq + uint64(i) + 1,
-			Message: &chats.Message{ID: fmt.Sprintf("m_%d", i), Role: "assistant", Attachments: []chats.Attachment{a}}}})
+		fl.Deliver(chats.Delivery{Event: chats.NewEvent("", seq+uint64(i)+1, time.Time{},
+			&chats.FileSent{Message: &chats.Message{ID: fmt.Sprintf("m_%d", i), Role: "assistant", Attachments: []chats.Attachment{a}}})})
 	}
 	f.waitFor("all files", func() bool { return len(f.sent) == n })
 	f.mu.Lock()
@@ -699,8 +700,8 @@ func TestFileSentAcrossKillMidSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &chats.Event{Type: chats.EvFileSent, Seq: st.snapshot(t, chat).Seq + 1, Turn: "t1",
-		Message: &chats.Message{ID: "m_p", Role: "assistant", Text: "your plot", Attachments: []chats.Attachment{photo}}}
+	ev := chats.NewEvent("", st.snapshot(t, chat).Seq+1, time.Time{}, &chats.FileSent{Turn: "t1",
+		Message: &chats.Message{ID: "m_p", Role: "assistant", Text: "your plot", Attachments: []chats.Attachment{photo}}})
 	f.mu.Lock()
 	f.hold = func(token, method string, _ int64) bool { return method == "sendPhoto" }
 	f.mu.Unlock()

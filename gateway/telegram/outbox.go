@@ -188,7 +188,7 @@ func (b *Bot) upload(api *tgbotapi.BotAPI, method string, params map[string]stri
 // follower's stored state is the outbox, so a restart neither loses the
 // file nor (past the one send a crash can interrupt) sends it twice. A
 // file Telegram refuses is replaced by a note saying so.
-func (f *follower) sendFile(ev *chats.Event) error {
+func (f *follower) sendFile(ev *chats.FileSent) error {
 	m := ev.Message
 	if m == nil || len(m.Attachments) == 0 {
 		return f.save()
@@ -232,7 +232,7 @@ func (f *follower) sendFile(ev *chats.Event) error {
 // transcribed renders a message.transcribed event: a reply to the
 // person's voice message with what it says (or why it could not be
 // read), in the Telegram chat it came from.
-func (f *follower) transcribed(ev *chats.Event) error {
+func (f *follower) transcribed(ev *chats.MessageTranscribed) error {
 	m := ev.Message
 	if m == nil {
 		return f.save()

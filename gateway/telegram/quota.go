@@ -10,17 +10,17 @@ import (
 // waitLine is the short status a quota.wait adds under the reply being
 // streamed: one line, the numbers rounded, no countdown (each edit costs
 // a message of the chat's pacing). The browser shows the full status.
-func waitLine(ev *chats.Event) string {
+func waitLine(ev *chats.QuotaWait) string {
 	secs := max(1, (time.Duration(ev.WaitMS)*time.Millisecond+time.Second/2)/time.Second)
 	if ev.Quota <= 0 {
 		return fmt.Sprintf("⏳ Waiting about %d s: the provider asked to retry later.", secs)
 	}
 	return fmt.Sprintf("⏳ Waiting about %d s for the provider's per-minute quota (%s of %s used).",
-		secs, shortTokens(int64(ev.QuotaUsage)), shortTokens(ev.Quota))
+		secs, shortTokens(int64(ev.Usage)), shortTokens(ev.Quota))
 }
 
 // progressLine is the status a running tool call's progress shows.
-func progressLine(ev *chats.Event) string {
+func progressLine(ev *chats.ToolProgress) string {
 	text := ev.Text
 	if r := []rune(text); len(r) > 200 {
 		text = string(r[:200]) + "…"

@@ -82,16 +82,16 @@ func TestQuotaWaitShowsShortStatus(t *testing.T) {
 
 func TestWaitLine(t *testing.T) {
 	for _, tc := range []struct {
-		ev   *chats.Event
+		ev   *chats.QuotaWait
 		want string
 	}{
-		{&chats.Event{Quota: 40_000, QuotaUsage: 38_000, WaitMS: 12_400}, "⏳ Waiting about 12 s for the provider's per-minute quota (38k of 40k used)."},
-		{&chats.Event{Quota: 2_000_000, QuotaUsage: 1_260_000, WaitMS: 100}, "⏳ Waiting about 1 s for the provider's per-minute quota (1.3M of 2M used)."},
-		{&chats.Event{Quota: 0, WaitMS: 30_000}, "⏳ Waiting about 30 s: the provider asked to retry later."},
-		{&chats.Event{Quota: 900, QuotaUsage: 950, WaitMS: 1_600}, "⏳ Waiting about 2 s for the provider's per-minute quota (950 of 900 used)."},
+		{&chats.QuotaWait{Quota: 40_000, Usage: 38_000, WaitMS: 12_400}, "⏳ Waiting about 12 s for the provider's per-minute quota (38k of 40k used)."},
+		{&chats.QuotaWait{Quota: 2_000_000, Usage: 1_260_000, WaitMS: 100}, "⏳ Waiting about 1 s for the provider's per-minute quota (1.3M of 2M used)."},
+		{&chats.QuotaWait{Quota: 0, WaitMS: 30_000}, "⏳ Waiting about 30 s: the provider asked to retry later."},
+		{&chats.QuotaWait{Quota: 900, Usage: 950, WaitMS: 1_600}, "⏳ Waiting about 2 s for the provider's per-minute quota (950 of 900 used)."},
 	} {
 		if got := waitLine(tc.ev); got != tc.want {
-			t.Errorf("waitLine(%d, %d, %d) = %q, want %q", tc.ev.Quota, tc.ev.QuotaUsage, tc.ev.WaitMS, got, tc.want)
+			t.Errorf("waitLine(%d, %d, %d) = %q, want %q", tc.ev.Quota, tc.ev.Usage, tc.ev.WaitMS, got, tc.want)
 		}
 	}
 }

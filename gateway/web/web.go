@@ -16,7 +16,7 @@
 //	               its DOM contract is described at the top of static/monitor.js)
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
 //	               the highlight.js themes under /static/vendor/highlight/,
-//	               /static/app.js, /static/markdown.js, /static/quota.js,
+//	               /static/app.js, /static/events.js, /static/markdown.js, /static/quota.js,
 //	               /static/settings.js, /static/attach.js, /static/media.js, /static/chatlist.js,
 //	               /static/chatmenu.js, /static/search.js, /static/dom.js (the
 //	               helpers those modules import), /static/manage.css,

@@ -22,7 +22,7 @@ func readStatic(t *testing.T, name string) string {
 }
 
 func TestEmbeddedFiles(t *testing.T) {
-	for _, name := range []string{"index.html", "app.js", "markdown.js", "quota.js", "settings.js", "attach.js", "media.js", "dom.js", "chatmenu.js", "search.js", "style.css", "login.html", "favicon.svg", "charts.js"} {
+	for _, name := range []string{"index.html", "app.js", "events.js", "markdown.js", "quota.js", "settings.js", "attach.js", "media.js", "dom.js", "chatmenu.js", "search.js", "style.css", "login.html", "favicon.svg", "charts.js"} {
 		t.Run(name, func(t *testing.T) {
 			if s := readStatic(t, name); len(strings.TrimSpace(s)) == 0 {
 				t.Fatalf("%s is empty", name)

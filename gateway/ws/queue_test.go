@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 )
 
 func delta(turn string, off int, text string) chats.Delivery {
-	return chats.Delivery{Event: &chats.Event{Type: chats.EvReplyDelta, Chat: "c", Turn: turn, Offset: &off, Text: text}}
+	return chats.Delivery{Event: chats.NewEvent("c", 0, time.Time{}, &chats.ReplyDelta{Turn: turn, Offset: off, Text: text})}
 }
 
 func TestQueueMergesDeltasAndKeepsDurableEvents(t *testing.T) {
@@ -17,7 +18,7 @@ func TestQueueMergesDeltasAndKeepsDurableEvents(t *testing.T) {
 	c.Deliver(delta("t1", 0, "Hel"))
 	c.Deliver(delta("t1", 3, "lo"))
 	c.Deliver(delta("t1", 5, " wörld 😀"))
-	c.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvTurnFinished, Chat: "c", Seq: 9}})
+	c.Deliver(chats.Delivery{Event: chats.NewEvent("c", 9, time.Time{}, &chats.TurnFinished{})})
 	c.Deliver(delta("t2", 0, "a"))
 	c.Deliver(delta("t3", 0, "b")) // another turn: not merged
 	if len(c.q) != 4 {
@@ -38,7 +39,7 @@ func TestQueueMergesDeltasAndKeepsDurableEvents(t *testing.T) {
 func TestQueueOverflowDisconnectsInsteadOfDropping(t *testing.T) {
 	c := &conn{hub: &Hub{opt: Options{Buffer: 3}}, wake: make(chan struct{}, 1)}
 	for i := range 4 {
-		c.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageAccepted, Chat: "c", Seq: uint64(i + 1)}})
+		c.Deliver(chats.Delivery{Event: chats.NewEvent("c", uint64(i+1), time.Time{}, &chats.MessageAccepted{})})
 	}
 	if c.closeCode != CloseTooSlow || len(c.q) != 0 {
 		t.Fatalf("close %d, queue %d", c.closeCode, len(c.q))
@@ -57,8 +58,8 @@ func TestQueueBytesBound(t *testing.T) {
 	c := &conn{hub: &Hub{opt: Options{Buffer: 1000, QueueBytes: 10 << 10}}, wake: make(chan struct{}, 1)}
 	text := strings.Repeat("x", 3<<10)
 	for i := range 4 {
-		c.Deliver(chats.Delivery{Event: &chats.Event{Type: chats.EvMessageAccepted, Chat: "c", Seq: uint64(i + 1),
-			Message: &chats.Message{ID: "m", Text: text}}})
+		c.Deliver(chats.Delivery{Event: chats.NewEvent("c", uint64(i+1), time.Time{},
+			&chats.MessageAccepted{Message: &chats.Message{ID: "m", Text: text}})})
 	}
 	if c.closeCode != CloseTooSlow || len(c.q) != 0 || c.queued != 0 {
 		t.Fatalf("close %d, queue %d frames, %d bytes", c.closeCode, len(c.q), c.queued)

@@ -276,12 +276,13 @@ type replay struct {
 type item struct {
 	raw   []byte
 	delta *chats.Event
+	rd    *chats.ReplyDelta // delta's payload
 }
 
 // size is what an item counts against QueueBytes.
 func (it item) size() int {
 	if it.delta != nil {
-		return len(it.delta.Text) + 128
+		return len(it.rd.Text) + 128
 	}
 	return len(it.raw)
 }
@@ -306,7 +307,11 @@ func (c *conn) Deliver(d chats.Delivery) {
 	}
 	switch {
 	case d.Event != nil && d.Event.Type == chats.EvReplyDelta:
-		c.push(item{delta: d.Event})
+		rd, ok := d.Event.Payload.(*chats.ReplyDelta)
+		if !ok {
+			return // a delta without its payload: nothing to show
+		}
+		c.push(item{delta: d.Event, rd: rd})
 	case d.Event != nil:
 		c.push(item{raw: d.Event.WithReq(d.Req)})
 	case d.Snapshot != nil:
@@ -347,12 +352,12 @@ func (c *conn) push(it item) {
 		return
 	}
 	if it.delta != nil && len(c.q) > 0 {
-		if last := c.q[len(c.q)-1].delta; last != nil && last.Chat == it.delta.Chat && last.Turn == it.delta.Turn &&
-			*it.delta.Offset == *last.Offset+utf8.RuneCountInString(last.Text) {
+		if q := &c.q[len(c.q)-1]; q.delta != nil && q.delta.Chat == it.delta.Chat && q.rd.Turn == it.rd.Turn &&
+			it.rd.Offset == q.rd.Offset+utf8.RuneCountInString(q.rd.Text) {
 			d := it.delta
-			c.q[len(c.q)-1].delta = &chats.Event{Type: d.Type, Chat: d.Chat, Seq: d.Seq, Time: d.Time, Turn: d.Turn,
-				Offset: last.Offset, Text: last.Text + d.Text}
-			c.queued += len(d.Text)
+			q.rd = &chats.ReplyDelta{Turn: it.rd.Turn, Offset: q.rd.Offset, Text: q.rd.Text + it.rd.Text}
+			q.delta = chats.NewEvent(d.Chat, d.Seq, d.Time, q.rd)
+			c.queued += len(it.rd.Text)
 			c.maxQueued = max(c.maxQueued, c.queued)
 			return
 		}

@@ -120,6 +120,7 @@
 // sessionStorage) until message.accepted; after a reconnect they are resent
 // with the same client_id, which the server dedupes.
 
+import { readEvent } from './events.js';
 import { renderMarkdown } from './markdown.js';
 import { modelQuotaSection, startTicker, waitFrom, waitNotice } from './quota.js';
 import { chatCostSection } from './cost.js';
@@ -393,7 +394,9 @@ function handleFrame(f) {
     case 'welcome':
       return onWelcome(f);
     case 'chat.created':
-      return onChatCreated(f);
+      // The answer to chat.create carries CHAT; the record's first event
+      // (replayed with since) carries the chat's id, as every event does.
+      return typeof f.chat === 'string' ? onChatEvent(f) : onChatCreated(f);
     case 'chat.updated':
       upsertChat(f.chat);
       return render();
@@ -517,8 +520,8 @@ function onSnapshot(f) {
   fetchBoundaryMeta(v);
   v.running = f.running ? runningFrom(f.running) : null;
   if (v.running && f.running.wait) v.running.wait = waitFrom(f.running.wait);
-  v.approvals = listToMap(f.approvals, approvalId);
-  v.recoveries = listToMap(f.recoveries, recoveryId);
+  v.approvals = listToMap(f.approvals);
+  v.recoveries = listToMap(f.recoveries);
   reconcileEditing(v);
   S.stick = true;
   render();
@@ -563,8 +566,8 @@ function applyPage(v, f, add, newer = []) {
   let k = 0;
   const marksUpTo = (i) => {
     for (; k < marks.length && num(marks[k].at, 0) <= i; k++) {
-      const ev = marks[k];
-      if (newer.some((e) => e.seq === ev.seq && e.mark)) continue;
+      const ev = readEvent(marks[k]);
+      if (!ev || newer.some((e) => e.seq === ev.seq && e.mark)) continue;
       applyMark(v, ev, false);
     }
   };
@@ -612,8 +615,8 @@ function onResumed(f) {
   } else if ('running' in f) {
     v.running = null;
   }
-  if (Array.isArray(f.approvals)) v.approvals = listToMap(f.approvals, approvalId);
-  if (Array.isArray(f.recoveries)) v.recoveries = listToMap(f.recoveries, recoveryId);
+  if (Array.isArray(f.approvals)) v.approvals = listToMap(f.approvals);
+  if (Array.isArray(f.recoveries)) v.recoveries = listToMap(f.recoveries);
   reconcileEditing(v);
   render();
 }
@@ -634,177 +637,191 @@ function reconcileEditing(v) {
   for (const id of [...v.deferred]) if (!v.editing.has(id)) v.deferred.delete(id);
 }
 
-function onChatEvent(ev) {
-  const meta = takeReq(ev);
+function onChatEvent(f) {
+  const meta = takeReq(f);
+  const ev = readEvent(f);
+  if (!ev) {
+    if (meta) render();
+    return; // a type this client does not know
+  }
   if (ev.type === 'message.accepted' && ev.message) settleOutbox(ev.message.client_id || (meta && meta.kind === 'send' ? meta.client_id : ''));
   const v = ev.chat === S.current ? S.views.get(ev.chat) : null;
   if (!v || !v.subscribed) {
     if (meta) render();
     return; // not open here: chat.updated keeps the list current
   }
-  if (ev.type === 'reply.delta') {
-    applyDelta(v, ev);
-    return render();
-  }
-  if (ev.type === 'quota.wait' || ev.type === 'tool.progress') {
-    // Not durable: it carries the seq of the last durable event, so the
-    // seq check below would drop it.
-    applyEvent(v, ev);
+  if (ev.type === 'reply.delta' || ev.type === 'quota.wait' || ev.type === 'tool.progress') {
+    // Not durable: they carry the seq of the last durable event, so the
+    // seq check below would drop them.
+    APPLY[ev.type](v, ev);
     return render();
   }
   if (v.opening) return; // the snapshot is authoritative and comes first
-  if (typeof ev.seq === 'number') {
-    if (ev.seq <= v.lastSeq) {
-      if (meta) render();
-      return;
-    }
-    v.lastSeq = ev.seq;
+  if (ev.seq <= v.lastSeq) {
+    if (meta) render();
+    return;
   }
-  applyEvent(v, ev);
+  v.lastSeq = ev.seq;
+  APPLY[ev.type]?.(v, ev);
   render();
 }
 
-function applyEvent(v, ev) {
-  const m = ev.message;
-  switch (ev.type) {
-    case 'message.accepted':
-      if (!m || !m.id) return;
-      if (m.state === 'picked' || m.state === 'done') addHistory(v, m);
-      else if (m.state !== 'deleted' && !v.index.has(m.id)) v.pending.set(m.id, m);
-      return;
-    case 'message.updated':
-      if (!m || !m.id) return;
-      if (v.pending.has(m.id)) v.pending.set(m.id, { ...v.pending.get(m.id), ...m });
-      else if (v.index.has(m.id)) v.index.get(m.id).m = { ...v.index.get(m.id).m, ...m };
-      if (v.editing.get(m.id)?.saving) v.editing.delete(m.id);
-      v.errors.delete(m.id);
-      v.busy.delete(m.id);
-      return;
-    case 'message.transcribed':
-      if (!m || !m.id) return;
-      if (v.pending.has(m.id)) v.pending.set(m.id, withTranscripts(v.pending.get(m.id), ev));
-      else if (v.index.has(m.id)) v.index.get(m.id).m = withTranscripts(v.index.get(m.id).m, ev);
-      return;
-    case 'file.sent':
-      if (m && m.id) addHistory(v, { role: 'assistant', state: 'done', ...m });
-      return;
-    case 'message.deleted':
-      if (!m || !m.id) return;
-      v.pending.delete(m.id);
-      v.editing.delete(m.id);
-      v.deferred.delete(m.id);
-      v.busy.delete(m.id);
-      v.errors.delete(m.id);
-      return;
-    case 'message.picked': {
-      if (!m || !m.id) return;
-      const old = v.pending.get(m.id);
-      v.pending.delete(m.id);
-      addHistory(v, { ...old, ...m, state: 'picked' });
-      const ed = v.editing.get(m.id);
-      if (ed) {
-        ed.picked = true;
-        v.deferred.add(m.id);
-        v.notices.set(m.id, IN_USE_TEXT);
-      }
-      return;
+// APPLY applies each event type, as its reader (events.js) read it, to the
+// chat's view. Types without an entry (assistant.message, runtime.context,
+// handoff.updated, rewind, chat.created) only advance seq.
+const APPLY = {
+  'message.accepted'(v, { message: m }) {
+    if (!m || !m.id) return;
+    if (m.state === 'picked' || m.state === 'done') addHistory(v, m);
+    else if (m.state !== 'deleted' && !v.index.has(m.id)) v.pending.set(m.id, m);
+  },
+  'message.updated'(v, { message: m }) {
+    if (!m || !m.id) return;
+    if (v.pending.has(m.id)) v.pending.set(m.id, { ...v.pending.get(m.id), ...m });
+    else if (v.index.has(m.id)) v.index.get(m.id).m = { ...v.index.get(m.id).m, ...m };
+    if (v.editing.get(m.id)?.saving) v.editing.delete(m.id);
+    v.errors.delete(m.id);
+    v.busy.delete(m.id);
+  },
+  'message.transcribed'(v, ev) {
+    const m = ev.message;
+    if (!m || !m.id) return;
+    if (v.pending.has(m.id)) v.pending.set(m.id, withTranscripts(v.pending.get(m.id), ev));
+    else if (v.index.has(m.id)) v.index.get(m.id).m = withTranscripts(v.index.get(m.id).m, ev);
+  },
+  'file.sent'(v, { message: m }) {
+    if (m && m.id) addHistory(v, { role: 'assistant', state: 'done', ...m });
+  },
+  'message.deleted'(v, { message: m }) {
+    if (!m || !m.id) return;
+    v.pending.delete(m.id);
+    v.editing.delete(m.id);
+    v.deferred.delete(m.id);
+    v.busy.delete(m.id);
+    v.errors.delete(m.id);
+  },
+  'message.picked'(v, { message: m }) {
+    if (!m || !m.id) return;
+    const old = v.pending.get(m.id);
+    v.pending.delete(m.id);
+    addHistory(v, { ...old, ...m, state: 'picked' });
+    const ed = v.editing.get(m.id);
+    if (ed) {
+      ed.picked = true;
+      v.deferred.add(m.id);
+      v.notices.set(m.id, IN_USE_TEXT);
     }
-    case 'turn.started':
-      if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
-      return;
-    case 'turn.finished':
-      return finishTurn(v, ev, false);
-    case 'turn.failed':
-      finishTurn(v, ev, true);
-      return applyMark(v, ev, true);
-    case 'tool.call': {
-      const r = v.running;
-      if (!r) return;
-      const c = typeof ev.call === 'object' && ev.call ? ev.call : { id: ev.call };
-      r.wait = null; // the request went through
-      r.tools.push({ id: c.id ?? ev.id, name: c.name || c.tool || ev.name || 'tool', done: false });
-      return;
+  },
+  'turn.started'(v, ev) {
+    if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
+  },
+  'reply.delta'(v, ev) {
+    if (!ev.turn || v.finished.has(ev.turn)) return;
+    if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
+    const r = v.running;
+    if (ev.offset === r.len) {
+      r.text += ev.text;
+    } else if (ev.offset < r.len) {
+      r.text = cpSlice(r.text, ev.offset) + ev.text;
+    } else {
+      r.text += ev.text; // a gap should not happen; keep what we have
     }
-    case 'tool.result': {
-      const r = v.running;
-      if (!r) return;
-      const id = typeof ev.call === 'object' && ev.call ? ev.call.id : ev.call ?? ev.call_id ?? ev.id;
-      const t = r.tools.find((x) => x.id === id && !x.done) || r.tools.find((x) => !x.done);
-      if (t) {
-        t.done = true;
-        t.failed = Boolean(ev.error);
-      }
-      return;
+    r.len = cpLen(r.text);
+    r.wait = null;
+  },
+  'quota.wait'(v, ev) {
+    // It says what the running turn does now, until a delta, a tool call
+    // or the turn's end shows it went on.
+    if (!ev.turn || v.finished.has(ev.turn)) return;
+    if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
+    v.running.wait = waitFrom(ev);
+  },
+  'turn.finished'(v, ev) {
+    endTurn(v, ev.turn);
+    const m = ev.message
+      ? { ...ev.message, text: ev.message.text || ev.reply }
+      : { id: `turn-${ev.turn}`, role: 'assistant', text: ev.reply, turn: ev.turn, seq: ev.seq };
+    if (ev.stopped) m.stopped = true;
+    showReply(v, ev.turn, m);
+  },
+  'turn.failed'(v, ev) {
+    endTurn(v, ev.turn);
+    if (ev.message && ev.message.text) showReply(v, ev.turn, { ...ev.message, failed: true });
+    applyMark(v, ev, true);
+  },
+  'tool.call'(v, ev) {
+    const r = v.running;
+    if (!r) return;
+    r.wait = null; // the request went through
+    r.tools.push({ id: ev.call.id, name: ev.call.name || 'tool', done: false });
+  },
+  'tool.result'(v, ev) {
+    const r = v.running;
+    if (!r) return;
+    const t = r.tools.find((x) => x.id === ev.callId && !x.done) || r.tools.find((x) => !x.done);
+    if (t) {
+      t.done = true;
+      t.failed = ev.failed;
     }
-    case 'approval.requested': {
-      const a = typeof ev.approval === 'object' && ev.approval ? ev.approval : { ...ev, id: ev.approval ?? ev.id };
-      const id = approvalId(a);
-      if (id) v.approvals.set(id, a);
-      return;
-    }
-    case 'approval.resolved':
-      v.approvals.delete(approvalId(ev.approval) ?? ev.id);
-      return;
-    case 'recovery.requested': {
-      const r = typeof ev.recovery === 'object' && ev.recovery ? ev.recovery : { id: ev.recovery ?? ev.id, call: ev.call };
-      const id = recoveryId(r);
-      if (id) v.recoveries.set(id, r);
-      return;
-    }
-    case 'recovery.resolved':
-      v.recoveries.delete(recoveryId(ev.recovery) ?? ev.id);
-      return;
-    case 'context':
-      // A reading without its model name keeps the one the chat had.
-      v.context = !ev.model && v.context?.model ? { ...ev, model: v.context.model } : ev;
-      return;
-    case 'checkpoint':
-      v.checkpointThrough = num(ev.through, v.checkpointThrough);
-      return;
-    case 'message.pinned': {
-      const e = m && m.id ? v.index.get(m.id) : null;
-      if (e) e.m = { ...e.m, pinned: Boolean(m.pinned) };
-      return;
-    }
-    case 'continuity':
-      if (m && m.id) addHistory(v, { ...m, state: 'continuity' });
-      return;
-    case 'clear':
-      v.checkpointThrough = 0;
-      return applyMark(v, ev, true);
-    case 'boundary.failed':
-    case 'compact':
-    case 'diagnostic':
-      return applyMark(v, ev, true);
-    case 'tool.progress': {
-      // Not durable: what a running call (an MCP tool) reports, shown on
-      // its chip until its result.
-      const r = v.running;
-      const id = ev.call && ev.call.id;
-      if (!r || !id) return;
-      const t = r.tools.find((x) => x.id === id);
-      if (t && !t.done) t.progress = String(ev.text || '');
-      return;
-    }
-    case 'quota.wait':
-      // Not durable: it says what the running turn does now, until a delta,
-      // a tool call or the turn's end shows it went on.
-      if (!ev.turn || v.finished.has(ev.turn)) return;
-      if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
-      v.running.wait = waitFrom(ev);
-      return;
-    case 'boundary':
-      v.checkpointThrough = 0;
-      return applyMark(v, ev, true);
-    default:
-      // handoff.updated, runtime.context, breaker, … only advance seq
-  }
-}
+  },
+  'tool.progress'(v, ev) {
+    // What a running call (an MCP tool) reports, shown on its chip until
+    // its result.
+    const r = v.running;
+    if (!r || !ev.call.id) return;
+    const t = r.tools.find((x) => x.id === ev.call.id);
+    if (t && !t.done) t.progress = ev.text;
+  },
+  'approval.requested'(v, { approval: a }) {
+    if (a && a.id) v.approvals.set(a.id, a);
+  },
+  'approval.resolved'(v, ev) {
+    v.approvals.delete(ev.id);
+  },
+  'recovery.requested'(v, { recovery: r }) {
+    if (r && r.id) v.recoveries.set(r.id, r);
+  },
+  'recovery.resolved'(v, ev) {
+    v.recoveries.delete(ev.id);
+  },
+  context(v, { context: c }) {
+    // A reading without its model name keeps the one the chat had.
+    v.context = !c.model && v.context?.model ? { ...c, model: v.context.model } : c;
+  },
+  checkpoint(v, ev) {
+    v.checkpointThrough = ev.through;
+  },
+  'message.pinned'(v, ev) {
+    const e = ev.id ? v.index.get(ev.id) : null;
+    if (e) e.m = { ...e.m, pinned: ev.pinned };
+  },
+  continuity(v, { message: m }) {
+    if (m && m.id) addHistory(v, { ...m, state: 'continuity' });
+  },
+  clear(v, ev) {
+    v.checkpointThrough = 0;
+    applyMark(v, ev, true);
+  },
+  'boundary.failed'(v, ev) {
+    applyMark(v, ev, true);
+  },
+  compact(v, ev) {
+    applyMark(v, ev, true);
+  },
+  diagnostic(v, ev) {
+    applyMark(v, ev, true);
+  },
+  boundary(v, ev) {
+    v.checkpointThrough = 0;
+    applyMark(v, ev, true);
+  },
+};
 
-// applyMark draws a stored event that is no message: a /clear divider, a
-// /compact note, a boundary's details, a boundary that did not happen, a
-// failed turn's error, a diagnostic. Live events and the marks of a
-// snapshot or history page (live false) come through here alike.
+// applyMark draws a stored event that is no message, as events.js read
+// it: a /clear divider, a /compact note, a boundary's details, a boundary
+// that did not happen, a failed turn's error, a diagnostic. Live events
+// and the marks of a snapshot or history page (live false) come through
+// here alike.
 function applyMark(v, ev, live) {
   switch (ev.type) {
     case 'clear':
@@ -813,18 +830,18 @@ function applyMark(v, ev, live) {
       return addItem(v, { kind: 'note', key: `cp:${ev.seq}`, seq: ev.seq, mark: true, text: 'Checkpoint requested — the next turn takes one.', cls: 'compact' });
     case 'boundary.failed':
       return addItem(v, { kind: 'error', key: `bf:${ev.seq}`, seq: ev.seq, mark: true, title: 'The boundary did not happen', cls: '', extra: 'boundary-failed',
-        text: `${errorText(ev.error)}. Nothing changed; the next turn tries again.` });
+        text: `${ev.error || 'The boundary failed'}. Nothing changed; the next turn tries again.` });
     case 'turn.failed':
       if (ev.turn) v.finished.add(ev.turn);
-      return addItem(v, { kind: 'error', key: `e:${ev.turn ?? ''}:${ev.seq}`, seq: ev.seq, mark: true, turn: ev.turn || '', text: errorText(ev.error), cls: ev.class || '' });
+      return addItem(v, { kind: 'error', key: `e:${ev.turn}:${ev.seq}`, seq: ev.seq, mark: true, turn: ev.turn, text: ev.error || 'The reply failed.', cls: ev.class });
     case 'diagnostic':
       return addDiag(v, ev);
     case 'boundary': {
-      const meta = { reason: ev.reason || '', continued: Boolean(ev.continued), notes: Array.isArray(ev.notes) ? ev.notes : [], why: ev.why || '', through: num(ev.through, 0) };
+      const meta = { reason: ev.reason, continued: ev.continued, notes: ev.notes, why: ev.why, through: ev.through };
       if (!S.boundaries.has(v.id)) S.boundaries.set(v.id, new Map());
       S.boundaries.get(v.id).set(ev.seq, meta);
       const b = { seq: ev.seq, time: ev.time, ...meta };
-      if (live || ev.record) b.record = ev.record || '';
+      if (live || ev.record) b.record = ev.record; // a mark leaves the record to its message
       addBoundary(v, b);
       if (meta.notes.length) loadNoteTitles(v);
       return;
@@ -846,42 +863,19 @@ function addDiag(v, ev) {
   v.diags.set(ev.turn, list);
 }
 
-function finishTurn(v, ev, failed) {
-  const r = v.running;
+// endTurn ends the running turn of a turn.finished or turn.failed.
+function endTurn(v, turn) {
   v.running = null;
-  if (ev.turn) v.finished.add(ev.turn);
+  if (turn) v.finished.add(turn);
   v.stopping = false;
-  let m = ev.message && typeof ev.message === 'object' ? { ...ev.message } : null;
-  if (!m && !failed) {
-    m = { id: `turn-${ev.turn ?? ev.seq}`, role: 'assistant', text: ev.reply ?? r?.text ?? '', turn: ev.turn, seq: ev.seq };
-  }
-  if (m) {
-    m.role = m.role || 'assistant';
-    if (!m.text && ev.reply) m.text = ev.reply;
-    if (ev.stopped) m.stopped = true;
-    if (failed) m.failed = true;
-    if (!failed || m.text) {
-      if (ev.turn) S.rekeys.push({ from: `t:${ev.turn}`, to: `m:${m.id}` });
-      addHistory(v, m);
-    }
-  }
 }
 
-function applyDelta(v, ev) {
-  if (!ev.turn || v.finished.has(ev.turn)) return;
-  if (!v.running || v.running.turn !== ev.turn) v.running = runningFrom({ turn: ev.turn, text: '', seq: ev.seq });
-  const r = v.running;
-  const text = String(ev.text ?? '');
-  const offset = Math.max(0, num(ev.offset, r.len));
-  if (offset === r.len) {
-    r.text += text;
-  } else if (offset < r.len) {
-    r.text = cpSlice(r.text, offset) + text;
-  } else {
-    r.text += text; // a gap should not happen; keep what we have
-  }
-  r.len = cpLen(r.text);
-  r.wait = null;
+// showReply adds a turn's stored reply to the transcript, in the place of
+// its streamed text.
+function showReply(v, turn, m) {
+  m.role = m.role || 'assistant';
+  if (turn) S.rekeys.push({ from: `t:${turn}`, to: `m:${m.id}` });
+  addHistory(v, m);
 }
 
 function runningFrom(x) {
@@ -1012,31 +1006,15 @@ async function getJSON(url) {
   }
 }
 
-function listToMap(list, idOf) {
+// listToMap keys a snapshot's APPROVAL or RECOVERY list by id.
+function listToMap(list) {
   const out = new Map();
-  for (const x of Array.isArray(list) ? list : []) {
-    const id = idOf(x);
-    if (id) out.set(id, x);
-  }
+  for (const x of Array.isArray(list) ? list : []) if (x && typeof x.id === 'string' && x.id) out.set(x.id, x);
   return out;
-}
-
-function approvalId(a) {
-  return typeof a === 'string' ? a : a?.id ?? a?.approval ?? null;
-}
-
-function recoveryId(r) {
-  return typeof r === 'string' ? r : r?.id ?? r?.recovery ?? null;
 }
 
 function num(x, dflt) {
   return typeof x === 'number' && Number.isFinite(x) ? x : dflt;
-}
-
-function errorText(e) {
-  if (!e) return 'The reply failed.';
-  if (typeof e === 'string') return e;
-  return e.message || e.error || JSON.stringify(e);
 }
 
 function onError(f) {
@@ -2486,13 +2464,11 @@ function approvalItem(v, id, a) {
     render(el) {
       el.className = 'card approval';
       el.dataset.approval = id;
-      const call = typeof a.call === 'object' && a.call ? a.call : {};
-      const tool = a.tool || call.name || call.tool || a.name || 'a tool';
-      const what = a.summary || a.reason || a.description || a.text || '';
-      const args = call.arguments ?? call.args ?? call.input ?? a.args ?? a.input;
+      // APPROVAL: {id, call: CALL, tool, turn, requested_at}.
+      const tool = a.tool || a.call?.name || 'a tool';
+      const args = typeof a.call?.arguments === 'string' ? a.call.arguments : '';
       const parts = [h('p', { class: 'card-title' }, 'Permission needed'), h('p', null, 'The assistant wants to use ', h('code', null, String(tool)), '.')];
-      if (what) parts.push(h('p', { class: 'card-text' }, String(what)));
-      if (args !== undefined) parts.push(h('pre', { class: 'card-args' }, clip(typeof args === 'string' ? args : JSON.stringify(args, null, 2), 2000)));
+      if (args) parts.push(h('pre', { class: 'card-args' }, clip(args, 2000)));
       parts.push(h('div', { class: 'card-actions' },
         h('button', { class: 'deny btn btn-ghost btn-sm', type: 'button', disabled: Boolean(a._answering) }, 'Deny'),
         h('button', { class: 'allow btn btn-primary btn-sm', type: 'button', disabled: Boolean(a._answering) }, 'Allow')));
@@ -2508,8 +2484,8 @@ function recoveryItem(v, id, r) {
     render(el) {
       el.className = 'card recovery';
       el.dataset.recovery = id;
-      const call = typeof r.call === 'object' && r.call ? r.call : {};
-      const tool = call.name || call.tool || r.tool || 'a tool call';
+      // RECOVERY: {id, call: CALL, turn, created_at, process?}.
+      const tool = r.call?.name || 'a tool call';
       const parts = [h('p', { class: 'card-title' }, 'A tool call was interrupted'),
         h('p', null, h('code', null, String(tool)), ' was running when the connection or the process went away. Repeat it, or skip it and carry on?')];
       // What the gateway found of the call's process when it came back.

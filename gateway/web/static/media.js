@@ -112,13 +112,13 @@ export function attachmentsEl(m, { removable = false, busy = false, large = fals
   return box;
 }
 
-// withTranscripts merges a message.transcribed event into the message the
-// view holds: its attachments now carry their transcripts, or the event's
-// error says why none came.
+// withTranscripts merges a message.transcribed event, as events.js reads
+// it, into the message the view holds: its attachments now carry their
+// transcripts, or the event's error says why none came.
 export function withTranscripts(old, ev) {
   const m = ev.message || {};
   const out = { ...old, attachments: Array.isArray(m.attachments) ? m.attachments : old.attachments };
-  if (ev.error) out.transcribe_error = typeof ev.error === 'string' ? ev.error : ev.error.message || 'the transcription failed';
+  if (ev.error) out.transcribe_error = ev.error;
   else delete out.transcribe_error;
   return out;
 }
