@@ -65,8 +65,13 @@ func (sc Scope) origin(o Origin) Origin {
 // List returns the chats the person may see, most recently updated first.
 func (sc Scope) List(ctx context.Context) ([]Chat, error) {
 	list, err := sc.s.List(ctx)
-	if err != nil || sc.s.opt.People == nil || sc.p.IsOwner() {
-		return list, err
+	return sc.visible(list), err
+}
+
+// visible keeps the chats of list the person may see, in place.
+func (sc Scope) visible(list []Chat) []Chat {
+	if sc.s.opt.People == nil || sc.p.IsOwner() {
+		return list
 	}
 	out := list[:0]
 	for _, c := range list {
@@ -74,7 +79,7 @@ func (sc Scope) List(ctx context.Context) ([]Chat, error) {
 			out = append(out, c)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ListPage is Service.ListPage of the chats the person may see. For a
@@ -96,16 +101,7 @@ func (sc Scope) ListPage(ctx context.Context, after string, limit int) (ChatPage
 // Working is Service.Working of the chats the person may see.
 func (sc Scope) Working(ctx context.Context) ([]Chat, error) {
 	list, err := sc.s.Working(ctx)
-	if err != nil || sc.s.opt.People == nil || sc.p.IsOwner() {
-		return list, err
-	}
-	out := list[:0]
-	for _, c := range list {
-		if sc.Level(c.ID) >= people.Read {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	return sc.visible(list), err
 }
 
 // Create makes a chat the person created (and so owns).

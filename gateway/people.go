@@ -154,15 +154,26 @@ func (s *Server) apiPersonRevoke(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"person": p})
 }
 
-// apiGrants lists who a chat is shared with, for whoever owns it.
-func (s *Server) apiGrants(w http.ResponseWriter, r *http.Request) {
+// ownedChat returns the registry and the chat of the path when the asker
+// owns that chat; otherwise it answers (503 without people, 404 for a chat
+// not theirs, as for one that does not exist) and returns a nil registry.
+func (s *Server) ownedChat(w http.ResponseWriter, r *http.Request) (*people.Registry, string) {
 	reg := s.registry(w)
 	if reg == nil {
-		return
+		return nil, ""
 	}
 	id := r.PathValue("id")
 	if s.scope(r).Level(id) < people.Own || !s.chatExists(r, id) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such chat"})
+		return nil, ""
+	}
+	return reg, id
+}
+
+// apiGrants lists who a chat is shared with, for whoever owns it.
+func (s *Server) apiGrants(w http.ResponseWriter, r *http.Request) {
+	reg, id := s.ownedChat(w, r)
+	if reg == nil {
 		return
 	}
 	list, err := reg.Grants(id)
@@ -179,13 +190,8 @@ func (s *Server) apiGrants(w http.ResponseWriter, r *http.Request) {
 // apiGrant shares a chat its owner owns with a named person: level read,
 // write, or none to take the grant away.
 func (s *Server) apiGrant(w http.ResponseWriter, r *http.Request) {
-	reg := s.registry(w)
+	reg, id := s.ownedChat(w, r)
 	if reg == nil {
-		return
-	}
-	id := r.PathValue("id")
-	if s.scope(r).Level(id) < people.Own || !s.chatExists(r, id) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such chat"})
 		return
 	}
 	var body struct {
