@@ -103,43 +103,6 @@ func (f *playOpenAI) requests() [][]json.RawMessage {
 	return append([][]json.RawMessage(nil), f.reqs...)
 }
 
-// whisper is a fake /audio/transcriptions server: it parses the multipart
-// form as OpenAI's does and answers {"text": ...}, or fails with status.
-type whisper struct {
-	mu     sync.Mutex
-	files  [][]byte
-	text   string
-	status int
-}
-
-func (f *whisper) serve(t testing.TB) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/audio/transcriptions" || r.ParseMultipartForm(1<<20) != nil || r.FormValue("model") != "whisper-1" {
-			http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, 400)
-			return
-		}
-		file, _, err := r.FormFile("file")
-		if err != nil {
-			http.Error(w, `{"error":{"message":"no file","type":"invalid_request_error"}}`, 400)
-			return
-		}
-		b, _ := io.ReadAll(file)
-		f.mu.Lock()
-		f.files = append(f.files, b)
-		status, text := f.status, f.text
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if status != 0 {
-			w.WriteHeader(status)
-			io.WriteString(w, `{"error":{"message":"the model is overloaded","type":"server_error"}}`)
-			return
-		}
-		json.NewEncoder(w).Encode(map[string]string{"text": text})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/v1"
-}
-
 // transcribing is an engine whose chat model is the env's and whose
 // transcribe role is a whisper server at url.
 func transcribing(url string) func(a *attachEnv) *runtime.Engine {
@@ -208,16 +171,16 @@ func TestVoiceNoteIsTranscribedStoredAndSent(t *testing.T) {
 		{"server fails", 500, "[attachment voice.ogg (audio/ogg, 314 bytes) was not sent: voice.ogg could not be transcribed (whisper: server (HTTP 500)", "voice.ogg could not be transcribed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stt := &whisper{text: "  Please book a table for two. ", status: tc.status}
+			stt := &providertest.Whisper{Text: "  Please book a table for two. ", Status: tc.status}
 			f := &playOpenAI{}
-			a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, transcribing(stt.serve(t)))
+			a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, transcribing(stt.Serve(t)))
 			voice := oggBytes()
 			att := a.upload(voice, "audio/ogg", "voice.ogg")
 			c, s := a.openChat()
 			a.turn(s, c.ID, "see the voice note", att.SHA256)
 
-			if len(stt.files) != 1 || !bytes.Equal(stt.files[0], voice) {
-				t.Fatalf("the transcription server got %d files", len(stt.files))
+			if files := stt.Files(); len(files) != 1 || !bytes.Equal(files[0], voice) {
+				t.Fatalf("the transcription server got %d files", len(files))
 			}
 			var tr *MessageTranscribed
 			for _, ev := range s.events() {
@@ -275,8 +238,8 @@ func TestVoiceNoteIsTranscribedStoredAndSent(t *testing.T) {
 			}
 			a.turn(s2, c.ID, "and?")
 			reqs = f.requests()
-			if len(stt.files) != 1 {
-				t.Fatalf("transcribed %d times", len(stt.files))
+			if n := len(stt.Files()); n != 1 {
+				t.Fatalf("transcribed %d times", n)
 			}
 			for i := range reqs[0] {
 				if !bytes.Equal(reqs[0][i], reqs[1][i]) {

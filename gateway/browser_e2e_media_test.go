@@ -3,49 +3,15 @@ package gateway
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/config"
 )
-
-// sttServer is an OpenAI-compatible /audio/transcriptions server that
-// answers text to every well-formed request and keeps the files it got.
-type sttServer struct {
-	mu    sync.Mutex
-	files [][]byte
-	text  string
-}
-
-func (s *sttServer) serve(t *testing.T) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/audio/transcriptions" || r.ParseMultipartForm(1<<20) != nil || r.FormValue("model") != "whisper-1" {
-			http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, 400)
-			return
-		}
-		file, _, err := r.FormFile("file")
-		if err != nil {
-			http.Error(w, `{"error":{"message":"no file","type":"invalid_request_error"}}`, 400)
-			return
-		}
-		b, _ := io.ReadAll(file)
-		s.mu.Lock()
-		s.files = append(s.files, b)
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]string{"text": s.text})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/v1"
-}
 
 // TestBrowserMediaEndToEnd: the whole path in headless Chromium, no
 // hand-built event. The builtin model's send_file call on a workspace file
@@ -55,8 +21,8 @@ func (s *sttServer) serve(t *testing.T) string {
 // bytes. A voice note dropped on the page is transcribed by the transcribe
 // role's server, which gets its bytes, and the transcript shows under it.
 func TestBrowserMediaEndToEnd(t *testing.T) {
-	stt := &sttServer{text: "call Ana about the invoice"}
-	url := stt.serve(t)
+	stt := &providertest.Whisper{Text: "call Ana about the invoice"}
+	url := stt.Serve(t)
 	st := newStack(t, func(c *config.Config) {
 		c.Providers = append(c.Providers, config.Provider{Name: "whisper", Kind: config.KindOpenAI, BaseURL: url})
 		c.Models = append(c.Models, config.Model{Name: "stt", Provider: "whisper", Model: "whisper-1", Window: 8192})
@@ -113,9 +79,7 @@ func TestBrowserMediaEndToEnd(t *testing.T) {
 	until(t, ctx, "voice uploaded", `!!document.querySelector('#attachments li.upload[data-state=done]')`)
 	typeAndSend(t, ctx, "listen")
 	until(t, ctx, "transcript under the voice note", `[...document.querySelectorAll('.msg.user')].some(m => !!m.querySelector('.attachment.audio') && m.querySelector('.transcript')?.textContent === 'call Ana about the invoice')`)
-	stt.mu.Lock()
-	files := stt.files
-	stt.mu.Unlock()
+	files := stt.Files()
 	if len(files) != 1 || !bytes.Equal(files[0], voice) {
 		t.Fatalf("the transcription server got %d files, want the voice note's bytes once", len(files))
 	}

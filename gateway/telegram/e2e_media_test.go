@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,44 +86,6 @@ func TestSendFileEndToEnd(t *testing.T) {
 	}
 }
 
-// whisperFake is an OpenAI-compatible /audio/transcriptions server: it
-// reads the multipart form as OpenAI's does and answers {"text": ...}, or
-// fails with status.
-type whisperFake struct {
-	mu     sync.Mutex
-	files  [][]byte
-	text   string
-	status int
-}
-
-func (w *whisperFake) serve(t testing.TB) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/audio/transcriptions" || r.ParseMultipartForm(1<<20) != nil || r.FormValue("model") != "whisper-1" {
-			http.Error(rw, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, 400)
-			return
-		}
-		file, _, err := r.FormFile("file")
-		if err != nil {
-			http.Error(rw, `{"error":{"message":"no file","type":"invalid_request_error"}}`, 400)
-			return
-		}
-		b, _ := io.ReadAll(file)
-		w.mu.Lock()
-		w.files = append(w.files, b)
-		status, text := w.status, w.text
-		w.mu.Unlock()
-		rw.Header().Set("Content-Type", "application/json")
-		if status != 0 {
-			rw.WriteHeader(status)
-			io.WriteString(rw, `{"error":{"message":"the model is overloaded","type":"server_error"}}`)
-			return
-		}
-		json.NewEncoder(rw).Encode(map[string]string{"text": text})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/v1"
-}
-
 // A voice note through the whole path: fetched with getFile and the file
 // download, transcribed by the transcribe role's server (which gets the
 // exact bytes), the transcript stored on the message and replied to the
@@ -142,8 +101,8 @@ func TestVoiceNoteEndToEnd(t *testing.T) {
 		{"failed", 503, "could not transcribe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &whisperFake{text: "Buy milk & eggs on the way home", status: tc.status}
-			st := newStackWith(t, stackOpts{delay: time.Millisecond, stt: w.serve(t)})
+			w := &providertest.Whisper{Text: "Buy milk & eggs on the way home", Status: tc.status}
+			st := newStackWith(t, stackOpts{delay: time.Millisecond, stt: w.Serve(t)})
 			f := st.fake
 			voice := oggBytes(700)
 			id := f.pushMedia(111, 111, fmt.Sprintf(`"voice":{"file_id":%q,"file_unique_id":"v1","duration":3,"mime_type":"audio/ogg","file_size":%d}`, f.addFile(voice, 0), len(voice)))
@@ -161,9 +120,7 @@ func TestVoiceNoteEndToEnd(t *testing.T) {
 				defer f.mu.Lock()
 				return st.idle(t, chat)
 			})
-			w.mu.Lock()
-			files := w.files
-			w.mu.Unlock()
+			files := w.Files()
 			if len(files) == 0 || !bytes.Equal(files[0], voice) {
 				t.Fatalf("the transcription server got %d files, want the voice note's bytes", len(files))
 			}
