@@ -12,11 +12,15 @@
 //	GET /login     LoginPage(); a wrong token answers 401 with LoginPageWithError(msg)
 //	GET /monitor   MonitorPage(), after auth: the breaker dashboard (it loads
 //	               /static/style.css, /static/monitor.css, /static/monitor.js,
-//	               which imports /static/charts.js and its vendored uPlot;
+//	               which imports /static/dom.js, /static/charts.js and its vendored uPlot;
 //	               its DOM contract is described at the top of static/monitor.js)
 //	GET /static/*  the files of Static(), after auth (index.html loads /static/style.css,
 //	               the highlight.js themes under /static/vendor/highlight/,
-//	               /static/app.js, /static/events.js, /static/markdown.js, /static/quota.js,
+//	               /static/app.js and the client's modules it imports (state.js,
+//	               socket.js, frames.js, reducer.js, actions.js, render.js,
+//	               transcript.js, queue.js, panels.js, bindings.js, keys.js,
+//	               nav.js, page.js: README.md, "Browser client layout"),
+//	               /static/events.js, /static/markdown.js, /static/quota.js,
 //	               /static/settings.js, /static/attach.js, /static/media.js, /static/chatlist.js,
 //	               /static/chatmenu.js, /static/search.js, /static/dom.js (the
 //	               helpers those modules import), /static/manage.css,

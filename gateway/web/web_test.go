@@ -21,6 +21,29 @@ func readStatic(t *testing.T, name string) string {
 	return string(b)
 }
 
+// readClient returns the text of the chat page's client: app.js and every
+// module it imports, transitively (what was one file is cut by concern).
+func readClient(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range clientModules(t) {
+		b.WriteString(readStatic(t, name))
+	}
+	return b.String()
+}
+
+// clientModules lists app.js and the modules it reaches.
+func clientModules(t *testing.T) []string {
+	t.Helper()
+	var list []string
+	for _, name := range pageAssets(t, "app.js") {
+		if strings.HasSuffix(name, ".js") && !strings.HasPrefix(name, "vendor/") {
+			list = append(list, name)
+		}
+	}
+	return list
+}
+
 func TestEmbeddedFiles(t *testing.T) {
 	for _, name := range []string{"index.html", "app.js", "events.js", "markdown.js", "quota.js", "settings.js", "attach.js", "media.js", "dom.js", "chatmenu.js", "search.js", "style.css", "login.html", "favicon.svg", "charts.js"} {
 		t.Run(name, func(t *testing.T) {
@@ -113,7 +136,7 @@ func TestPagesReferenceOnlyLocalAssets(t *testing.T) {
 		}
 	}
 	// The modules import others relatively; they must exist too.
-	for _, mod := range []string{"app.js", "markdown.js"} {
+	for _, mod := range append(clientModules(t), "markdown.js") {
 		for _, m := range regexp.MustCompile(`from\s+'\./([^']+)'`).FindAllStringSubmatch(readStatic(t, mod), -1) {
 			if _, err := fs.Stat(Static(), m[1]); err != nil {
 				t.Errorf("%s imports %s, which is not embedded", mod, m[1])
@@ -123,7 +146,7 @@ func TestPagesReferenceOnlyLocalAssets(t *testing.T) {
 }
 
 func TestAppSpeaksProtocol(t *testing.T) {
-	app := readStatic(t, "app.js")
+	app := readClient(t)
 	// Frames the client sends (docs/protocol.md, client → server).
 	for _, typ := range []string{"hello", "chat.create", "chat.open", "chat.close", "message.send", "message.edit", "message.delete", "turn.stop"} {
 		if !strings.Contains(app, "type: '"+typ+"'") {
@@ -158,7 +181,7 @@ func TestAppSpeaksProtocol(t *testing.T) {
 
 func TestNoHTMLInjection(t *testing.T) {
 	bad := regexp.MustCompile(`\.innerHTML\b|\.outerHTML\b|insertAdjacentHTML|document\.write|\beval\(|new Function\(|createContextualFragment`)
-	for _, name := range []string{"app.js", "markdown.js", "quota.js", "settings.js", "charts.js"} {
+	for _, name := range append(clientModules(t), "markdown.js", "quota.js", "settings.js", "charts.js", "monitor.js") {
 		if loc := bad.FindStringIndex(readStatic(t, name)); loc != nil {
 			t.Errorf("%s uses %q: render text with textContent and DOM nodes", name, readStatic(t, name)[loc[0]:loc[1]])
 		}
@@ -181,7 +204,7 @@ func TestDOMContract(t *testing.T) {
 	if !strings.Contains(page, `type="module"`) {
 		t.Error("app.js is not loaded as a module")
 	}
-	app := readStatic(t, "app.js")
+	app := readClient(t)
 	for _, c := range []string{"chat-item", "busy", "badge", "msg pending", "streaming", "notice in-use", "edit btn", "delete btn", "save btn", "stopped-mark"} {
 		if !strings.Contains(app, c) {
 			t.Errorf("app.js never renders %q", c)

@@ -1,5 +1,6 @@
-// Small DOM helpers the page's modules share (attach.js, media.js,
-// chatmenu.js, search.js), so each builds elements the same way.
+// Small DOM helpers the pages' modules share (the chat client's modules,
+// attach.js, media.js, chatmenu.js, search.js, and the Monitor's
+// monitor.js), so each builds elements the same way.
 
 // $ is the element with id.
 export const $ = (id) => document.getElementById(id);

@@ -35,8 +35,8 @@
 //   #charts                         the charts of the stored aggregates (see charts.js)
 
 import { initCharts } from './charts.js';
+import { $, el } from './dom.js';
 
-const $ = (sel) => document.querySelector(sel);
 
 const state = {
   unresolved: new Map(), // id → BREAKER
@@ -46,49 +46,33 @@ const state = {
 
 // ------------------------------------------------------------ helpers
 
-function el(tag, attrs = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
-    else if (k.startsWith('data-')) e.dataset[k.slice(5).replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = v;
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) {
-    if (c === null || c === undefined || c === false) continue;
-    e.append(c);
-  }
-  return e;
-}
-
 const timeFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 const clockFmt = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
 
 function timeEl(cls, iso, fmt = timeFmt) {
-  if (!iso) return el('span', { class: cls, text: '—' });
+  if (!iso) return el('span', { class: cls }, '—');
   const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return el('span', { class: cls, text: iso });
-  return el('time', { class: cls, datetime: iso, title: iso, text: fmt.format(d) });
+  if (Number.isNaN(d.getTime())) return el('span', { class: cls }, iso);
+  return el('time', { class: cls, datetime: iso, title: iso }, fmt.format(d));
 }
 
 function toast(text) {
-  const t = el('div', { class: 'toast', role: 'alert' }, el('span', { text }));
-  const close = el('button', { class: 'toast-close', type: 'button', 'aria-label': 'Dismiss', text: '×' });
+  const t = el('div', { class: 'toast', role: 'alert' }, el('span', {}, text));
+  const close = el('button', { class: 'toast-close', type: 'button', 'aria-label': 'Dismiss' }, '×');
   close.addEventListener('click', () => t.remove());
   t.append(close);
-  $('#toasts').append(t);
+  $('toasts').append(t);
   setTimeout(() => t.remove(), 8000);
 }
 
 function showError(text) {
-  const e = $('#mon-error');
+  const e = $('mon-error');
   e.textContent = text || '';
   e.hidden = !text;
 }
 
 function setFeed(s, text) {
-  const f = $('#feed');
+  const f = $('feed');
   f.dataset.state = s;
   f.textContent = text;
 }
@@ -105,50 +89,50 @@ function byOpenedDesc(a, b) {
 function breakerEl(v, where) {
   const facts = el('div', { class: 'facts' },
     el('span', {}, 'opened ', timeEl('opened-at', v.opened_at)),
-    el('span', {}, 'trips ', el('b', { class: 'trips', text: String(v.trips ?? 0) })));
+    el('span', {}, 'trips ', el('b', { class: 'trips' }, String(v.trips ?? 0))));
   if (v.state === 'open' && v.retry_at) {
     facts.append(el('span', {}, 'probe after ', timeEl('retry-at', v.retry_at, clockFmt)));
   }
   if (where === 'history') {
     facts.append(el('span', {}, 'closed ', timeEl('closed-at', v.closed_at)));
-    if (v.closed_by) facts.append(el('span', { class: 'closed-by', text: v.closed_by === 'manual' ? 'reset by hand' : 'closed automatically' }));
+    if (v.closed_by) facts.append(el('span', { class: 'closed-by' }, v.closed_by === 'manual' ? 'reset by hand' : 'closed automatically'));
   }
   const li = el('li', { class: `breaker ${v.state}`, 'data-id': v.id, 'data-state': v.state },
     el('div', { class: 'breaker-main' },
-      el('span', { class: 'kind', text: v.kind }),
-      el('span', { class: 'scope', text: v.scope || v.id }),
-      el('span', { class: 'state', text: v.state })),
-    el('div', { class: 'reason', text: v.reason || '' }),
+      el('span', { class: 'kind' }, v.kind),
+      el('span', { class: 'scope' }, v.scope || v.id),
+      el('span', { class: 'state' }, v.state)),
+    el('div', { class: 'reason' }, v.reason || ''),
     facts);
   if (where === 'unresolved') {
     li.append(el('div', { class: 'actions' },
-      el('button', { class: 'btn btn-sm reset', type: 'button', 'data-id': v.id, title: 'Close this breaker now and let requests through', text: 'Reset' })));
+      el('button', { class: 'btn btn-sm reset', type: 'button', 'data-id': v.id, title: 'Close this breaker now and let requests through' }, 'Reset')));
   }
   return li;
 }
 
 function renderUnresolved(freshId) {
-  const list = $('#unresolved');
+  const list = $('unresolved');
   const views = [...state.unresolved.values()].sort(byOpenedDesc);
   list.replaceChildren(...views.map((v) => {
     const li = breakerEl(v, 'unresolved');
     if (v.id === freshId) li.classList.add('fresh');
     return li;
   }));
-  $('#unresolved-empty').hidden = views.length > 0;
-  const count = $('#unresolved-count');
+  $('unresolved-empty').hidden = views.length > 0;
+  const count = $('unresolved-count');
   count.textContent = String(views.length);
   count.dataset.n = String(views.length);
   document.title = views.length ? `(${views.length}) Monitor · Mirror` : 'Monitor · Mirror';
 }
 
 function renderHistory() {
-  const box = $('#history');
+  const box = $('history');
   box.replaceChildren(...state.history.map((g) =>
     el('section', { class: 'day', 'data-date': g.date },
-      el('h3', { text: g.date }),
+      el('h3', {}, g.date),
       el('ul', { class: 'day-list' }, ...g.entries.map((v) => breakerEl(v, 'history'))))));
-  $('#history-empty').hidden = state.history.length > 0;
+  $('history-empty').hidden = state.history.length > 0;
 }
 
 function applySnapshot(snap) {
@@ -218,17 +202,17 @@ async function reset(button) {
 // ------------------------------------------------------------ chats
 
 function renderChats() {
-  const list = $('#running');
+  const list = $('running');
   const busy = state.chats.filter((c) => c.state === 'running' || (c.pending || 0) > 0);
   list.replaceChildren(...busy.map((c) => {
     const running = c.state === 'running';
     return el('li', { class: running ? 'running-chat busy' : 'running-chat', 'data-chat': c.id },
-      el('span', { class: 'title', text: c.title || 'Untitled chat' }),
-      el('span', { class: 'chat-state', text: running ? 'Running' : 'Waiting' }),
-      el('span', { class: 'queue', title: 'Messages waiting in the queue', text: String(c.pending || 0) }));
+      el('span', { class: 'title' }, c.title || 'Untitled chat'),
+      el('span', { class: 'chat-state' }, running ? 'Running' : 'Waiting'),
+      el('span', { class: 'queue', title: 'Messages waiting in the queue' }, String(c.pending || 0)));
   }));
-  $('#running-empty').hidden = busy.length > 0;
-  $('#running-count').textContent = String(busy.length);
+  $('running-empty').hidden = busy.length > 0;
+  $('running-count').textContent = String(busy.length);
 }
 
 // ------------------------------------------------------------ quotas
@@ -240,17 +224,17 @@ function cell(v) {
 }
 
 function renderQuotas(data) {
-  const box = $('#quotas');
+  const box = $('quotas');
   const rows = Array.isArray(data) ? data : Array.isArray(data && data.quotas) ? data.quotas : null;
   if (rows && rows.length && rows.every((r) => r && typeof r === 'object' && !Array.isArray(r))) {
     const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
     box.replaceChildren(el('table', {},
-      el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { scope: 'col', text: c })))),
-      el('tbody', {}, ...rows.map((r) => el('tr', {}, ...cols.map((c) => el('td', { text: cell(r[c]) })))))));
+      el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { scope: 'col' }, c)))),
+      el('tbody', {}, ...rows.map((r) => el('tr', {}, ...cols.map((c) => el('td', {}, cell(r[c]))))))));
   } else if (rows && rows.length === 0) {
-    box.replaceChildren(el('p', { class: 'mon-empty', text: 'No quota reported yet.' }));
+    box.replaceChildren(el('p', { class: 'mon-empty' }, 'No quota reported yet.'));
   } else {
-    box.replaceChildren(el('pre', { text: JSON.stringify(data, null, 2) }));
+    box.replaceChildren(el('pre', {}, JSON.stringify(data, null, 2)));
   }
 }
 
@@ -265,7 +249,7 @@ async function loadQuotas() {
       ok = true;
     }
   } catch { /* hidden */ }
-  $('#quotas-section').hidden = !ok;
+  $('quotas-section').hidden = !ok;
   if (ok) setTimeout(loadQuotas, 30000);
 }
 
@@ -278,16 +262,16 @@ async function loadMCP() {
     if (res.status === 200) servers = (await res.json()).servers || [];
   } catch { /* hidden */ }
   const ok = Array.isArray(servers) && servers.length > 0;
-  $('#mcp-section').hidden = !ok;
+  $('mcp-section').hidden = !ok;
   if (!ok) return;
-  $('#mcp-count').textContent = String(servers.length);
-  $('#mcp').replaceChildren(...servers.map((s) => el('li', { class: `mcp-server ${s.state}`, 'data-name': s.name, 'data-state': s.state },
-    el('span', { class: 'name', text: s.name }),
-    el('span', { class: 'transport', text: s.transport }),
-    el('span', { class: 'state', text: s.state }),
-    el('span', { class: 'tools', text: String(s.tools), title: 'tools' }),
-    el('span', { class: 'restarts', text: String(s.restarts), title: 'restarts' }),
-    s.error ? el('span', { class: 'error', text: s.error }) : null)));
+  $('mcp-count').textContent = String(servers.length);
+  $('mcp').replaceChildren(...servers.map((s) => el('li', { class: `mcp-server ${s.state}`, 'data-name': s.name, 'data-state': s.state },
+    el('span', { class: 'name' }, s.name),
+    el('span', { class: 'transport' }, s.transport),
+    el('span', { class: 'state' }, s.state),
+    el('span', { class: 'tools', title: 'tools' }, String(s.tools)),
+    el('span', { class: 'restarts', title: 'restarts' }, String(s.restarts)),
+    s.error ? el('span', { class: 'error' }, s.error) : null)));
   setTimeout(loadMCP, 5000);
 }
 
@@ -300,13 +284,13 @@ async function loadUsage() {
     if (res.status === 200) {
       const d = await res.json();
       const cap = d.tokens_per_day ? ` of ${d.tokens_per_day.toLocaleString()}` : '';
-      $('#usage').replaceChildren(...(d.usage || []).map((u) =>
-        el('li', { text: `${u.name} (${u.role}): ${u.tokens.toLocaleString()} tokens${cap}` })));
-      if (!(d.usage || []).length) $('#usage').replaceChildren(el('li', { text: 'Nobody has used a token today.' }));
+      $('usage').replaceChildren(...(d.usage || []).map((u) =>
+        el('li', {}, `${u.name} (${u.role}): ${u.tokens.toLocaleString()} tokens${cap}`)));
+      if (!(d.usage || []).length) $('usage').replaceChildren(el('li', {}, 'Nobody has used a token today.'));
       ok = true;
     }
   } catch { /* hidden */ }
-  $('#usage-section').hidden = !ok;
+  $('usage-section').hidden = !ok;
   if (ok) setTimeout(loadUsage, 30000);
 }
 
@@ -358,7 +342,7 @@ function connect() {
   });
 }
 
-$('#unresolved').addEventListener('click', (ev) => {
+$('unresolved').addEventListener('click', (ev) => {
   const b = ev.target.closest('button.reset');
   if (b && !b.disabled) reset(b);
 });
