@@ -937,6 +937,8 @@ func (a *actor) maybeStart() {
 		Picked: len(rows) - picked, Last: last, Measured: a.conv.measured, SessionStart: a.conv.checkpointed,
 		Signals: view.Signals{Pruned: a.conv.pruned}}
 	in.Policies = a.s.turnPolicies(a.id, t.askers)
+	in.Owner, in.Withhold = a.s.ownerPolicies(a.id)
+	in.Payer = a.s.payer(a.id, t.askers)
 	if a.compact != nil {
 		in.Signals.Compact, in.Signals.Instructions = true, *a.compact
 	}

@@ -174,6 +174,13 @@ func (h *host) Lookup(ctx context.Context, call provider.ToolCall) (runtime.Tool
 		}
 		out, err := h.a.s.around(h.a.id, id)
 		return runtime.ToolResult{Content: out, Full: out}, err
+	case boundary.ToolRecallMemory:
+		r, err := boundary.ParseRecallMemory([]byte(call.Arguments))
+		if err != nil {
+			return runtime.ToolResult{}, err
+		}
+		out, err := h.a.s.recallMemory(h.a.id, r)
+		return runtime.ToolResult{Content: out, Full: out}, err
 	}
 	entries, err := h.a.s.archives(h.a.id)
 	if err != nil {

@@ -312,6 +312,35 @@ func (s *Service) turnPolicies(chat string, askers []string) map[string]string {
 	return s.opt.RolePolicies[role]
 }
 
+// ownerPolicies are the chat's owner (its creator) and the tool policies
+// of their role: the tools those deny are not offered in the chat at all.
+// "" and nil without people.
+func (s *Service) ownerPolicies(chat string) (string, map[string]string) {
+	reg := s.opt.People
+	if reg == nil {
+		return "", nil
+	}
+	id := reg.Creator(chat)
+	role := people.RoleMember // unknown or revoked counts as the least
+	if p, err := reg.Get(id); err == nil && p.IsOwner() {
+		role = people.RoleOwner
+	}
+	return id, s.opt.RolePolicies[role]
+}
+
+// payer is who a turn answering askers in chat is billed to: the first
+// asker, or the chat's creator for a turn resumed after a restart.
+func (s *Service) payer(chat string, askers []string) string {
+	reg := s.opt.People
+	switch {
+	case reg == nil:
+		return ""
+	case len(askers) > 0:
+		return askers[0]
+	}
+	return reg.Creator(chat)
+}
+
 // charge bills a turn's tokens to the person who asked (the first asker;
 // the chat's creator when the turn was resumed after a restart), in the
 // commit that records the turn's end.
@@ -320,12 +349,7 @@ func (a *actor) charge(t *turn, tokens int64) {
 	if reg == nil || tokens <= 0 {
 		return
 	}
-	who := ""
-	if len(t.askers) > 0 {
-		who = t.askers[0]
-	} else {
-		who = reg.Creator(a.id)
-	}
+	who := a.s.payer(a.id, t.askers)
 	a.b.charges = append(a.b.charges, charge{person: who, tokens: tokens})
 }
 

@@ -1,16 +1,13 @@
 package gateway
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -47,6 +44,10 @@ type MemoryNote struct {
 	// chat C, the boundary at event N, DATE.").
 	Chat    string `json:"chat,omitempty"`
 	Through uint64 `json:"through,omitempty"`
+	// Person is the id of the person the note belongs to, as its trailer
+	// names them; notes written before notes named one leave it out (they
+	// belong to their chat's creator).
+	Person string `json:"person,omitempty"`
 }
 
 func (s *Server) contextRoutes() {
@@ -81,20 +82,8 @@ func (s *Server) memoryDir() string {
 	return filepath.Join(s.opt.DataDir, boundary.MemoryDir)
 }
 
-// validNoteName accepts what WriteNotes writes: ASCII letters, digits, '-',
-// '_' and '.', ending in .md, not hidden, no "..", at most 255 bytes.
-func validNoteName(name string) bool {
-	if len(name) < 4 || len(name) > 255 || !strings.HasSuffix(name, ".md") || name[0] == '.' || strings.Contains(name, "..") {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+// validNoteName accepts what WriteNotes writes (boundary.ValidNoteName).
+func validNoteName(name string) bool { return boundary.ValidNoteName(name) }
 
 // memoryDirUsable checks the data dir and its memory dir with the data
 // dir's rules (real directories of this user, private); a missing memory
@@ -157,35 +146,13 @@ func (s *Server) apiMemory(w http.ResponseWriter, r *http.Request) {
 }
 
 // readNoteHead opens a note the data dir's way (O_NOFOLLOW, a private
-// regular file) and reads its title: the first "# " heading, or the name.
+// regular file) and reads its title and trailer (boundary.ReadNote).
 func readNoteHead(dir, name string) (MemoryNote, error) {
-	f, err := datadir.OpenFile(dir, name, os.O_RDONLY)
+	n, err := boundary.ReadNote(dir, name)
 	if err != nil {
 		return MemoryNote{}, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return MemoryNote{}, err
-	}
-	n := MemoryNote{Name: name, Title: strings.TrimSuffix(name, ".md"), Modified: st.ModTime().UTC(), Size: st.Size()}
-	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
-	titled := false
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if t, ok := strings.CutPrefix(line, "# "); ok && !titled && strings.TrimSpace(t) != "" {
-			n.Title, titled = strings.TrimSpace(t), true
-		}
-		if rest, ok := strings.CutPrefix(line, "From chat "); ok {
-			var chat string
-			var seq uint64
-			if k, _ := fmt.Sscanf(rest, "%s the boundary at event %d,", &chat, &seq); k == 2 {
-				n.Chat, n.Through = strings.TrimSuffix(chat, ","), seq
-			}
-		}
-	}
-	return n, nil
+	return MemoryNote{Name: n.Name, Title: n.Title, Modified: n.Modified, Size: n.Size, Chat: n.Chat, Through: n.Through, Person: n.Person}, nil
 }
 
 func (s *Server) apiMemoryNote(w http.ResponseWriter, r *http.Request) {

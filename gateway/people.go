@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sort"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/gateway/ws"
+	"github.com/mirror-gateway/mirror/monitor"
 )
 
 // personKey keys the person a request speaks for in its context.
@@ -150,7 +152,9 @@ func (s *Server) apiPersonRevoke(w http.ResponseWriter, r *http.Request) {
 		s.peopleError(w, err)
 		return
 	}
-	s.log.Info("person revoked", "person", p.ID, "by", personOf(r).ID)
+	// Their open sockets go now, not at their next reconnect.
+	closed := s.hub.SignOut(p.ID)
+	s.log.Info("person revoked", "person", p.ID, "by", personOf(r).ID, "sockets_closed", closed)
 	writeJSON(w, http.StatusOK, map[string]any{"person": p})
 }
 
@@ -238,14 +242,15 @@ func (s *Server) peopleError(w http.ResponseWriter, err error) {
 }
 
 // noteVisible reports whether r's person may read a memory note: a note
-// belongs to the person whose chat's boundary wrote it (its creator), and
+// belongs to the person its trailer names, or (older notes) to the creator
+// of the chat whose boundary wrote it (people.Registry.NoteOwner), and
 // owners read all. A note that names no chat is the first owner's.
 func (s *Server) noteVisible(r *http.Request, n MemoryNote) bool {
 	p := personOf(r)
 	if s.opt.People == nil || p.IsOwner() {
 		return true
 	}
-	return n.Chat != "" && s.opt.People.Creator(n.Chat) == p.ID
+	return p.ID != "" && s.opt.People.NoteOwner(n.Person, n.Chat) == p.ID
 }
 
 // apiUsage answers each person's tokens of a UTC day (?day=YYYY-MM-DD,
@@ -267,8 +272,56 @@ func (s *Server) apiUsage(w http.ResponseWriter, r *http.Request) {
 		s.peopleError(w, err)
 		return
 	}
-	if list == nil {
-		list = []people.DayUsage{}
+	out, err := s.withCost(reg, day, list)
+	if err != nil {
+		s.log.Error("people cost", "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the cost ledger"})
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"day": day, "usage": list, "tokens_per_day": s.opt.Config.People.TokensPerDay})
+	writeJSON(w, http.StatusOK, map[string]any{"day": day, "usage": out, "tokens_per_day": s.opt.Config.People.TokensPerDay})
+}
+
+// personUsage is one person's day on the Monitor: tokens counted for
+// people.tokens_per_day, and what their requests cost (the cost ledger;
+// absent without a monitor).
+type personUsage struct {
+	people.DayUsage
+	Cost *monitor.Spend `json:"cost,omitempty"`
+}
+
+// withCost joins the ledger's spend per person to the day's token usage; a
+// person who spent but counted no tokens is listed too.
+func (s *Server) withCost(reg *people.Registry, day string, list []people.DayUsage) ([]personUsage, error) {
+	out := make([]personUsage, 0, len(list))
+	for _, u := range list {
+		out = append(out, personUsage{DayUsage: u})
+	}
+	if s.opt.Monitor == nil {
+		return out, nil
+	}
+	d, _ := time.Parse("2006-01-02", day)
+	costs, err := s.opt.Monitor.PeopleCost(d)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if c, ok := costs[out[i].Person]; ok {
+			out[i].Cost = &c
+			delete(costs, out[i].Person)
+		}
+	}
+	ids := make([]string, 0, len(costs))
+	for id := range costs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		c := costs[id]
+		u := people.DayUsage{Person: id}
+		if p, err := reg.Get(id); err == nil {
+			u.Name, u.Role = p.Name, p.Role
+		}
+		out = append(out, personUsage{DayUsage: u, Cost: &c})
+	}
+	return out, nil
 }

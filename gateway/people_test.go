@@ -261,7 +261,7 @@ func TestPeopleRoutesTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	note := "2026-12-03-alice.md"
-	if err := datadir.WriteFile(mem, note, []byte("# "+f.aliceSecret+"\n\nFrom chat "+a+", the boundary at event 3, 2026-12-03.\n")); err != nil {
+	if err := datadir.WriteFile(mem, note, []byte("# "+f.aliceSecret+"\n\nWhat alice taught.\n\n---\nFrom chat "+a+", the boundary at event 3, 2026-12-03.\n")); err != nil {
 		t.Fatal(err)
 	}
 	// An attachment only alice's chat names.
@@ -566,10 +566,12 @@ func TestTelegramApprovalOnlyByItsPeople(t *testing.T) {
 // anyWildcard is a pattern's wildcard, digits in its name included.
 var anyWildcard = regexp.MustCompile(`\{([a-zA-Z0-9_]+)(\.\.\.)?\}`)
 
-// TestToolPoliciesPerRole: with people.policies member: {shell: deny}, a
-// member's shell call is refused without asking anyone, and says why; the
-// owner's same call still asks (tools.policies: ask), and a member's
-// read-only call is untouched.
+// TestToolPoliciesPerRole: people.policies deny a member shell. In the
+// member's own chat shell is not offered at all (the model is told only of
+// the tools it may call, and list_dir, allowed, runs); in an owner's chat
+// shell is offered and asks; when the member asks in the owner's chat
+// shared with them, the offered shell is still refused for the person who
+// asked.
 func TestToolPoliciesPerRole(t *testing.T) {
 	pols := map[string]map[string]string{"member": {"shell": "deny", "list_*": "allow"}}
 	e := newEdge(t, edgeOpts{people: true, chatsOpt: func(o *chats.Options) { o.RolePolicies = pols }})
@@ -577,26 +579,44 @@ func TestToolPoliciesPerRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(tok, text string) map[string]any {
+	open := func(tok string) (*client, any) {
 		cl, _ := e.connectAs(tok)
 		cl.send(map[string]any{"type": "chat.create", "req": "c"})
 		chat := cl.expect("chat.created")["chat"].(map[string]any)["id"]
 		cl.send(map[string]any{"type": "chat.open", "chat": chat})
 		cl.expect("chat.snapshot")
-		cl.send(map[string]any{"type": "message.send", "chat": chat, "text": text, "client_id": "1"})
+		return cl, chat
+	}
+	n := 0
+	say := func(cl *client, chat any, text string) map[string]any {
+		n++
+		cl.send(map[string]any{"type": "message.send", "chat": chat, "text": text, "client_id": fmt.Sprint(n)})
 		return cl.expect2("approval.requested", "tool.result")
 	}
-	got := run(tok, `/tool shell {"command":"echo hi"}`)
-	res, _ := got["result"].(map[string]any)
-	if got["type"] != "tool.result" || !strings.Contains(fmt.Sprint(res["content"]), "not allowed for the person who asked") {
-		t.Fatalf("member's shell: %v", got)
+	mia, miaChat := open(tok)
+	mia.send(map[string]any{"type": "message.send", "chat": miaChat, "text": `/tool shell {"command":"echo hi"}`, "client_id": "s"})
+	fin := mia.expect("turn.finished")
+	if reply := fmt.Sprint(fin["reply"]); !strings.Contains(reply, "«shell» is not available here") || strings.Contains(reply, "shell,") || !strings.Contains(reply, "list_dir") {
+		t.Fatalf("member's chat offered shell, or not list_dir: %v", fin)
 	}
-	if got := run(testToken, `/tool shell {"command":"echo hi"}`); got["type"] != "approval.requested" {
-		t.Fatalf("owner's shell: %v", got)
-	}
-	got = run(tok, `/tool list_dir {}`)
+	got := say(mia, miaChat, `/tool list_dir {}`)
 	if res, _ := got["result"].(map[string]any); got["type"] != "tool.result" || res["is_error"] == true {
 		t.Fatalf("member's list_dir: %v", got)
+	}
+	owner, ownerChat := open(testToken)
+	if got := say(owner, ownerChat, `/tool shell {"command":"echo hi"}`); got["type"] != "approval.requested" {
+		t.Fatalf("owner's shell: %v", got)
+	}
+	_, shared := open(testToken)
+	if _, err := e.people.Share(shared.(string), "mia", people.Write); err != nil {
+		t.Fatal(err)
+	}
+	mia.send(map[string]any{"type": "chat.open", "chat": shared})
+	mia.expect("chat.snapshot")
+	got = say(mia, shared, `/tool shell {"command":"echo hi"}`)
+	res, _ := got["result"].(map[string]any)
+	if got["type"] != "tool.result" || !strings.Contains(fmt.Sprint(res["content"]), "not allowed for the person who asked") {
+		t.Fatalf("member's shell in the owner's chat: %v", got)
 	}
 }
 

@@ -11,10 +11,11 @@ package monitor
 //
 //	'd' DAY MODEL            all chats' requests to a model on a day
 //	'c' CHAT 0x00 DAY MODEL  one chat's requests to a model on a day
+//	'p' PERSON 0x00 DAY MODEL  one person's requests (whom the turn was billed to)
 //
 // DAY is the unix seconds of the UTC day's start, 8 bytes big endian. A
-// person's ledger is another prefix of the same shape ('p' PERSON 0x00 DAY
-// MODEL) when requests carry one. The cost is summed as it is recorded, at
+// request that names no person (no people kept, or no chat) has no 'p'
+// key. The cost is summed as it is recorded, at
 // the prices then in force, so changing a price does not rewrite the past.
 
 import (
@@ -57,6 +58,12 @@ func (s *Spend) add(o Spend) {
 // the model's prices, and returns the cost. A request billed nothing is not
 // recorded.
 func (m *Monitor) RecordCost(chat, model string, in, out, cached int) (float64, error) {
+	return m.RecordCostBy(chat, "", model, in, out, cached)
+}
+
+// RecordCostBy is RecordCost billed to person too (their id; "" for
+// none), so the Monitor shows what each person spent.
+func (m *Monitor) RecordCostBy(chat, person, model string, in, out, cached int) (float64, error) {
 	if m == nil || in+out+cached <= 0 {
 		return 0, nil
 	}
@@ -66,7 +73,7 @@ func (m *Monitor) RecordCost(chat, model string, in, out, cached int) (float64, 
 	d := dayOf(m.now())
 	err := m.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCosts)
-		for _, k := range [][]byte{costKey('d', "", d, model), costKey('c', chat, d, model)} {
+		for _, k := range costKeys(chat, person, d, model) {
 			cur, err := readSpend(k, b.Get(k))
 			if err != nil {
 				return err
@@ -86,6 +93,48 @@ func (m *Monitor) RecordCost(chat, model string, in, out, cached int) (float64, 
 		return 0, fmt.Errorf("monitor: record cost: %w", err)
 	}
 	return s.Cost, nil
+}
+
+// costKeys are the ledger keys one request of chat billed to person adds
+// to on day d: all chats', the chat's, and the person's when there is one.
+func costKeys(chat, person string, d time.Time, model string) [][]byte {
+	keys := [][]byte{costKey('d', "", d, model), costKey('c', chat, d, model)}
+	if person != "" {
+		keys = append(keys, costKey('p', person, d, model))
+	}
+	return keys
+}
+
+// PeopleCost is what each person's requests cost on the UTC day of d, by
+// person id, every model summed.
+func (m *Monitor) PeopleCost(d time.Time) (map[string]Spend, error) {
+	out := map[string]Spend{}
+	if m == nil {
+		return out, nil
+	}
+	want := uint64(max(dayOf(d).Unix(), 0))
+	err := m.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketCosts).Cursor()
+		for k, v := c.Seek([]byte{'p'}); len(k) > 0 && k[0] == 'p'; k, v = c.Next() {
+			i := bytes.IndexByte(k, 0)
+			if i < 0 || len(k) < i+9 || binary.BigEndian.Uint64(k[i+1:]) != want {
+				continue
+			}
+			s, err := readSpend(k, v)
+			if err != nil {
+				return err
+			}
+			id := string(k[1:i])
+			cur := out[id]
+			cur.add(s)
+			out[id] = cur
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("monitor: read cost: %w", err)
+	}
+	return out, nil
 }
 
 // ChatCost is the body of GET /api/chats/{id}/cost: a chat's spending today
@@ -283,7 +332,7 @@ func chatPrefix(chat string) []byte {
 	return append(k, 0)
 }
 
-// costKey is kind's key of owner (a chat; "" for 'd'), the day of d and
+// costKey is kind's key of owner (a chat or a person; "" for 'd'), the day of d and
 // model; with model "" it is the prefix of that day's keys.
 func costKey(kind byte, owner string, d time.Time, model string) []byte {
 	var k []byte

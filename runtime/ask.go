@@ -87,7 +87,7 @@ models:
 				return onDelta(d.Text)
 			})
 			e.attempt(ctx, to, diag, res, err, start)
-			e.bill(to.chat, m.Name, res.Usage)
+			e.bill(to.chat, to.payer, m.Name, res.Usage)
 			if err != nil && ctx.Err() != nil {
 				done(ctx.Err(), "canceled") // a stopped turn is not the provider's failure
 			} else {
@@ -160,11 +160,11 @@ func (e *Engine) ask(ctx context.Context, m *Model, req provider.Request, emit f
 // bill adds what the provider billed for one request to the cost ledger,
 // whatever the request's outcome: a failed stream may still have been
 // billed. A ledger that cannot be written is logged; the answer stands.
-func (e *Engine) bill(chat, model string, u provider.Usage) {
+func (e *Engine) bill(chat, payer, model string, u provider.Usage) {
 	if e.mon == nil {
 		return
 	}
-	if _, err := e.mon.RecordCost(chat, model, u.InputTokens, u.OutputTokens, u.CachedTokens); err != nil && e.log != nil {
+	if _, err := e.mon.RecordCostBy(chat, payer, model, u.InputTokens, u.OutputTokens, u.CachedTokens); err != nil && e.log != nil {
 		e.log.Error("cost ledger", "chat", chat, "model", model, "err", err)
 	}
 }

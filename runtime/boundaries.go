@@ -185,7 +185,9 @@ func (e *Engine) askRecord(ctx context.Context, in *TurnInput, conv []provider.M
 }
 
 // reflect is the separate model turn (role reflect) that writes what the
-// conversation taught as notes under data_dir/memory.
+// conversation taught as notes under data_dir/memory, as the chat's
+// owner's (in.Owner): recall_memory offers them only in that person's
+// chats.
 func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Message, through uint64) ([]string, error) {
 	chain := e.chains[e.roles.Reflect]
 	if len(chain) == 0 {
@@ -206,7 +208,7 @@ func (e *Engine) reflect(ctx context.Context, in *TurnInput, conv []provider.Mes
 	if e.dataDir == "" {
 		return nil, nil
 	}
-	return boundary.WriteNotes(e.dataDir, in.Chat, through, time.Now(), boundary.ParseNotes(res.Text))
+	return boundary.WriteNotes(e.dataDir, in.Chat, in.Owner, through, time.Now(), boundary.ParseNotes(res.Text))
 }
 
 // trim is the safety net of a boundary's one-off request: msgs (the system

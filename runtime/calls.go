@@ -67,7 +67,7 @@ func (e *Engine) callResult(ctx context.Context, in *TurnInput, call provider.To
 		return e.handoffUpdate(in.Host, call), nil
 	case boundary.ToolTaskList:
 		return e.taskList(call), nil
-	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory, boundary.ToolToolOutput, boundary.ToolGlobalSearch:
+	case boundary.ToolRecallHistory, boundary.ToolHandoffHistory, boundary.ToolToolOutput, boundary.ToolGlobalSearch, boundary.ToolRecallMemory:
 		res, err := in.Host.Lookup(ctx, call)
 		if err != nil {
 			res = ToolResult{Content: err.Error(), Full: err.Error(), IsError: true}

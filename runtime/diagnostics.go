@@ -93,12 +93,13 @@ type asker struct {
 	journal DiagnosticJournal
 	chat    string
 	purpose string
+	payer   string // who the requests are billed to (TurnInput.Payer)
 }
 
 // askerFor is the asker of a turn's ask for purpose; show says whether its
 // quota waits are shown to the person.
 func (in *TurnInput) askerFor(purpose string, show bool) asker {
-	a := asker{chat: in.Chat, purpose: purpose}
+	a := asker{chat: in.Chat, purpose: purpose, payer: in.Payer}
 	if in.Host == nil {
 		return a
 	}

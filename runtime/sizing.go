@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -12,6 +13,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/budget"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
@@ -44,10 +46,17 @@ func (e *Engine) offered(withHost bool) []provider.Tool {
 	return defs
 }
 
-// offeredIn is what in's turn offers: its chat may leave MCP servers out.
+// offeredIn is what in's turn offers: its chat may leave MCP servers out,
+// and its owner's role may deny tools (in.Withhold).
 func (e *Engine) offeredIn(in *TurnInput) []provider.Tool {
-	defs, _ := e.offer(in.Host != nil, in.Servers)
+	defs, _ := e.offerIn(in)
 	return defs
+}
+
+// offerIn is offer for in's turn: with its chat's MCP servers, without
+// the tools its owner's role denies.
+func (e *Engine) offerIn(in *TurnInput) ([]provider.Tool, []string) {
+	return e.offerFor(in.Host != nil, in.Servers, in.Withhold)
 }
 
 // offer is offered with the MCP tools limited to servers (nil: all), and
@@ -56,6 +65,13 @@ func (e *Engine) offeredIn(in *TurnInput) []provider.Tool {
 // bytes (and the slices, which defsCount knows by identity) stay the same
 // until then.
 func (e *Engine) offer(withHost bool, servers []string) ([]provider.Tool, []string) {
+	return e.offerFor(withHost, servers, nil)
+}
+
+// offerFor is offer without the tools pols deny (by name or pattern, as
+// rolePolicy reads them). Each distinct set is made once per Generation,
+// so a chat's list is the same slice, and the same bytes, turn after turn.
+func (e *Engine) offerFor(withHost bool, servers []string, pols map[string]string) ([]provider.Tool, []string) {
 	if !withHost {
 		return nil, nil
 	}
@@ -73,20 +89,31 @@ func (e *Engine) offer(withHost bool, servers []string) ([]provider.Tool, []stri
 		}
 		e.offeredDefs = append(e.offeredDefs, boundary.Tools()...)
 		e.offeredDefs = append(e.offeredDefs, boundary.ToolOutputTool, boundary.GlobalSearchTool)
+		if e.dataDir != "" { // memory is kept: the chat's person's notes can be searched
+			e.offeredDefs = append(e.offeredDefs, boundary.RecallMemoryTool)
+		}
 		for _, t := range e.offeredDefs {
 			e.roster = append(e.roster, t.Name)
 		}
 	}
-	if servers == nil {
+	denies := denyKey(pols)
+	if servers == nil && denies == "" {
 		return e.offeredDefs, e.roster
 	}
 	key := strings.Join(servers, "\x00")
+	if servers == nil {
+		key = "\x01all" // not a list of server names
+	}
+	key += "\x02" + denies
 	if o, ok := e.offerSome[key]; ok {
 		return o.defs, o.roster
 	}
 	var o offering
 	for _, t := range e.offeredDefs {
-		if srv, _, ok := strings.Cut(t.Name, config.MCPSeparator); ok && !slices.Contains(servers, srv) {
+		if srv, _, ok := strings.Cut(t.Name, config.MCPSeparator); ok && servers != nil && !slices.Contains(servers, srv) {
+			continue
+		}
+		if p, ok := rolePolicy(pols, t.Name); ok && p == tools.Deny && !builtinTool(t.Name) {
 			continue
 		}
 		o.defs = append(o.defs, t)
@@ -99,7 +126,33 @@ func (e *Engine) offer(withHost bool, servers []string) ([]provider.Tool, []stri
 	return o.defs, o.roster
 }
 
-// offering is the tools of chats that offer only some MCP servers.
+// denyKey names what pols deny, sorted, "" when nothing: the part of a
+// chat's offering its owner's role decides.
+func denyKey(pols map[string]string) string {
+	var out []string
+	for k, v := range pols {
+		if tools.Policy(v) == tools.Deny {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\x00")
+}
+
+// builtinTool reports whether name is one of the runtime's own tools
+// (handoff, recall, memory): they read and write only the chat's own
+// record and the person's own notes, and no role policy withholds them.
+func builtinTool(name string) bool {
+	for _, t := range boundary.Tools() {
+		if t.Name == name {
+			return true
+		}
+	}
+	return name == boundary.ToolToolOutput || name == boundary.ToolGlobalSearch || name == boundary.ToolRecallMemory
+}
+
+// offering is the tools of chats that offer only some MCP servers, or
+// whose owner's role denies some.
 type offering struct {
 	defs   []provider.Tool
 	roster []string

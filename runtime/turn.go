@@ -78,7 +78,8 @@ type Record interface {
 	// chat says so.
 	Boundary(b Boundary) ([]view.Row, error)
 	// Lookup answers the tools that read the chat's own record:
-	// recall_history, handoff_history, tool_output and global_search.
+	// recall_history, handoff_history, tool_output and global_search; and
+	// recall_memory, which reads the notes of the chat's owner only.
 	Lookup(ctx context.Context, call provider.ToolCall) (ToolResult, error)
 }
 
@@ -118,6 +119,18 @@ type TurnInput struct {
 	// whose message the turn answers (people.policies in runtime.yaml). A
 	// tool tools.policies denies stays denied.
 	Policies map[string]string
+	// Withhold are the tool policies of the role of the chat's owner (its
+	// creator): the tools they deny are not offered at all, so the model
+	// is not shown what it may not call. They are the owner's, not the
+	// asker's, so the offered list (and the request's bytes) stays the
+	// same whoever speaks; Policies still decides each call.
+	Withhold map[string]string
+	// Owner is the id of the person the chat belongs to (its creator; ""
+	// without people): the memory notes reflect writes are theirs.
+	Owner string
+	// Payer is the id of the person the turn's requests are billed to
+	// (who asked; "" without people), for the cost ledger.
+	Payer string
 	// SessionStart says the previous turn took a checkpoint: SessionStart
 	// hooks run (source compact) and their text joins the runtime context.
 	SessionStart bool

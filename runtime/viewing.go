@@ -25,7 +25,7 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 	if extra != "" {
 		sections = append(sections, view.Section{Key: sessionStartKey, Text: extra})
 	}
-	_, roster := e.offer(in.Host != nil, in.Servers)
+	_, roster := e.offerIn(in)
 	vin := view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
 		Basis: sz.basis, Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind}
 	if e.cal != nil {

@@ -525,6 +525,18 @@ func (r *Registry) Creator(chat string) string {
 	return id
 }
 
+// NoteOwner is the id of the person a memory note belongs to: the person
+// its trailer names (person); for a note written before notes named one,
+// the creator of the chat it names, which is the first owner for a chat
+// the registry never saw or a note that names no chat. No note is
+// without an owner, so none is offered everywhere.
+func (r *Registry) NoteOwner(person, chat string) string {
+	if person != "" {
+		return person
+	}
+	return r.Creator(chat)
+}
+
 // Access returns how far p reaches into chat: owners reach every chat, its
 // creator owns it, a grant gives read or write, anyone else nothing.
 func (r *Registry) Access(p Person, chat string) Level {

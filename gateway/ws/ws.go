@@ -146,6 +146,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		stop: make(chan struct{}), session: ids.NewSession(), opened: map[string]bool{}}
 	if authed {
 		c.auth.Store(authOK)
+		c.person.Store(&who.Person.ID)
 	} else {
 		// Closed with 4401 unless hello brings the token in time.
 		c.authTimer = time.AfterFunc(h.opt.AuthTimeout, c.authExpired)
@@ -187,6 +188,35 @@ func (h *Hub) Close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
+}
+
+// CloseSignedOut is the close message of a socket whose person's access
+// was revoked (code CloseUnauthorized, which browsers take as signed out).
+const CloseSignedOut = "signed out: your access was revoked"
+
+// SignOut closes every socket that speaks for the person with id, with
+// CloseUnauthorized and CloseSignedOut, at once: a revoked person keeps no
+// open socket, and a frame of theirs that is read meanwhile is not
+// answered. It returns how many sockets it closed.
+func (h *Hub) SignOut(id string) int {
+	if id == "" {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for c := range h.conns {
+		if p := c.person.Load(); p != nil && *p == id {
+			c.signedOut.Store(true)
+			c.mu.Lock()
+			clear(c.q) // what waits is not sent to someone no longer let in
+			c.q, c.queued = c.q[:0], 0
+			c.mu.Unlock()
+			c.shut(CloseUnauthorized, CloseSignedOut)
+			n++
+		}
+	}
+	return n
 }
 
 // Broadcast sends a frame to every socket that watches the chat list (the
@@ -239,6 +269,12 @@ type conn struct {
 	principal string      // who the token speaks for (the read loop's)
 	scope     chats.Scope // the chats as that person may use them (the read loop's)
 	settled   bool        // the unauthenticated count no longer has this socket
+	// person is the id of who the socket speaks for once it is
+	// authenticated, for SignOut (read from other goroutines).
+	person atomic.Pointer[string]
+	// signedOut: the person's access was revoked; no frame is answered
+	// any more and the socket is closing.
+	signedOut atomic.Bool
 
 	mu        sync.Mutex
 	q         []item
@@ -616,6 +652,7 @@ func (c *conn) authenticate(who Who) bool {
 		return c.auth.Load() == authOK
 	}
 	c.principal, c.scope = who.Principal, c.hub.opt.Chats.As(who.Person)
+	c.person.Store(&who.Person.ID)
 	c.settleAuth()
 	return true
 }
@@ -722,6 +759,9 @@ func (c *conn) handle(data []byte) bool {
 		_ = json.Unmarshal(data, &req)
 		c.fail(req.Req, "", "bad_frame", "frame is not a JSON object of the protocol: "+jsonProblem(err))
 		return true
+	}
+	if c.signedOut.Load() {
+		return false // revoked: the close frame is on its way
 	}
 	first := !c.started
 	c.started = true

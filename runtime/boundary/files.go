@@ -95,11 +95,19 @@ func ensureDirs(dataDir string, parts ...string) (string, error) {
 // WriteNotes writes each note reflect produced as its own markdown file,
 // data_dir/memory/<date>-<chat>-<slug>.md (date of at, UTC), 0600, written
 // atomically and never over an existing note: a name that is taken gets a
-// -2, -3, ... suffix. It returns the names written, in order. Notes written
-// before a failure stay; the error says which note failed.
-func WriteNotes(dataDir, chat string, boundarySeq uint64, at time.Time, notes []Note) ([]string, error) {
+// -2, -3, ... suffix. Its trailer names the chat, the boundary and, when
+// person is not "", the person the note belongs to (the chat's owner), so
+// it is offered only in their chats. It returns the names written, in
+// order. Notes written before a failure stay; the error says which note
+// failed.
+func WriteNotes(dataDir, chat, person string, boundarySeq uint64, at time.Time, notes []Note) ([]string, error) {
 	if err := CheckChat(chat); err != nil {
 		return nil, err
+	}
+	if person != "" {
+		if err := CheckChat(person); err != nil { // ids are the same plain kind
+			return nil, fmt.Errorf("person: %w", err)
+		}
 	}
 	if len(notes) == 0 {
 		return nil, nil
@@ -113,6 +121,9 @@ func WriteNotes(dataDir, chat string, boundarySeq uint64, at time.Time, notes []
 	for _, n := range notes {
 		body := fmt.Sprintf("# %s\n\n%s\n\n---\nFrom chat %s, the boundary at event %d, %s.\n",
 			oneLine(n.Title, 200), strings.TrimSpace(n.Body), chat, boundarySeq, date)
+		if person != "" {
+			body += "Person: " + person + "\n"
+		}
 		name, err := writeNew(dir, date+"-"+chat+"-"+Slug(n.Title), ".md", []byte(body))
 		if err != nil {
 			return names, fmt.Errorf("memory note %q: %w", oneLine(n.Title, 60), err)

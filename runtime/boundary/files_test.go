@@ -122,7 +122,7 @@ func TestWriteNotes(t *testing.T) {
 		{Title: "Ünïcode — only", Body: "x"},
 		{Title: "日本語", Body: "y"},
 	}
-	names, err := WriteNotes(data, "c_9", 120, at, notes)
+	names, err := WriteNotes(data, "c_9", "", 120, at, notes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestWriteNotes(t *testing.T) {
 		t.Errorf("names = %q\nwant %q", names, want)
 	}
 	// Never over an existing note: the same again gets new suffixes.
-	again, err := WriteNotes(data, "c_9", 130, at, notes[:1])
+	again, err := WriteNotes(data, "c_9", "", 130, at, notes[:1])
 	if err != nil || len(again) != 1 || again[0] != "2025-03-05-c_9-deploys-go-through-the-staging-box-3.md" {
 		t.Errorf("again = %q, %v", again, err)
 	}
@@ -159,10 +159,10 @@ func TestWriteNotes(t *testing.T) {
 	if len(entries) != 5 {
 		t.Errorf("temp files left behind: %v", entries)
 	}
-	if _, err := WriteNotes(data, "../x", 1, at, notes); err == nil {
+	if _, err := WriteNotes(data, "../x", "", 1, at, notes); err == nil {
 		t.Error("bad chat id accepted")
 	}
-	if names, err := WriteNotes(data, "c_9", 1, at, nil); err != nil || names != nil {
+	if names, err := WriteNotes(data, "c_9", "", 1, at, nil); err != nil || names != nil {
 		t.Errorf("no notes: %q, %v", names, err)
 	}
 }

@@ -275,7 +275,8 @@ async function loadMCP() {
   setTimeout(loadMCP, 5000);
 }
 
-// loadUsage shows each person's tokens of today (UTC) while GET
+// loadUsage shows each person's tokens (and, from the cost ledger, requests
+// and cost) of today (UTC) while GET
 // /api/people/usage answers 200: owners only, with people kept.
 async function loadUsage() {
   let ok = false;
@@ -285,7 +286,8 @@ async function loadUsage() {
       const d = await res.json();
       const cap = d.tokens_per_day ? ` of ${d.tokens_per_day.toLocaleString()}` : '';
       $('usage').replaceChildren(...(d.usage || []).map((u) =>
-        el('li', {}, `${u.name} (${u.role}): ${u.tokens.toLocaleString()} tokens${cap}`)));
+        el('li', {}, `${u.name} (${u.role}): ${u.tokens.toLocaleString()} tokens${cap}` +
+          (u.cost ? `, ${u.cost.requests.toLocaleString()} requests, $${u.cost.cost.toFixed(4)}` : ''))));
       if (!(d.usage || []).length) $('usage').replaceChildren(el('li', {}, 'Nobody has used a token today.'));
       ok = true;
     }
