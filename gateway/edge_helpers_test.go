@@ -86,9 +86,6 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.Provision(runtime.Options{Tools: reg}); err != nil {
-		t.Fatal(err)
-	}
 	copt := chats.Options{Store: store, Turner: eng, MaxPending: cfg.Limits.PendingPerChat}
 	var folks *people.Registry
 	var dataDir string
@@ -106,6 +103,11 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 			t.Fatal(err)
 		}
 		replay = func(w io.Writer, chat string) error { _, err := fmt.Fprintf(w, "replay of %s\n", chat); return err }
+		copt.DataDir = dataDir // memory notes: recall_memory reads them
+	}
+	// With people the engine keeps memory in the data dir, as serve does.
+	if err := eng.Provision(runtime.Options{Tools: reg, DataDir: dataDir}); err != nil {
+		t.Fatal(err)
 	}
 	if o.chatsOpt != nil {
 		o.chatsOpt(&copt)
