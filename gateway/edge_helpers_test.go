@@ -41,6 +41,8 @@ type edge struct {
 	people  *people.Registry
 	dataDir string
 	logs    *syncBuffer
+	// mon is the monitor of the people stack (nil without people).
+	mon *monitor.Monitor
 }
 
 const webhookSecret = "webhook-secret-0123456789"
@@ -55,6 +57,8 @@ type edgeOpts struct {
 	// people keeps people (the test token is the first owner's), with a
 	// data dir for memory notes and a replay route.
 	people bool
+	// now is the gateway's clock of message rates (nil: time.Now).
+	now func() time.Time
 }
 
 func newEdge(t *testing.T, o edgeOpts) *edge {
@@ -140,7 +144,8 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 	}
 	st.http = httptest.NewUnstartedServer(nil)
 	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(),
-		Models: eng, Routes: routes, Log: log, People: folks, DataDir: dataDir, Replay: replay, Monitor: mon})
+		Models: eng, Routes: routes, Log: log, People: folks, DataDir: dataDir, Replay: replay, Monitor: mon, Now: o.now})
+	e.mon = mon
 	hs := st.srv.HTTPServer(nil)
 	inner := hs.Handler
 	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

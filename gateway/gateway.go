@@ -62,6 +62,9 @@ type Options struct {
 	// Replay writes what `mirror replay CHAT` prints, for
 	// /api/chats/{id}/replay; nil answers 503 there.
 	Replay func(w io.Writer, chat string) error
+	// Now is the clock of the per-person message rate
+	// (limits.messages_per_minute); nil is time.Now.
+	Now func() time.Time
 }
 
 // Route is one more handler a transport brings.
@@ -173,6 +176,7 @@ func New(opt Options) *Server {
 		AuthTimeout:        l.AuthTimeout,
 		MaxUnauthenticated: l.UnauthenticatedSockets,
 		MessagesPerMinute:  l.MessagesPerMinute,
+		Now:                opt.Now,
 		Log:                opt.Log,
 	})
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -71,7 +71,9 @@ type Options struct {
 	// (0: DefaultQueueBytes). Past either limit the socket is closed with
 	// 1013 and the client resumes with since.
 	QueueBytes int
-	Log        *slog.Logger
+	// Now is the clock of the message rate; nil is time.Now.
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Who is the person a socket's token speaks for, and the key of their
@@ -112,6 +114,7 @@ func New(opt Options) *Hub {
 	h := &Hub{opt: opt, conns: map[*conn]struct{}{}}
 	if opt.MessagesPerMinute > 0 {
 		h.sends = limit.New[string](opt.MessagesPerMinute, opt.MessagesPerMinute, 1<<16)
+		h.sends.Now = opt.Now
 	}
 	h.upgrader = websocket.Upgrader{
 		ReadBufferSize: 4096, WriteBufferSize: 4096,
