@@ -624,12 +624,13 @@ func TestToolPoliciesPerRole(t *testing.T) {
 // spending hers leaves bob his), and people.tokens_per_day refuses a
 // person whose turns used the day's tokens with rate_limited and when it
 // frees up (the next UTC midnight), in the browser and on Telegram, until
-// the day turns; the Monitor's usage route shows who used what.
+// the day turns; a refused rate recovers once it refills; the Monitor's
+// usage route shows who used what.
 func TestPerPersonLimits(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 3, 22, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	f := newFolksWith(t, edgeOpts{people: true, telegram: true,
+	f := newFolksWith(t, edgeOpts{people: true, telegram: true, now: clock,
 		mutate:   func(c *config.Config) { c.Limits.MessagesPerMinute = 3 },
 		chatsOpt: func(o *chats.Options) { o.TokensPerDay, o.Now = 1, clock }})
 	send := func(cl *client, chat, id string) map[string]any {
@@ -680,6 +681,10 @@ func TestPerPersonLimits(t *testing.T) {
 	mu.Unlock()
 	if m := send(f.bobSock, b, "b2"); m["type"] != "message.accepted" {
 		t.Fatalf("bob the next day: %v", m)
+	}
+	// Alice's rate has refilled meanwhile: her messages go again.
+	if m := send(f.aliceSock, f.aliceChat.ID, "a-later"); m["type"] != "message.accepted" {
+		t.Fatalf("alice after her rate refilled: %v", m)
 	}
 }
 
