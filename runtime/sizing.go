@@ -126,14 +126,18 @@ func (e *Engine) offerFor(withHost bool, servers []string, pols map[string]strin
 	return o.defs, o.roster
 }
 
-// denyKey names what pols deny, sorted, "" when nothing: the part of a
-// chat's offering its owner's role decides.
+// denyKey keys the offering pols decide: "" when they deny nothing, else
+// every policy sorted (an allow by name can undo a denying pattern, so the
+// denials alone would not tell two sets apart).
 func denyKey(pols map[string]string) string {
 	var out []string
+	deny := false
 	for k, v := range pols {
-		if tools.Policy(v) == tools.Deny {
-			out = append(out, k)
-		}
+		deny = deny || tools.Policy(v) == tools.Deny
+		out = append(out, k+"="+v)
+	}
+	if !deny {
+		return ""
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\x00")
