@@ -60,8 +60,10 @@ func replay(ctx context.Context, args []string, stdout io.Writer, getenv func(st
 	if err != nil {
 		return usageError{err}
 	}
-	opt := mruntime.Options{Settings: db}
-	// The same tools as serve offers, so the fixed overhead is the same.
+	// The same tools as serve offers (recall_memory with the data dir's
+	// memory included), so the fixed overhead is the same. Replay runs no
+	// turn, so nothing is written there.
+	opt := mruntime.Options{Settings: db, DataDir: cfg.DataPath()}
 	if reg, err := toolsFor(cfg); err == nil {
 		opt.Tools = reg
 	}

@@ -48,7 +48,7 @@ func TestReplayPrintsTheNumbersOfAChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.Provision(mruntime.Options{Tools: toolbox}); err != nil {
+	if err := engine.Provision(mruntime.Options{Tools: toolbox, DataDir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: engine})
