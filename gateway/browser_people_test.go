@@ -6,6 +6,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/chats/people"
+	"github.com/mirror-gateway/mirror/config"
 )
 
 // TestBrowserRevokedPersonIsSignedOut: bob is signed in in a real browser;
@@ -38,4 +39,23 @@ func TestBrowserRevokedPersonIsSignedOut(t *testing.T) {
 	if js[bool](t, ctx, `!!document.querySelector('#chat-list')`) {
 		t.Fatal("the app opened with the revoked cookie")
 	}
+}
+
+// TestBrowserMonitorShowsCostPerPerson: the Monitor's people usage lists
+// what each person's requests cost, from the ledger's person key.
+func TestBrowserMonitorShowsCostPerPerson(t *testing.T) {
+	e := newEdge(t, edgeOpts{people: true, mutate: func(c *config.Config) {
+		c.Models[0].Prices = config.Prices{Input: 2, Output: 10}
+	}})
+	bob, _, err := e.people.Add("bob", people.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.mon.RecordCostBy("c_1", bob.ID, e.cfg.Models[0].Name, 1_000_000, 100_000, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	login(t, ctx, e.stack)
+	do(t, ctx, chromedp.Navigate(e.http.URL+"/monitor"))
+	until(t, ctx, "bob's cost", `[...document.querySelectorAll('#usage li')].some(li => li.textContent.includes('bob (member)') && li.textContent.includes('1 requests, $3.0000'))`)
 }
