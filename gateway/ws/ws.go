@@ -135,14 +135,15 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many connections waiting to authenticate; try again shortly", http.StatusServiceUnavailable)
 		return
 	}
-	wc, err := h.upgrader.Upgrade(w, r, nil)
+	cw := &corkingWriter{ResponseWriter: w}
+	wc, err := h.upgrader.Upgrade(cw, r, nil)
 	if err != nil {
 		if !authed {
 			h.unauthed.Add(-1)
 		}
 		return // the upgrader has answered
 	}
-	c := &conn{hub: h, ws: wc, principal: who.Principal, scope: h.opt.Chats.As(who.Person), wake: make(chan struct{}, 1),
+	c := &conn{hub: h, ws: wc, cork: cw.conn, principal: who.Principal, scope: h.opt.Chats.As(who.Person), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), session: ids.NewSession(), opened: map[string]bool{}}
 	if authed {
 		c.auth.Store(authOK)
@@ -225,6 +226,7 @@ func (h *Hub) Count() int {
 type conn struct {
 	hub      *Hub
 	ws       *websocket.Conn
+	cork     *corkConn // under ws: merges a batch of frames into one write
 	session  string
 	started  bool // the first frame was handled
 	unwatch  func()
@@ -415,14 +417,8 @@ func (c *conn) writeLoop() {
 			code, msg := c.closeCode, c.closeMsg
 			replaying := len(c.replays) > 0
 			c.mu.Unlock()
-			for _, it := range batch {
-				b := it.raw
-				if it.delta != nil {
-					b = it.delta.JSON()
-				}
-				if !c.write(b) {
-					return
-				}
+			if !c.writeBatch(batch) {
+				return
 			}
 			clear(batch)
 			if code != 0 {
@@ -449,6 +445,28 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// writeBatch sends the frames that queued up while the writer was busy, in
+// order, each its own text frame; several go out in one write to the
+// socket (corkConn). false when the socket failed.
+func (c *conn) writeBatch(batch []item) bool {
+	if len(batch) > 1 && c.cork != nil {
+		c.cork.cork()
+	}
+	for _, it := range batch {
+		b := it.raw
+		if it.delta != nil {
+			b = it.delta.JSON()
+		}
+		if !c.write(b) {
+			return false
+		}
+	}
+	if len(batch) > 1 && c.cork != nil {
+		return c.cork.uncork() == nil
+	}
+	return true
 }
 
 // write sends one text frame; false when the socket failed.
