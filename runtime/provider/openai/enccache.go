@@ -31,7 +31,19 @@ type encCache struct {
 	size     int // of cur
 
 	hits, misses int // for tests
+
+	// toolSets are encoded tool lists: a chat offers the same tools turn
+	// after turn, and their schemas are most of a short request.
+	toolSets map[uint64]toolsEntry
 }
+
+type toolsEntry struct {
+	tools []provider.Tool
+	enc   []byte
+}
+
+// maxToolSets bounds toolSets: a few per chain and MCP server choice.
+const maxToolSets = 64
 
 type encEntry struct {
 	m   provider.Message
@@ -39,7 +51,7 @@ type encEntry struct {
 }
 
 func newEncCache() *encCache {
-	return &encCache{seed: maphash.MakeSeed(), cur: map[uint64]encEntry{}}
+	return &encCache{seed: maphash.MakeSeed(), cur: map[uint64]encEntry{}, toolSets: map[uint64]toolsEntry{}}
 }
 
 // cacheable says whether m's encoding is kept.
@@ -160,4 +172,58 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, of
 	}
 	buf.WriteByte(']')
 	return nil
+}
+
+// encodeTools returns the JSON array of tools as sent (the "tools" field),
+// from c when it encoded the same list before.
+func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	for _, t := range tools {
+		h.WriteString(t.Name)
+		h.WriteByte(0)
+		h.WriteString(t.Description)
+		h.WriteByte(0)
+		h.Write(t.Parameters)
+		h.WriteByte(1)
+	}
+	key := h.Sum64()
+	c.mu.Lock()
+	e, ok := c.toolSets[key]
+	c.mu.Unlock()
+	if ok && sameTools(e.tools, tools) {
+		return e.enc, nil
+	}
+	wire, err := wireToolsOf(tools)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := provider.MarshalWire(wire)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]provider.Tool, len(tools))
+	for i, t := range tools {
+		kept[i] = provider.Tool{Name: t.Name, Description: t.Description, Parameters: bytes.Clone(t.Parameters)}
+	}
+	c.mu.Lock()
+	if len(c.toolSets) >= maxToolSets {
+		clear(c.toolSets)
+	}
+	c.toolSets[key] = toolsEntry{tools: kept, enc: enc}
+	c.mu.Unlock()
+	return enc, nil
+}
+
+// sameTools says whether a and b are sent alike.
+func sameTools(a, b []provider.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
+			return false
+		}
+	}
+	return true
 }

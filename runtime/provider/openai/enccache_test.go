@@ -105,6 +105,28 @@ func TestCachedEncodingEdges(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("after the caller's change\n got %s\nwant %s", got, want)
 	}
+	// Tool lists: the same list again comes from the cache; a changed
+	// schema (the caller's bytes, changed in place), an added tool and
+	// parameters that are not JSON give what a fresh encoding gives.
+	params := []byte(` {"type":"object","properties":{"q":{"type":"string","description":"<q> & more"}}} `)
+	tools := []provider.Tool{{Name: "search", Description: "finds <things>", Parameters: params}, {Name: "none"}}
+	for i := range 5 {
+		switch i {
+		case 2:
+			copy(params[len(params)-5:], `"}}} `) // same length, other bytes
+			params[len(params)-8] = 'x'
+		case 3:
+			tools = append(tools, provider.Tool{Name: "added", Parameters: []byte(`{"type":"object"}`)})
+		case 4:
+			tools = append(tools, provider.Tool{Name: "broken", Parameters: []byte(`{"type":`)})
+		}
+		r := provider.Request{Model: "m", Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}, Tools: tools, ToolChoice: "search", MaxTokens: 5}
+		got, err := encodeRequestWith(r, false, cache)
+		want, err2 := encodeRequest(r, false)
+		if fmt.Sprint(err) != fmt.Sprint(err2) || !bytes.Equal(got, want) {
+			t.Fatalf("tools %d: %v / %v\n got %s\nwant %s", i, err, err2, got, want)
+		}
+	}
 	// Past the bound: generations turn over, bytes stay right.
 	big := strings.Repeat("x", 64<<10)
 	for i := range 300 {
@@ -141,4 +163,27 @@ func FuzzCachedEncoding(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkEncodeRequest encodes the requests of a 40-turn conversation
+// (with a checkpoint every 10 turns), turn after turn, afresh and with the
+// client's cache.
+func BenchmarkEncodeRequest(b *testing.B) {
+	reqs := conversationRequests(40)
+	for _, cached := range []bool{false, true} {
+		b.Run(fmt.Sprintf("cached=%v", cached), func(b *testing.B) {
+			var cache *encCache
+			if cached {
+				cache = newEncCache()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, r := range reqs {
+					if _, err := encodeRequestWith(r, false, cache); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }

@@ -94,14 +94,11 @@ func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]
 			w.Messages = append(w.Messages, wm)
 		}
 	}
-	for _, t := range req.Tools {
-		params := bytes.TrimSpace(t.Parameters)
-		if len(params) == 0 {
-			params = []byte(`{"type":"object","properties":{}}`)
-		} else if !json.Valid(params) {
-			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+	if cache == nil {
+		var err error
+		if w.Tools, err = wireToolsOf(req.Tools); err != nil {
+			return nil, err
 		}
-		w.Tools = append(w.Tools, wireTool{Type: "function", Function: wireToolDef{Name: t.Name, Description: t.Description, Parameters: params}})
 	}
 	if req.ToolChoice != "" {
 		w.ToolChoice = &wireToolChoice{Type: "function", Function: wireToolName{Name: req.ToolChoice}}
@@ -116,8 +113,9 @@ func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]
 	if cache == nil {
 		return provider.MarshalWire(w)
 	}
-	// The request without its messages, then the messages spliced in where
-	// the empty list is: "messages" follows "model", the first field.
+	// The request without its messages and tools, then the messages
+	// spliced in where the empty list is ("messages" follows "model", the
+	// first field) and the tools after them, where the struct has them.
 	w.Messages = []wireMessage{}
 	rest, err := provider.MarshalWire(w)
 	if err != nil {
@@ -137,8 +135,31 @@ func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]
 	if err := cache.encodeMessages(&buf, req.Messages, official, req.Model); err != nil {
 		return nil, err
 	}
+	if len(req.Tools) > 0 {
+		tools, err := cache.encodeTools(req.Tools)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"tools":`)
+		buf.Write(tools)
+	}
 	buf.Write(rest[head+2:])
 	return buf.Bytes(), nil
+}
+
+// wireToolsOf is the tools of a request as sent.
+func wireToolsOf(tools []provider.Tool) ([]wireTool, error) {
+	var out []wireTool
+	for _, t := range tools {
+		params := bytes.TrimSpace(t.Parameters)
+		if len(params) == 0 {
+			params = []byte(`{"type":"object","properties":{}}`)
+		} else if !json.Valid(params) {
+			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+		}
+		out = append(out, wireTool{Type: "function", Function: wireToolDef{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	return out, nil
 }
 
 // wireMessageOf is the i-th message m of a request for model as sent.
