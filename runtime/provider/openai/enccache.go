@@ -148,6 +148,15 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, of
 	}
 	encs := make([][]byte, len(msgs))
 	c.lookup(msgs, keys, encs)
+	need := len(msgs) + 2
+	for i, e := range encs {
+		if e != nil {
+			need += len(e)
+		} else {
+			need += len(msgs[i].Content) + 64
+		}
+	}
+	buf.Grow(need + 1024) // the rest of the request too: one allocation
 	buf.WriteByte('[')
 	for i, m := range msgs {
 		if i > 0 {

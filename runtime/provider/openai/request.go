@@ -130,7 +130,6 @@ func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]
 		return nil, fmt.Errorf("request encoding: no messages list at %d", head)
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(rest) + 256*len(req.Messages))
 	buf.Write(rest[:head])
 	if err := cache.encodeMessages(&buf, req.Messages, official, req.Model); err != nil {
 		return nil, err
