@@ -103,7 +103,7 @@ func (ix *indexer) wait(ctx context.Context) {
 // and a commit per turn under load made a stream of tiny segments that the
 // index then spent more CPU merging than the turns took. A change after a
 // quiet spell is indexed at once.
-const indexPace = 250 * time.Millisecond
+const indexPace = time.Second
 
 // indexPause is the pause before the next drain when the last one ended
 // since ago: nil for none. Tests replace it.
