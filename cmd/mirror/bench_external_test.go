@@ -262,16 +262,27 @@ func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
 		_ = c.cmd.Process.Signal(syscall.SIGUSR1) // starts the profile
 	}
 	start := time.Now()
+	// The window is at least dur and a whole number of rounds (nChats
+	// turns): when the machine is slow, a round of 1000 chats takes
+	// seconds, and a window cut inside one would count its CPU but only
+	// part of its turns.
 	deadline := time.NewTimer(dur)
+	hard := time.NewTimer(4*dur + benchWait)
+	defer hard.Stop()
+	timeUp := false
 loop:
 	for {
 		select {
 		case <-done:
-			turns.Add(1)
+			if n := turns.Add(1); timeUp && n%int64(nChats) == 0 {
+				break loop
+			}
 		case err := <-failed:
 			close(stop)
 			b.Fatalf("%v; stderr %s", err, c.stderr)
 		case <-deadline.C:
+			timeUp = true
+		case <-hard.C:
 			break loop
 		}
 	}
