@@ -27,7 +27,7 @@ import (
 // benchmarks do). The gateway's CPU is read from /proc/PID/stat (utime +
 // stime) at the start and end of the timed window.
 
-// fakeReply is what the fake model answers: about 400 characters in 24
+// fakeReply is what the fake model answers: about 400 characters in 33
 // streamed pieces, the shape of the builtin model's answer.
 var fakeReply = func() []string {
 	words := strings.Fields(strings.Repeat("Mirror answers this benchmark with a steady stream of ordinary words. ", 6))
