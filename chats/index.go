@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats/search"
@@ -41,11 +42,16 @@ type indexer struct {
 	once  sync.Once
 
 	titles map[string]string // title last indexed per chat (indexer goroutine only)
+
+	// urgent cuts the pause between drains short (indexPace): a search waits.
+	urgent chan struct{}
+	// commits counts the index's batches, for tests.
+	commits atomic.Int64
 }
 
 func newIndexer(s *Service, x *search.Index) *indexer {
 	return &indexer{s: s, x: x, dirty: map[string]bool{}, idle: make(chan struct{}), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}), titles: map[string]string{}}
+		urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), titles: map[string]string{}}
 }
 
 // indexLater marks chat as having rows (or a title) to index.
@@ -82,10 +88,30 @@ func (ix *indexer) wait(ctx context.Context) {
 		return
 	}
 	select {
+	case ix.urgent <- struct{}{}:
+	default:
+	}
+	select {
 	case <-ch:
 	case <-ctx.Done():
 	case <-ix.done:
 	}
+}
+
+// indexPace is the least time between two drains while chats keep
+// changing, unless a search waits: each drain is one commit of the index,
+// and a commit per turn under load made a stream of tiny segments that the
+// index then spent more CPU merging than the turns took. A change after a
+// quiet spell is indexed at once.
+const indexPace = time.Second
+
+// indexPause is the pause before the next drain when the last one ended
+// since ago: nil for none. Tests replace it.
+var indexPause = func(since time.Duration) <-chan time.Time {
+	if since >= indexPace {
+		return nil
+	}
+	return time.After(indexPace - since)
 }
 
 func (ix *indexer) run() {
@@ -97,10 +123,23 @@ func (ix *indexer) run() {
 		if !ix.drain() {
 			return
 		}
+		last := time.Now()
 		select {
 		case <-ix.stop:
 			return
 		case <-ix.kick:
+		}
+		if pause := indexPause(time.Since(last)); pause != nil {
+			select {
+			case <-pause:
+			case <-ix.urgent:
+			case <-ix.stop:
+				return
+			}
+		}
+		select { // a search that came during the last drain has its answer
+		case <-ix.urgent:
+		default:
 		}
 	}
 }
@@ -175,6 +214,7 @@ func (ix *indexer) drain() bool {
 				return true
 			}
 			ok := true
+			ix.commits.Add(1)
 			if err := ix.x.ApplyAll(batch); err != nil {
 				ok = false
 				ix.s.log.Warn("search index: chats not indexed (again at their next change or start)", "chats", len(batch), "err", err)

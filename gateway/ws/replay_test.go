@@ -43,6 +43,12 @@ type server struct {
 
 func newServer(t *testing.T, buffer int) *server {
 	t.Helper()
+	return newServerWith(t, buffer, quick{})
+}
+
+// newServerWith is newServer with the chats' model.
+func newServerWith(t *testing.T, buffer int, turner chats.Turner) *server {
+	t.Helper()
 	// NoSync: these tests write tens of thousands of rows; durability is
 	// not what they test.
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "mirror.db"), 0o600, &bolt.Options{NoSync: true, Timeout: time.Second})
@@ -53,7 +59,7 @@ func newServer(t *testing.T, buffer int) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := chats.New(chats.Options{Store: store, Turner: quick{}, Idle: time.Minute})
+	svc := chats.New(chats.Options{Store: store, Turner: turner, Idle: time.Minute})
 	hub := New(Options{Chats: svc, Buffer: buffer,
 		Authenticate: func(*http.Request) (Who, bool) { return Who{Principal: "owner"}, true },
 		CheckHello:   func(string) (Who, bool) { return Who{Principal: "owner"}, true },

@@ -138,15 +138,17 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many connections waiting to authenticate; try again shortly", http.StatusServiceUnavailable)
 		return
 	}
-	wc, err := h.upgrader.Upgrade(w, r, nil)
+	cw := &corkingWriter{ResponseWriter: w}
+	wc, err := h.upgrader.Upgrade(cw, r, nil)
 	if err != nil {
 		if !authed {
 			h.unauthed.Add(-1)
 		}
 		return // the upgrader has answered
 	}
-	c := &conn{hub: h, ws: wc, principal: who.Principal, scope: h.opt.Chats.As(who.Person), wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), session: ids.NewSession(), opened: map[string]bool{}}
+	c := &conn{hub: h, ws: wc, cork: cw.conn, principal: who.Principal, scope: h.opt.Chats.As(who.Person), wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), session: ids.NewSession(), opened: map[string]bool{},
+		chatQs: map[string]*chatQueue{}, slots: make(chan struct{}, MaxQueuedRequests)}
 	if authed {
 		c.auth.Store(authOK)
 		c.person.Store(&who.Person.ID)
@@ -258,12 +260,19 @@ func (h *Hub) Count() int {
 type conn struct {
 	hub      *Hub
 	ws       *websocket.Conn
+	cork     *corkConn // under ws: merges a batch of frames into one write
 	session  string
 	started  bool // the first frame was handled
 	unwatch  func()
 	watching atomic.Bool     // set with unwatch: receives list and breaker frames
 	opened   map[string]bool // chats this socket receives live events of
-	ops      sync.WaitGroup  // requests that outlive the read (turn.stop)
+	ops      sync.WaitGroup  // requests that outlive the read (turn.stop, perChat)
+
+	// The per-chat queues of requests that wait for their chat (perChat):
+	// qmu guards chatQs; slots bounds the requests queued on the socket.
+	qmu    sync.Mutex
+	chatQs map[string]*chatQueue
+	slots  chan struct{}
 
 	// auth is authPending until the socket authenticates (authOK) or its
 	// time runs out (authTimedOut); the first to move it wins.
@@ -454,14 +463,8 @@ func (c *conn) writeLoop() {
 			code, msg := c.closeCode, c.closeMsg
 			replaying := len(c.replays) > 0
 			c.mu.Unlock()
-			for _, it := range batch {
-				b := it.raw
-				if it.delta != nil {
-					b = it.delta.JSON()
-				}
-				if !c.write(b) {
-					return
-				}
+			if !c.writeBatch(batch) {
+				return
 			}
 			clear(batch)
 			if code != 0 {
@@ -488,6 +491,28 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// writeBatch sends the frames that queued up while the writer was busy, in
+// order, each its own text frame; several go out in one write to the
+// socket (corkConn). false when the socket failed.
+func (c *conn) writeBatch(batch []item) bool {
+	if len(batch) > 1 && c.cork != nil {
+		c.cork.cork()
+	}
+	for _, it := range batch {
+		b := it.raw
+		if it.delta != nil {
+			b = it.delta.JSON()
+		}
+		if !c.write(b) {
+			return false
+		}
+	}
+	if len(batch) > 1 && c.cork != nil {
+		return c.cork.uncork() == nil
+	}
+	return true
 }
 
 // write sends one text frame; false when the socket failed.
@@ -769,6 +794,7 @@ func (c *conn) handle(data []byte) bool {
 	first := !c.started
 	c.started = true
 	if f.Type == "hello" {
+		c.waitQueued("") // answered after the requests before it
 		if c.auth.Load() != authOK {
 			var who Who
 			ok := false
@@ -817,6 +843,15 @@ func (c *conn) handle(data []byte) bool {
 			c.fail(f.Req, f.Chat, "bad_frame", f.Type+" needs "+what)
 		}
 		return ok
+	}
+	switch f.Type {
+	case "message.send", "message.edit", "message.delete", "message.pin":
+		// Queued per chat (perChat): the socket reads on meanwhile.
+	default:
+		// Anything else about a chat comes after that chat's queued
+		// requests, as if they had been answered one at a time; a frame
+		// naming no chat comes after all of them.
+		c.waitQueued(f.Chat)
 	}
 	var err error
 	switch f.Type {
@@ -869,7 +904,10 @@ func (c *conn) handle(data []byte) bool {
 			if f.Attachments != nil {
 				sums = *f.Attachments
 			}
-			_, err = svc.SendAttached(ctx, f.Chat, text, f.ClientID, f.Mode, sums, o)
+			c.perChat(f.Chat, f.Req, func(ctx context.Context) error {
+				_, err := svc.SendAttached(ctx, f.Chat, text, f.ClientID, f.Mode, sums, o)
+				return err
+			})
 		}
 	case "message.edit":
 		if need(f.Chat != "" && f.Message != "" && (f.Text != nil || f.Attachments != nil), "chat, message and text (or attachments)") {
@@ -880,11 +918,14 @@ func (c *conn) handle(data []byte) bool {
 					keep = []string{}
 				}
 			}
-			_, err = svc.EditAttached(ctx, f.Chat, f.Message, f.Text, keep, o)
+			c.perChat(f.Chat, f.Req, func(ctx context.Context) error {
+				_, err := svc.EditAttached(ctx, f.Chat, f.Message, f.Text, keep, o)
+				return err
+			})
 		}
 	case "message.delete":
 		if need(f.Chat != "" && f.Message != "", "chat and message") {
-			err = svc.Delete(ctx, f.Chat, f.Message, o)
+			c.perChat(f.Chat, f.Req, func(ctx context.Context) error { return svc.Delete(ctx, f.Chat, f.Message, o) })
 		}
 	case "turn.stop":
 		if need(f.Chat != "", "chat") {
@@ -912,7 +953,10 @@ func (c *conn) handle(data []byte) bool {
 		}
 	case "message.pin":
 		if need(f.Chat != "" && f.Message != "" && f.Pinned != nil, "chat, message and pinned") {
-			_, err = svc.Pin(ctx, f.Chat, f.Message, *f.Pinned, o)
+			c.perChat(f.Chat, f.Req, func(ctx context.Context) error {
+				_, err := svc.Pin(ctx, f.Chat, f.Message, *f.Pinned, o)
+				return err
+			})
 		}
 	case "chat.command":
 		if need(f.Chat != "" && f.Text != nil, "chat and text") {
@@ -939,6 +983,88 @@ func (c *conn) handle(data []byte) bool {
 		c.failErr(f.Req, f.Chat, err)
 	}
 	return true
+}
+
+// MaxQueuedRequests is how many message requests one socket may have
+// waiting for their chats; past it the socket stops reading until one is
+// answered, as it did before requests were queued.
+const MaxQueuedRequests = 256
+
+// chatQueue is one chat's requests on a socket, answered in order by one
+// goroutine that ends when the queue is empty.
+type chatQueue struct {
+	ops  []func()
+	idle chan struct{} // closed when the goroutine ends
+}
+
+// perChat runs op after the socket's earlier requests on chat, without
+// holding up the socket's reading: a socket carrying many chats has them
+// answered at once, each chat's requests still one after another, in the
+// order they came. A failure is answered with req. The request waits for
+// a slot first (MaxQueuedRequests), so a client cannot queue unboundedly.
+func (c *conn) perChat(chat, req string, op func(ctx context.Context) error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.stop:
+		return
+	}
+	run := func() {
+		defer func() { <-c.slots }()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := op(ctx); err != nil {
+			c.failErr(req, chat, err)
+		}
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	q := c.chatQs[chat]
+	if q == nil {
+		q = &chatQueue{idle: make(chan struct{})}
+		c.chatQs[chat] = q
+		c.ops.Add(1)
+		go c.drainQueue(chat, q)
+	}
+	q.ops = append(q.ops, run)
+}
+
+// drainQueue answers chat's queued requests until none is left.
+func (c *conn) drainQueue(chat string, q *chatQueue) {
+	defer c.ops.Done()
+	for {
+		c.qmu.Lock()
+		if len(q.ops) == 0 {
+			delete(c.chatQs, chat)
+			close(q.idle)
+			c.qmu.Unlock()
+			return
+		}
+		op := q.ops[0]
+		q.ops[0] = nil
+		q.ops = q.ops[1:]
+		c.qmu.Unlock()
+		op()
+	}
+}
+
+// waitQueued waits until chat's queued requests are answered, or every
+// chat's when chat is "" (each request is bounded by its own timeout).
+func (c *conn) waitQueued(chat string) {
+	c.qmu.Lock()
+	var idle []chan struct{}
+	for id, q := range c.chatQs {
+		if chat == "" || id == chat {
+			idle = append(idle, q.idle)
+		}
+	}
+	c.qmu.Unlock()
+	for _, ch := range idle {
+		select {
+		case <-ch:
+		case <-c.stop:
+			return
+		}
+	}
 }
 
 // open answers chat.open. Without since it sends a snapshot. With since,

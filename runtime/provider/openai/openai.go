@@ -66,6 +66,8 @@ type Client struct {
 	// official says the endpoint is OpenAI's own API, where every model
 	// takes max_completion_tokens (see capField).
 	official bool
+	// enc keeps the encoded messages of recent requests (encCache).
+	enc *encCache
 }
 
 // New returns a client for cfg.
@@ -86,7 +88,7 @@ func New(cfg Config) *Client {
 	if name == "" {
 		name = "openai"
 	}
-	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle, official: isOfficial(base)}
+	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle, official: isOfficial(base), enc: newEncCache()}
 }
 
 // DefaultHTTPClient returns the client New uses when Config.HTTPClient is nil:
@@ -105,7 +107,7 @@ func DefaultHTTPClient(headerTimeout time.Duration) *http.Client {
 // the text received so far (never half-assembled tool calls) and the error is
 // a *provider.Error, ctx's error (wrapped) or emit's error.
 func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
-	body, err := encodeRequest(req, c.official)
+	body, err := encodeRequestWith(req, c.official, c.enc)
 	if err != nil {
 		return provider.Result{}, provider.LocalError(c.name, c.key, err.Error())
 	}

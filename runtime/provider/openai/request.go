@@ -73,42 +73,32 @@ type wireToolDef struct {
 // OpenAI's own API (api.openai.com), which decides how the answer's cap is
 // named (capField).
 func encodeRequest(req provider.Request, official bool) ([]byte, error) {
+	return encodeRequestWith(req, official, nil)
+}
+
+// encodeRequestWith is encodeRequest taking the messages' encodings from
+// cache where it has them (nil: none); the bytes are the same either way.
+func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]byte, error) {
 	w := wireRequest{
 		Model:         req.Model,
-		Messages:      make([]wireMessage, 0, len(req.Messages)),
 		Stream:        true,
 		StreamOptions: &streamOptions{IncludeUsage: true},
 	}
-	for i, m := range req.Messages {
-		wm := wireMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
-		if len(m.Parts) > 0 {
-			if m.Role != provider.RoleUser {
-				return nil, fmt.Errorf("message %d: attachments on a %s message", i, m.Role)
-			}
-			parts, err := contentParts(m, official, req.Model)
+	if cache == nil {
+		w.Messages = make([]wireMessage, 0, len(req.Messages))
+		for i, m := range req.Messages {
+			wm, err := wireMessageOf(i, m, official, req.Model)
 			if err != nil {
-				return nil, fmt.Errorf("message %d: %w", i, err)
+				return nil, err
 			}
-			wm.Content = parts
+			w.Messages = append(w.Messages, wm)
 		}
-		for _, tc := range m.ToolCalls {
-			args := tc.Arguments
-			if strings.TrimSpace(args) == "" {
-				// Servers that parse the arguments (Ollama) reject "".
-				args = "{}"
-			}
-			wm.ToolCalls = append(wm.ToolCalls, wireToolCall{ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: args}})
-		}
-		w.Messages = append(w.Messages, wm)
 	}
-	for _, t := range req.Tools {
-		params := bytes.TrimSpace(t.Parameters)
-		if len(params) == 0 {
-			params = []byte(`{"type":"object","properties":{}}`)
-		} else if !json.Valid(params) {
-			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+	if cache == nil {
+		var err error
+		if w.Tools, err = wireToolsOf(req.Tools); err != nil {
+			return nil, err
 		}
-		w.Tools = append(w.Tools, wireTool{Type: "function", Function: wireToolDef{Name: t.Name, Description: t.Description, Parameters: params}})
 	}
 	if req.ToolChoice != "" {
 		w.ToolChoice = &wireToolChoice{Type: "function", Function: wireToolName{Name: req.ToolChoice}}
@@ -120,7 +110,79 @@ func encodeRequest(req provider.Request, official bool) ([]byte, error) {
 			w.MaxTokens = req.MaxTokens
 		}
 	}
-	return provider.MarshalWire(w)
+	if cache == nil {
+		return provider.MarshalWire(w)
+	}
+	// The request without its messages and tools, then the messages
+	// spliced in where the empty list is ("messages" follows "model", the
+	// first field) and the tools after them, where the struct has them.
+	w.Messages = []wireMessage{}
+	rest, err := provider.MarshalWire(w)
+	if err != nil {
+		return nil, err
+	}
+	model, err := provider.MarshalWire(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	head := len(`{"model":`) + len(model) + len(`,"messages":`)
+	if !bytes.HasPrefix(rest[head:], []byte("[]")) {
+		return nil, fmt.Errorf("request encoding: no messages list at %d", head)
+	}
+	var buf bytes.Buffer
+	buf.Write(rest[:head])
+	if err := cache.encodeMessages(&buf, req.Messages, official, req.Model); err != nil {
+		return nil, err
+	}
+	if len(req.Tools) > 0 {
+		tools, err := cache.encodeTools(req.Tools)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`,"tools":`)
+		buf.Write(tools)
+	}
+	buf.Write(rest[head+2:])
+	return buf.Bytes(), nil
+}
+
+// wireToolsOf is the tools of a request as sent.
+func wireToolsOf(tools []provider.Tool) ([]wireTool, error) {
+	var out []wireTool
+	for _, t := range tools {
+		params := bytes.TrimSpace(t.Parameters)
+		if len(params) == 0 {
+			params = []byte(`{"type":"object","properties":{}}`)
+		} else if !json.Valid(params) {
+			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+		}
+		out = append(out, wireTool{Type: "function", Function: wireToolDef{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	return out, nil
+}
+
+// wireMessageOf is the i-th message m of a request for model as sent.
+func wireMessageOf(i int, m provider.Message, official bool, model string) (wireMessage, error) {
+	wm := wireMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+	if len(m.Parts) > 0 {
+		if m.Role != provider.RoleUser {
+			return wm, fmt.Errorf("message %d: attachments on a %s message", i, m.Role)
+		}
+		parts, err := contentParts(m, official, model)
+		if err != nil {
+			return wm, fmt.Errorf("message %d: %w", i, err)
+		}
+		wm.Content = parts
+	}
+	for _, tc := range m.ToolCalls {
+		args := tc.Arguments
+		if strings.TrimSpace(args) == "" {
+			// Servers that parse the arguments (Ollama) reject "".
+			args = "{}"
+		}
+		wm.ToolCalls = append(wm.ToolCalls, wireToolCall{ID: tc.ID, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: args}})
+	}
+	return wm, nil
 }
 
 // wireContentPart is one part of a user message's content array.

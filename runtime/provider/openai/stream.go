@@ -150,6 +150,12 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 	if name == "error" {
 		return &provider.StreamError{Body: bytes.Clone(data)}
 	}
+	// The usual event is one chunk: decoded in place, without a decoder's
+	// buffer and copy. Anything else takes the decoder, value by value.
+	var one wireChunk
+	if json.Unmarshal(data, &one) == nil {
+		return s.applyChunk(&one, data, emit)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for {
 		var ch wireChunk
@@ -160,13 +166,19 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 		if err != nil {
 			return &provider.DecodeError{Msg: "undecodable chunk: " + err.Error(), Data: bytes.Clone(data)}
 		}
-		if len(ch.Error) > 0 && string(ch.Error) != "null" {
-			return &provider.StreamError{Body: bytes.Clone(data)}
-		}
-		if err := s.apply(&ch, emit); err != nil {
+		if err := s.applyChunk(&ch, data, emit); err != nil {
 			return err
 		}
 	}
+}
+
+// applyChunk applies one decoded chunk of the event data, or refuses an
+// error chunk with the whole event.
+func (s *stream) applyChunk(ch *wireChunk, data []byte, emit func(provider.Delta) error) error {
+	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		return &provider.StreamError{Body: bytes.Clone(data)}
+	}
+	return s.apply(ch, emit)
 }
 
 func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {

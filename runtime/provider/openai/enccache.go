@@ -1,0 +1,238 @@
+package openai
+
+import (
+	"bytes"
+	"hash/maphash"
+	"slices"
+	"sync"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// encCacheBytes bounds what an encCache holds (encoded bytes plus the text
+// it keeps to compare): about 8 MiB per client.
+const encCacheBytes = 8 << 20
+
+// encCache keeps the encoded JSON of messages a client sent, so the next
+// request of the same conversation encodes only what is new. A view is
+// byte-identical between checkpoints by design: each turn's request is the
+// last one's messages plus a few, so nearly every message is found. The
+// cache is keyed by content, not by conversation: a checkpoint or a
+// boundary changes the messages, which then simply miss, and a message's
+// encoding is a pure function of its fields (messages with attachments,
+// whose encoding also depends on the model, are not cached), so the bytes
+// sent are those a fresh encoding gives. Two generations make it roughly
+// least-recently-used within encCacheBytes.
+type encCache struct {
+	seed maphash.Seed
+
+	mu       sync.Mutex
+	cur, old map[uint64]encEntry
+	size     int // of cur
+
+	hits, misses int // for tests
+
+	// toolSets are encoded tool lists: a chat offers the same tools turn
+	// after turn, and their schemas are most of a short request.
+	toolSets map[uint64]toolsEntry
+}
+
+type toolsEntry struct {
+	tools []provider.Tool
+	enc   []byte
+}
+
+// maxToolSets bounds toolSets: a few per chain and MCP server choice.
+const maxToolSets = 64
+
+type encEntry struct {
+	m   provider.Message
+	enc []byte
+}
+
+func newEncCache() *encCache {
+	return &encCache{seed: maphash.MakeSeed(), cur: map[uint64]encEntry{}, toolSets: map[uint64]toolsEntry{}}
+}
+
+// cacheable says whether m's encoding is kept.
+func cacheable(m provider.Message) bool { return len(m.Parts) == 0 }
+
+func (c *encCache) key(m provider.Message) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	h.WriteString(m.Role)
+	h.WriteByte(0)
+	h.WriteString(m.Content)
+	h.WriteByte(0)
+	h.WriteString(m.ToolCallID)
+	for _, tc := range m.ToolCalls {
+		h.WriteByte(1)
+		h.WriteString(tc.ID)
+		h.WriteByte(0)
+		h.WriteString(tc.Name)
+		h.WriteByte(0)
+		h.WriteString(tc.Arguments)
+	}
+	return h.Sum64()
+}
+
+// sameWire says whether a and b encode alike: the fields the wire message
+// is made of are equal.
+func sameWire(a, b provider.Message) bool {
+	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID || len(a.ToolCalls) != len(b.ToolCalls) {
+		return false
+	}
+	for i, tc := range a.ToolCalls {
+		o := b.ToolCalls[i]
+		if tc.ID != o.ID || tc.Name != o.Name || tc.Arguments != o.Arguments {
+			return false
+		}
+	}
+	return true
+}
+
+// lookup fills encs[i] for every message of msgs found (keys[i] is its key).
+func (c *encCache) lookup(msgs []provider.Message, keys []uint64, encs [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, m := range msgs {
+		if !cacheable(m) {
+			continue
+		}
+		e, ok := c.cur[keys[i]]
+		if !ok {
+			if e, ok = c.old[keys[i]]; ok && sameWire(e.m, m) {
+				c.putLocked(keys[i], e)
+			}
+		}
+		if ok && sameWire(e.m, m) {
+			encs[i] = e.enc
+			c.hits++
+		} else {
+			c.misses++
+		}
+	}
+}
+
+// put keeps enc as m's encoding.
+func (c *encCache) put(key uint64, m provider.Message, enc []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m.ToolCalls = slices.Clone(m.ToolCalls) // the caller's may change
+	c.putLocked(key, encEntry{m: m, enc: enc})
+}
+
+func (c *encCache) putLocked(key uint64, e encEntry) {
+	n := len(e.enc) + len(e.m.Content) + 64
+	if n > encCacheBytes/4 {
+		return // a huge message would push out everything else
+	}
+	if _, ok := c.cur[key]; ok {
+		return
+	}
+	if c.size+n > encCacheBytes/2 {
+		c.old, c.cur, c.size = c.cur, map[uint64]encEntry{}, 0
+	}
+	c.cur[key] = e
+	c.size += n
+}
+
+// encodeMessages writes the JSON array of msgs' wire messages to buf, each
+// element exactly as MarshalWire encodes it, from c where it can.
+func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, official bool, model string) error {
+	keys := make([]uint64, len(msgs))
+	for i, m := range msgs {
+		if cacheable(m) {
+			keys[i] = c.key(m)
+		}
+	}
+	encs := make([][]byte, len(msgs))
+	c.lookup(msgs, keys, encs)
+	need := len(msgs) + 2
+	for i, e := range encs {
+		if e != nil {
+			need += len(e)
+		} else {
+			need += len(msgs[i].Content) + 64
+		}
+	}
+	buf.Grow(need + 1024) // the rest of the request too: one allocation
+	buf.WriteByte('[')
+	for i, m := range msgs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if encs[i] != nil {
+			buf.Write(encs[i])
+			continue
+		}
+		wm, err := wireMessageOf(i, m, official, model)
+		if err != nil {
+			return err
+		}
+		b, err := provider.MarshalWire(wm)
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+		if cacheable(m) {
+			c.put(keys[i], m, b)
+		}
+	}
+	buf.WriteByte(']')
+	return nil
+}
+
+// encodeTools returns the JSON array of tools as sent (the "tools" field),
+// from c when it encoded the same list before.
+func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	for _, t := range tools {
+		h.WriteString(t.Name)
+		h.WriteByte(0)
+		h.WriteString(t.Description)
+		h.WriteByte(0)
+		h.Write(t.Parameters)
+		h.WriteByte(1)
+	}
+	key := h.Sum64()
+	c.mu.Lock()
+	e, ok := c.toolSets[key]
+	c.mu.Unlock()
+	if ok && sameTools(e.tools, tools) {
+		return e.enc, nil
+	}
+	wire, err := wireToolsOf(tools)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := provider.MarshalWire(wire)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]provider.Tool, len(tools))
+	for i, t := range tools {
+		kept[i] = provider.Tool{Name: t.Name, Description: t.Description, Parameters: bytes.Clone(t.Parameters)}
+	}
+	c.mu.Lock()
+	if len(c.toolSets) >= maxToolSets {
+		clear(c.toolSets)
+	}
+	c.toolSets[key] = toolsEntry{tools: kept, enc: enc}
+	c.mu.Unlock()
+	return enc, nil
+}
+
+// sameTools says whether a and b are sent alike.
+func sameTools(a, b []provider.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
+			return false
+		}
+	}
+	return true
+}

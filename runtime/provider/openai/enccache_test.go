@@ -1,0 +1,189 @@
+package openai
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
+)
+
+// conversationRequests is a conversation's requests turn by turn, as the
+// view sends them: each the last plus the new messages, with tool calls
+// and text that JSON escapes, and at every tenth turn a checkpoint that
+// replaces what came before by a summary (so the prefix changes).
+func conversationRequests(turns int) []provider.Request {
+	sys := provider.Message{Role: provider.RoleSystem, Content: "You are Mirror. <rules> & \"quotes\"\n\ttabs \u2028 line sep"}
+	tools := []provider.Tool{{Name: "shell", Description: "runs <cmd>", Parameters: []byte(`{"type":"object","properties":{"cmd":{"type":"string"}}}`)}}
+	msgs := []provider.Message{sys}
+	var out []provider.Request
+	for i := range turns {
+		if i > 0 && i%10 == 0 {
+			// A checkpoint: the view starts again from a summary and the
+			// last exchange.
+			tail := msgs[len(msgs)-2:]
+			msgs = append([]provider.Message{sys, {Role: provider.RoleUser, Content: fmt.Sprintf("[summary of turns up to %d: naïve café 😀]", i)}}, tail...)
+		}
+		msgs = append(msgs, provider.Message{Role: provider.RoleUser, Content: fmt.Sprintf("question %d: what is <b>%d</b> & why?", i, i*i)})
+		req := provider.Request{Model: "gpt-4o", Messages: append([]provider.Message(nil), msgs...), Tools: tools, MaxTokens: 1000 * (i % 3)}
+		if i%7 == 3 {
+			req.ToolChoice = "shell"
+		}
+		out = append(out, req)
+		if i%4 == 1 {
+			id := fmt.Sprintf("call_%d", i)
+			args := fmt.Sprintf(`{"cmd":"echo %d > /tmp/x"}`, i)
+			if i%8 == 1 {
+				args = " " // sent as {}
+			}
+			msgs = append(msgs,
+				provider.Message{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: id, Name: "shell", Arguments: args}}},
+				provider.Message{Role: provider.RoleTool, ToolCallID: id, Content: "ok\n\x00\x1f done"})
+		}
+		msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: strings.Repeat(fmt.Sprintf("answer %d, ", i), 20)})
+	}
+	return out
+}
+
+// The request a client sends with its cache of encoded messages is byte
+// for byte the fresh encoding, over a conversation with checkpoints, on
+// OpenAI's API and elsewhere; after the first turn the messages before
+// the new ones come from the cache, except right after a checkpoint.
+func TestCachedEncodingEqualsFresh(t *testing.T) {
+	for _, official := range []bool{false, true} {
+		cache := newEncCache()
+		prev := 0
+		for i, req := range conversationRequests(35) {
+			want, err := encodeRequest(req, official)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hits := cache.hits
+			got, err := encodeRequestWith(req, official, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("turn %d (official %v): cached encoding differs\n got %s\nwant %s", i, official, got, want)
+			}
+			// Everything the last request sent is found (all but the
+			// system prompt after a checkpoint).
+			if i > 0 && i%10 != 0 && cache.hits-hits < prev {
+				t.Fatalf("turn %d: %d of %d messages from the cache, the last request had %d", i, cache.hits-hits, len(req.Messages), prev)
+			}
+			prev = len(req.Messages)
+		}
+	}
+}
+
+// Messages with attachments are encoded afresh every time (their encoding
+// depends on the model and the endpoint); a caller changing a message's
+// tool calls after sending it does not change what the cache gives for
+// the original; a cache pushed past its bound still gives the same bytes.
+func TestCachedEncodingEdges(t *testing.T) {
+	cache := newEncCache()
+	img := provider.Message{Role: provider.RoleUser, Content: "see", Parts: []provider.Part{providertest.ImagePart("a.png", 8, 8)}}
+	calls := []provider.ToolCall{{ID: "c1", Name: "shell", Arguments: `{"cmd":"ls"}`}}
+	call := provider.Message{Role: provider.RoleAssistant, ToolCalls: calls}
+	req := provider.Request{Model: "gpt-4o", Messages: []provider.Message{img, call}}
+	for range 2 {
+		got, err := encodeRequestWith(req, true, cache)
+		want, err2 := encodeRequest(req, true)
+		if err != nil || err2 != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%v %v\n got %s\nwant %s", err, err2, got, want)
+		}
+	}
+	if _, ok := cache.cur[cache.key(img)]; ok {
+		t.Fatal("a message with attachments was cached")
+	}
+	calls[0].Arguments = `{"cmd":"rm"}` // the caller reuses its slice
+	changed := provider.Request{Model: "gpt-4o", Messages: []provider.Message{{Role: provider.RoleAssistant, ToolCalls: calls}}}
+	got, _ := encodeRequestWith(changed, true, cache)
+	want, _ := encodeRequest(changed, true)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after the caller's change\n got %s\nwant %s", got, want)
+	}
+	// Tool lists: the same list again comes from the cache; a changed
+	// schema (the caller's bytes, changed in place), an added tool and
+	// parameters that are not JSON give what a fresh encoding gives.
+	params := []byte(` {"type":"object","properties":{"q":{"type":"string","description":"<q> & more"}}} `)
+	tools := []provider.Tool{{Name: "search", Description: "finds <things>", Parameters: params}, {Name: "none"}}
+	for i := range 5 {
+		switch i {
+		case 2:
+			copy(params[len(params)-5:], `"}}} `) // same length, other bytes
+			params[len(params)-8] = 'x'
+		case 3:
+			tools = append(tools, provider.Tool{Name: "added", Parameters: []byte(`{"type":"object"}`)})
+		case 4:
+			tools = append(tools, provider.Tool{Name: "broken", Parameters: []byte(`{"type":`)})
+		}
+		r := provider.Request{Model: "m", Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}, Tools: tools, ToolChoice: "search", MaxTokens: 5}
+		got, err := encodeRequestWith(r, false, cache)
+		want, err2 := encodeRequest(r, false)
+		if fmt.Sprint(err) != fmt.Sprint(err2) || !bytes.Equal(got, want) {
+			t.Fatalf("tools %d: %v / %v\n got %s\nwant %s", i, err, err2, got, want)
+		}
+	}
+	// Past the bound: generations turn over, bytes stay right.
+	big := strings.Repeat("x", 64<<10)
+	for i := range 300 {
+		r := provider.Request{Model: "m", Messages: []provider.Message{{Role: provider.RoleUser, Content: fmt.Sprint(i, big)}, {Role: provider.RoleUser, Content: "0" + big}}}
+		got, _ := encodeRequestWith(r, false, cache)
+		want, _ := encodeRequest(r, false)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("request %d differs", i)
+		}
+	}
+	if cache.size > encCacheBytes/2 {
+		t.Fatalf("the cache holds %d bytes", cache.size)
+	}
+}
+
+// Whatever the messages hold, the cached encoding (a second time, from the
+// cache) is the fresh one.
+func FuzzCachedEncoding(f *testing.F) {
+	f.Add("system <x>", "user & \"q\"", "call", `{"a":1}`, "tool\u2028out", "gpt-5")
+	f.Add("", "", "", " ", "\x00", "")
+	f.Fuzz(func(t *testing.T, sys, user, callID, args, toolOut, model string) {
+		req := provider.Request{Model: model, Messages: []provider.Message{
+			{Role: provider.RoleSystem, Content: sys},
+			{Role: provider.RoleUser, Content: user},
+			{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: callID, Name: "shell", Arguments: args}}},
+			{Role: provider.RoleTool, ToolCallID: callID, Content: toolOut},
+		}, MaxTokens: len(user)}
+		want, err := encodeRequest(req, false)
+		cache := newEncCache()
+		for range 2 {
+			got, err2 := encodeRequestWith(req, false, cache)
+			if (err == nil) != (err2 == nil) || !bytes.Equal(got, want) {
+				t.Fatalf("%v %v\n got %q\nwant %q", err, err2, got, want)
+			}
+		}
+	})
+}
+
+// BenchmarkEncodeRequest encodes the requests of a 40-turn conversation
+// (with a checkpoint every 10 turns), turn after turn, afresh and with the
+// client's cache.
+func BenchmarkEncodeRequest(b *testing.B) {
+	reqs := conversationRequests(40)
+	for _, cached := range []bool{false, true} {
+		b.Run(fmt.Sprintf("cached=%v", cached), func(b *testing.B) {
+			var cache *encCache
+			if cached {
+				cache = newEncCache()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, r := range reqs {
+					if _, err := encodeRequestWith(r, false, cache); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
