@@ -40,6 +40,8 @@ type Config struct {
 	MCP MCP `yaml:"mcp"`
 	// Attachments bounds the files people attach to messages.
 	Attachments Attachments `yaml:"attachments"`
+	// Cluster makes the gateway a node of a cluster (off by default).
+	Cluster Cluster `yaml:"cluster"`
 
 	// Dir is the folder runtime.yaml was read from ("" for built-in defaults);
 	// relative paths such as data_dir are resolved against it.

@@ -98,6 +98,7 @@ func Default() *Config {
 			BodyTimeout:            15 * time.Second,
 			FailedLoginsPerMinute:  6,
 		},
+		Cluster: defaultCluster(),
 		Attachments: Attachments{
 			MaxImageBytes:    DefaultAttachmentBytes,
 			MaxDocumentBytes: DefaultAttachmentBytes,

@@ -34,6 +34,7 @@ func (c *Config) Validate() error {
 	v.hooks()
 	v.attachments()
 	v.people()
+	v.cluster()
 	sort.SliceStable(v.errs, func(i, j int) bool {
 		a, b := v.errs[i].Line, v.errs[j].Line
 		return a != 0 && (b == 0 || a < b) // known lines in file order, unknown last
