@@ -1,0 +1,440 @@
+// Package cluster runs a Mirror gateway as one node of a cluster on NATS
+// JetStream, and is the only package that imports NATS. It owns the
+// embedded NATS server (or the connection to an external cluster), the
+// replicated records stream, the leases bucket (the leader's lease, each
+// chat's owner lease) and the nodes' heartbeats. It implements
+// chats.RecordLog: a chat's appends are fenced by the chat subject's last
+// sequence, so the store itself refuses a stale owner's write.
+//
+// Nothing here runs in single-node mode: cmd/mirror starts a Node only
+// for `mirror serve --cluster` (or cluster.enabled).
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names in NATS. The records stream holds every chat's record, one
+// subject per chat; the two buckets hold leases and node heartbeats.
+const (
+	RecordsStream = "MIRROR_RECORDS"
+	recordsPrefix = "mirror.rec."
+	LeasesBucket  = "mirror_leases"
+	NodesBucket   = "mirror_nodes"
+	leaderKey     = "leader"
+	chatKeyPrefix = "chat."
+	clusterName   = "mirror"
+)
+
+// Options configure a node.
+type Options struct {
+	// Name is the node's name, unique in the cluster.
+	Name string
+	// Listen is the embedded server's client address (host:port; port 0
+	// picks a free one). Routes is its cluster routes address; Peers are
+	// the other nodes' routes addresses.
+	Listen, Routes string
+	Peers          []string
+	// StoreDir holds the embedded server's JetStream files.
+	StoreDir string
+	// NATSURL, when set, connects to an external NATS cluster instead of
+	// embedding a server.
+	NATSURL string
+	// Replicas is how many servers keep the records and the leases (1, 3
+	// or 5); 3 when 0.
+	Replicas int
+	// LeaseTTL is how long a lease lasts unless renewed; 5s when 0.
+	LeaseTTL time.Duration
+	// HTTP is this node's gateway address, shown by status.
+	HTTP string
+	// Log receives the node's and the embedded server's warnings.
+	Log *slog.Logger
+	// OnLost is called (on the keeper's goroutine) when a chat lease this
+	// node held was lost; the chat's owner must stop its turn.
+	OnLost func(chat string)
+}
+
+// Node is one running node: its NATS server (when embedded), its
+// connection, and the goroutine that keeps its leases.
+type Node struct {
+	o   Options
+	log *slog.Logger
+	srv *server.Server // nil with an external NATS
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	ready    chan struct{} // closed when the stream and buckets exist
+	setupErr error         // set before ready closes when setup gave up
+
+	mu      sync.Mutex
+	records jetstream.Stream
+	leases  jetstream.KeyValue
+	nodes   jetstream.KeyValue
+	leader  *Lease           // this node's leader lease while it leads
+	claims  map[string]*Claim // chat leases this node holds
+	started time.Time
+
+	stop context.CancelFunc
+	done chan struct{}
+
+	// paused stops renewals and elections, as if the process were
+	// stopped (SIGSTOP) while its server keeps running: tests use it to
+	// let leases expire under a node that still believes it holds them.
+	paused atomic.Bool
+}
+
+// Start starts the embedded server (unless Options.NATSURL is set),
+// connects to it, and starts the keeper, which creates the stream and the
+// buckets once enough servers are up (Ready), then runs the leader
+// election and the node's heartbeat. Close stops it all.
+func Start(ctx context.Context, o Options) (*Node, error) {
+	if o.Replicas == 0 {
+		o.Replicas = 3
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{o: o, log: o.Log, ready: make(chan struct{}), claims: map[string]*Claim{}, started: time.Now().UTC(), done: make(chan struct{})}
+	opts := []nats.Option{nats.Name("mirror " + o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	url := o.NATSURL
+	if url == "" {
+		srv, err := embed(o)
+		if err != nil {
+			return nil, err
+		}
+		n.srv = srv
+		opts = append(opts, nats.InProcessServer(srv))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		n.shutdownServer()
+		return nil, fmt.Errorf("cluster: connect to NATS: %w", err)
+	}
+	n.nc = nc
+	if n.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		n.shutdownServer()
+		return nil, err
+	}
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.stop = cancel
+	go n.keep(kctx)
+	return n, nil
+}
+
+// embed starts this node's NATS server: JetStream on, every write synced
+// to disk (never the default sync interval, which can lose acknowledged
+// writes at power loss), routes to the peers.
+func embed(o Options) (*server.Server, error) {
+	host, port, err := splitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listen: %w", err)
+	}
+	sopts := &server.Options{
+		ServerName: o.Name,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   o.StoreDir,
+		SyncAlways: true,
+		NoSigs:     true,
+	}
+	if len(o.Peers) > 0 || o.Routes != "" && o.Replicas > 1 {
+		rh, rp, err := splitHostPort(o.Routes)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: routes: %w", err)
+		}
+		sopts.Cluster = server.ClusterOpts{Name: clusterName, Host: rh, Port: rp}
+		for _, p := range o.Peers {
+			sopts.Routes = append(sopts.Routes, &url.URL{Scheme: "nats-route", Host: p})
+		}
+	}
+	if err := os.MkdirAll(o.StoreDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: store dir: %w", err)
+	}
+	srv, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: NATS server: %w", err)
+	}
+	srv.SetLoggerV2(natsLog{o.Log}, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("cluster: the NATS server did not accept connections on %s within 30s", o.Listen)
+	}
+	return srv, nil
+}
+
+func splitHostPort(s string) (string, int, error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	return h, port, nil
+}
+
+// natsLog passes the embedded server's warnings and errors to slog; its
+// notices (dozens at start) only at debug level.
+type natsLog struct{ l *slog.Logger }
+
+func (g natsLog) Noticef(f string, v ...any) { g.l.Debug("nats: " + fmt.Sprintf(f, v...)) }
+func (g natsLog) Warnf(f string, v ...any)   { g.l.Warn("nats: " + fmt.Sprintf(f, v...)) }
+func (g natsLog) Fatalf(f string, v ...any)  { g.l.Error("nats: " + fmt.Sprintf(f, v...)) }
+func (g natsLog) Errorf(f string, v ...any)  { g.l.Error("nats: " + fmt.Sprintf(f, v...)) }
+func (g natsLog) Debugf(f string, v ...any)  {}
+func (g natsLog) Tracef(f string, v ...any)  {}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.o.Name }
+
+// ClientURL is where NATS clients reach this node's embedded server (""
+// with an external NATS).
+func (n *Node) ClientURL() string {
+	if n.srv == nil {
+		return ""
+	}
+	return n.srv.ClientURL()
+}
+
+// Ready is closed once the records stream and the buckets exist (enough
+// servers answered); appends and leases wait for it.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// WaitReady waits for Ready, bounded by ctx.
+func (n *Node) WaitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return n.setupErr
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: the stream and buckets are not ready (are enough nodes up?): %w", ctx.Err())
+	}
+}
+
+// Close stops the keeper, gives up this node's leases (so others need not
+// wait for them to expire), and stops the connection and the server.
+func (n *Node) Close() error {
+	n.stop()
+	<-n.done
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n.mu.Lock()
+	leader, claims := n.leader, n.claims
+	n.leader, n.claims = nil, map[string]*Claim{}
+	n.mu.Unlock()
+	if leader != nil {
+		_ = leader.Release(ctx)
+	}
+	for _, c := range claims {
+		_ = c.lease.Release(ctx)
+	}
+	if n.nodes != nil {
+		_ = n.nodes.Delete(ctx, n.o.Name)
+	}
+	n.nc.Close()
+	n.shutdownServer()
+	return nil
+}
+
+func (n *Node) shutdownServer() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+	}
+}
+
+// keep sets up the stream and buckets, then renews this node's leases and
+// heartbeat and runs for leader, every third of the lease TTL.
+func (n *Node) keep(ctx context.Context) {
+	defer close(n.done)
+	if err := n.setup(ctx); err != nil {
+		n.setupErr = err
+		close(n.ready)
+		return
+	}
+	close(n.ready)
+	t := time.NewTicker(n.o.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		n.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// setup creates (or finds) the records stream and the buckets, retrying
+// while too few servers are up to place their replicas.
+func (n *Node) setup(ctx context.Context) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := n.setupOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n.log.Debug("cluster: waiting for enough servers to create the records stream", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func (n *Node) setupOnce(ctx context.Context) error {
+	// Short attempts: a request made while the meta group is still
+	// electing goes unanswered, and the next attempt is answered.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	records, err := n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        RecordsStream,
+		Description: "Mirror chat records: one subject per chat, one message per flush",
+		Subjects:    []string{recordsPrefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    n.o.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		Discard:     jetstream.DiscardNew, // never drop a record to make room
+		DenyDelete:  true,
+		DenyPurge:   true,
+		// PersistMode stays the default: every write flushed (and, with
+		// the server's SyncAlways, synced) before it is acknowledged.
+	})
+	if err != nil {
+		return fmt.Errorf("records stream: %w", err)
+	}
+	kv := func(bucket, what string) (jetstream.KeyValue, error) {
+		b, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: bucket, Description: what, History: 1, Storage: jetstream.FileStorage,
+			Replicas: n.o.Replicas, LimitMarkerTTL: n.o.LeaseTTL,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s bucket: %w", bucket, err)
+		}
+		return b, nil
+	}
+	leases, err := kv(LeasesBucket, "Mirror leases: the leader's and each chat owner's, with per-key TTLs")
+	if err != nil {
+		return err
+	}
+	nodes, err := kv(NodesBucket, "Mirror nodes' heartbeats")
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.records, n.leases, n.nodes = records, leases, nodes
+	n.mu.Unlock()
+	return nil
+}
+
+// tick renews what this node holds and runs for leader when nobody leads.
+func (n *Node) tick(ctx context.Context) {
+	if n.paused.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.o.LeaseTTL/3)
+	defer cancel()
+	n.heartbeat(ctx)
+	n.mu.Lock()
+	leader := n.leader
+	claims := make([]*Claim, 0, len(n.claims))
+	for _, c := range n.claims {
+		claims = append(claims, c)
+	}
+	n.mu.Unlock()
+	if leader != nil {
+		if err := leader.Renew(ctx); err != nil && !leader.Held() {
+			n.log.Warn("cluster: this node lost the leader lease", "err", err)
+			n.mu.Lock()
+			if n.leader == leader {
+				n.leader = nil
+			}
+			n.mu.Unlock()
+		}
+	} else if l, err := n.acquire(ctx, leaderKey); err == nil {
+		n.log.Info("cluster: this node leads the cluster", "node", n.o.Name)
+		n.mu.Lock()
+		n.leader = l
+		n.mu.Unlock()
+	} else if !errors.Is(err, ErrHeld) && ctx.Err() == nil {
+		n.log.Debug("cluster: run for leader", "err", err)
+	}
+	for _, c := range claims {
+		if err := c.lease.Renew(ctx); err != nil && !c.lease.Held() {
+			n.lose(c, err)
+		}
+	}
+}
+
+// lose drops a chat lease this node no longer holds and tells the owner.
+func (n *Node) lose(c *Claim, err error) {
+	n.mu.Lock()
+	mine := n.claims[c.chat] == c
+	if mine {
+		delete(n.claims, c.chat)
+	}
+	n.mu.Unlock()
+	if !mine {
+		return
+	}
+	n.log.Warn("cluster: this node lost a chat's lease; its turn stops", "chat", c.chat, "err", err)
+	c.lease.markLost()
+	if n.o.OnLost != nil {
+		n.o.OnLost(c.chat)
+	}
+}
+
+// IsLeader says whether this node holds the leader lease now.
+func (n *Node) IsLeader() bool {
+	n.mu.Lock()
+	l := n.leader
+	n.mu.Unlock()
+	return l != nil && l.Held()
+}
+
+// buckets returns the stream and buckets, once Ready.
+func (n *Node) buckets() (jetstream.Stream, jetstream.KeyValue, jetstream.KeyValue, error) {
+	select {
+	case <-n.ready:
+	default:
+		return nil, nil, nil, fmt.Errorf("cluster: not ready yet (waiting for enough nodes to place %d replicas): %w", n.o.Replicas, errNotReady)
+	}
+	if n.setupErr != nil {
+		return nil, nil, nil, n.setupErr
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.records, n.leases, n.nodes, nil
+}
+
+var errNotReady = errors.New("not ready")
