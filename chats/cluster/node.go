@@ -84,7 +84,7 @@ type Node struct {
 	records jetstream.Stream
 	leases  jetstream.KeyValue
 	nodes   jetstream.KeyValue
-	leader  *Lease           // this node's leader lease while it leads
+	leader  *Lease            // this node's leader lease while it leads
 	claims  map[string]*Claim // chat leases this node holds
 	started time.Time
 
