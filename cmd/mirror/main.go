@@ -40,7 +40,7 @@ func main() {
 const usage = `mirror: a chat-bot gateway
 
 usage:
-  mirror serve [--config FILE] [--data DIR] [--addr HOST:PORT]
+  mirror serve [--config FILE] [--data DIR] [--addr HOST:PORT] [--cluster]
   mirror token [--config FILE] [--data DIR]
   mirror pair list [--config FILE] [--data DIR]
   mirror pair approve CODE [--config FILE] [--data DIR]
@@ -49,6 +49,7 @@ usage:
   mirror check-compression FILE [--context-window N]
   mirror backup [--config FILE] [--data DIR] FILE
   mirror check [--config FILE] [--data DIR]
+  mirror cluster status [--json] [--config FILE] [--data DIR]
   mirror version
 `
 
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = backup(ctx, args[1:], stdout, getenv)
 	case "check":
 		err = checkDB(ctx, args[1:], stdout, getenv)
+	case "cluster":
+		err = clusterCmd(ctx, args[1:], stdout, getenv)
 	case "check-compression":
 		err = checkCompression(args[1:], stdout)
 	case "version", "--version", "-v":

@@ -144,9 +144,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	var c common
 	var addr string
+	var asNode bool
 	f := flag.NewFlagSet("serve", flag.ContinueOnError)
 	c.register(f)
 	f.StringVar(&addr, "addr", "", "HOST:PORT to listen on (overrides listen)")
+	f.BoolVar(&asNode, "cluster", false, "run as a node of the cluster configured in runtime.yaml (cluster:)")
 	if err := parseFlags(f, args); err != nil {
 		return err
 	}
@@ -159,6 +161,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return usageError{fmt.Errorf("--addr %q: %w", addr, err)}
 		}
 		cfg.Listen = addr
+	}
+	if asNode || cfg.Cluster.Enabled {
+		if err := cfg.EnableCluster(); err != nil {
+			return usageError{err}
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	for _, w := range cfg.WorkspaceWarnings() {
@@ -307,6 +314,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		svc.Close(context.Background())
 		store.Close()
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	// cluster.go: in cluster mode, this gateway is also a node (nil otherwise).
+	node, err := startNode(sig, cfg, dir, ln.Addr().String(), log)
+	if err != nil {
+		ln.Close()
+		if tg != nil {
+			tg.Close()
+		}
+		svc.Close(context.Background())
+		store.Close()
+		return err
+	}
+	if node != nil {
+		defer node.Close() // after the chats stopped: gives up its leases
+		routes = append(routes, clusterRoutes(node)...)
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(), People: folks,
 		DataDir: dir, Models: engine, Replay: replayChat,

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/mirror-gateway/mirror/chats/cluster"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/gateway"
+)
+
+// clusterUsage is the help of `mirror cluster`.
+const clusterUsage = `usage:
+  mirror cluster status [--json] [--config FILE] [--data DIR]`
+
+// startNode starts this gateway's cluster node (its embedded NATS server,
+// or its connection to an external one, and the leader election) when
+// cluster mode is on; nil, nil in single-node mode. httpAddr is where the
+// gateway listens, shown to the other nodes.
+func startNode(ctx context.Context, cfg *config.Config, dir, httpAddr string, log *slog.Logger) (*cluster.Node, error) {
+	if !cfg.Cluster.Enabled {
+		return nil, nil
+	}
+	cl := cfg.Cluster
+	node, err := cluster.Start(ctx, cluster.Options{Name: cl.Name, Listen: cl.Listen, Routes: cl.Routes, Peers: cl.Peers,
+		StoreDir: cfg.ClusterStorePath(dir), NATSURL: cl.NATSURL, Replicas: cl.Replicas, LeaseTTL: cl.LeaseTTL,
+		HTTP: httpAddr, Log: log.With("node", cl.Name)})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("cluster: node started; the records stream and the leader follow once enough nodes are up",
+		"node", cl.Name, "nats", node.ClientURL(), "peers", len(cl.Peers), "replicas", cl.Replicas)
+	return node, nil
+}
+
+// clusterRoutes are the routes of a cluster node (none in single-node mode).
+func clusterRoutes(node *cluster.Node) []gateway.Route {
+	if node == nil {
+		return nil
+	}
+	return []gateway.Route{gateway.ClusterRoute(func(ctx context.Context) (any, error) { return node.Status(ctx) })}
+}
+
+// clusterCmd runs `mirror cluster status`: it asks the running gateway of
+// the data dir (GET /api/cluster, with the access token) and prints the
+// nodes, the leader and the chats per node.
+func clusterCmd(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+	if len(args) == 0 {
+		return usageError{errors.New(clusterUsage)}
+	}
+	sub, rest := args[0], args[1:]
+	if sub == "-h" || sub == "--help" || sub == "help" {
+		return helpShown{clusterUsage + "\n"}
+	}
+	if sub != "status" {
+		return usageError{fmt.Errorf("cluster: unknown subcommand %q\n\n%s", sub, clusterUsage)}
+	}
+	var c common
+	var asJSON bool
+	f := flag.NewFlagSet("cluster status", flag.ContinueOnError)
+	c.register(f)
+	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	if err := parseFlags(f, rest); err != nil {
+		return err
+	}
+	cfg, err := c.loadClient()
+	if err != nil {
+		return err
+	}
+	_, tok, err := tokenIn(cfg, getenv)
+	if err != nil {
+		return err
+	}
+	raw, err := clusterOverHTTP(ctx, cfg, tok)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		_, err := fmt.Fprintf(stdout, "%s\n", raw)
+		return err
+	}
+	var st cluster.Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("the gateway's answer: %w", err)
+	}
+	return describeCluster(stdout, st)
+}
+
+// clusterOverHTTP asks the running gateway for GET /api/cluster.
+func clusterOverHTTP(ctx context.Context, cfg *config.Config, tok string) ([]byte, error) {
+	root, err := gatewayURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, root+"/api/cluster", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("no gateway answers at %s (start it with mirror serve --cluster)", cfg.Listen)
+		}
+		return nil, fmt.Errorf("ask the gateway at %s: %w", cfg.Listen, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return body, nil
+	case http.StatusUnauthorized:
+		return nil, fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", cfg.Listen)
+	case http.StatusForbidden:
+		return nil, fmt.Errorf("the gateway at %s answers the cluster's status to owners only", cfg.Listen)
+	case http.StatusNotFound:
+		return nil, fmt.Errorf("the gateway at %s is not a cluster node (start it with mirror serve --cluster)", cfg.Listen)
+	}
+	var e struct{ Error string }
+	_ = json.Unmarshal(body, &e)
+	return nil, fmt.Errorf("cluster status: %s %s", resp.Status, printable(e.Error))
+}
+
+// describeCluster prints the status as a table: one line per node.
+func describeCluster(w io.Writer, st cluster.Status) error {
+	if !st.Ready {
+		_, err := fmt.Fprintf(w, "cluster: forming: node %s waits for enough nodes to keep %d replicas\n", printable(st.Node), st.Replicas)
+		return err
+	}
+	leader := printable(st.Leader)
+	if leader == "" {
+		leader = "none yet"
+	}
+	fmt.Fprintf(w, "cluster: %d nodes, leader %s (answered by %s, %d replicas)\n", len(st.Nodes), leader, printable(st.Node), st.Replicas)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tLEADER\tCHATS\tHTTP\tSTARTED")
+	for _, n := range st.Nodes {
+		mark, started := "", "-"
+		if n.Leader {
+			mark = "*"
+		}
+		if !n.Started.IsZero() {
+			started = n.Started.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", printable(n.Name), mark, n.Chats, printable(n.HTTP), started)
+	}
+	return tw.Flush()
+}
+
+// printable keeps what another node reported from driving the terminal.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
