@@ -20,7 +20,7 @@ import (
 const testTTL = time.Second
 
 // freeAddr returns a loopback address nobody listens on (just now).
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,13 +34,13 @@ var testLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level
 
 // testCluster is n in-process nodes routed to each other on loopback.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	opts  []Options
 	nodes []*Node
 	lost  chan string // chats whose lease a node lost (OnLost)
 }
 
-func newCluster(t *testing.T, n int) *testCluster {
+func newCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t, lost: make(chan string, 16)}
 	routes := make([]string, n)
@@ -132,12 +132,15 @@ func events(chat string, from, to uint64) []*chats.Event {
 }
 
 // readSeqs reads chat's record through nd and returns the seqs in order.
-func readSeqs(t *testing.T, nd *Node, chat string) []uint64 {
+func readSeqs(t *testing.T, nd *Node, chat string) []uint64 { return readFrom(t, nd, chat, 1) }
+
+// readFrom is readSeqs from seq from on.
+func readFrom(t *testing.T, nd *Node, chat string, from uint64) []uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var seqs []uint64
-	if _, err := nd.Records().Read(ctx, chat, 1, func(e *chats.Event) error {
+	if _, err := nd.Records().Read(ctx, chat, from, func(e *chats.Event) error {
 		if e.Chat != chat {
 			return fmt.Errorf("event of chat %q in %q's record", e.Chat, chat)
 		}
@@ -210,6 +213,10 @@ func TestFencedAppendAndTakeover(t *testing.T) {
 	}
 	if got := readSeqs(t, a, chat); fmt.Sprint(got) != "[1 2 3 4 5]" {
 		t.Fatalf("record %v, want [1 2 3 4 5]", got)
+	}
+	// Resume by seq, across flushes and the claim between them.
+	if got := readFrom(t, tc.nodes[2], chat, 3); fmt.Sprint(got) != "[3 4 5]" {
+		t.Fatalf("record from 3: %v, want [3 4 5]", got)
 	}
 	// a wakes up: its keeper finds the lease gone and says so.
 	a.paused.Store(false)

@@ -150,8 +150,8 @@ func (r Records) Read(ctx context.Context, chat string, from uint64, fn func(*ch
 		if l, _ := strconv.ParseUint(m.Header.Get(hdrLast), 10, 64); l < from {
 			continue
 		}
-		var evs []*chats.Event
-		if err := json.Unmarshal(m.Data, &evs); err != nil {
+		evs, err := decodeBatch(chat, m.Data)
+		if err != nil {
 			return 0, fmt.Errorf("cluster: record %s message %d: %w", chat, m.Sequence, err)
 		}
 		for _, e := range evs {
@@ -164,6 +164,26 @@ func (r Records) Read(ctx context.Context, chat string, from uint64, fn func(*ch
 		}
 	}
 	return last, nil
+}
+
+// decodeBatch reads one flush's message: a JSON array of chat's events,
+// seqs increasing. Anything else is an error, never a partial batch.
+func decodeBatch(chat string, data []byte) ([]*chats.Event, error) {
+	var evs []*chats.Event
+	if err := json.Unmarshal(data, &evs); err != nil {
+		return nil, err
+	}
+	for i, e := range evs {
+		switch {
+		case e == nil:
+			return nil, fmt.Errorf("event %d is null", i)
+		case e.Chat != chat:
+			return nil, fmt.Errorf("event %d belongs to chat %q", i, e.Chat)
+		case i > 0 && e.Seq <= evs[i-1].Seq:
+			return nil, fmt.Errorf("event seqs not increasing (%d after %d)", e.Seq, evs[i-1].Seq)
+		}
+	}
+	return evs, nil
 }
 
 // Claim is this node's ownership of one chat: its lease, renewed by the

@@ -156,6 +156,10 @@ func TestClusterFormsAndFailsOver(t *testing.T) {
 	waitStatus(t, survivors[1], 30*time.Second, "the other survivor agrees and the dead node is gone", func(s cluster.Status) bool {
 		return s.Leader == st.Leader && len(s.Nodes) == 2
 	})
+	// SIGTERM still stops a node cleanly (exit 0), though a majority of
+	// the cluster's servers is gone after it.
+	survivors[1].p.stop(t)
+	survivors[0].p.stop(t)
 }
 
 // TestClusterStatusErrors: status against a single-node gateway says it is
