@@ -342,3 +342,44 @@ func TestTwoOfThreeDown(t *testing.T) {
 		t.Fatalf("after the acknowledged events: %v", rest)
 	}
 }
+
+// TestExternalNATS: a node given nats_url uses an existing NATS server
+// (here another node's embedded one) with the same code: it sees the same
+// leader, and the same fence holds between the two.
+func TestExternalNATS(t *testing.T) {
+	tc := newCluster(t, 1)
+	a := tc.nodes[0]
+	b, err := Start(context.Background(), Options{Name: "ext", NATSURL: a.ClientURL(), Replicas: 1, LeaseTTL: testTTL, Log: testLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.WaitReady(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if b.ClientURL() != "" {
+		t.Fatalf("an external node reports an embedded server at %q", b.ClientURL())
+	}
+	eventually(t, 20*testTTL, "one leader of the two", func() bool { return a.IsLeader() != b.IsLeader() })
+	st, err := b.Status(ctx(t))
+	if err != nil || len(st.Nodes) != 2 || st.Leader == "" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	const chat = "c_ext1"
+	_, pos, err := a.ClaimChat(ctx(t), chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.ClaimChat(ctx(t), chat); !errors.Is(err, ErrHeld) {
+		t.Fatalf("claim of a held chat through nats_url: %v", err)
+	}
+	if _, err := a.Records().Append(ctx(t), chat, pos, events(chat, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Records().Append(ctx(t), chat, pos, events(chat, 3, 3)); !errors.Is(err, chats.ErrFenced) {
+		t.Fatalf("append after a stale position through nats_url: %v", err)
+	}
+	if got := readSeqs(t, b, chat); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("record %v", got)
+	}
+}
