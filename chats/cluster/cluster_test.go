@@ -8,9 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/mirror-gateway/mirror/chats"
 )
@@ -56,7 +59,7 @@ func newCluster(t testing.TB, n int) *testCluster {
 			}
 		}
 		tc.opts = append(tc.opts, Options{Name: fmt.Sprintf("n%d", i+1), Listen: "127.0.0.1:0", Routes: routes[i], Peers: peers,
-			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Replicas: min(n, 3), LeaseTTL: testTTL,
+			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Replicas: min(n, 3), LeaseTTL: testTTL, Secret: RouteSecret("test-token"),
 			OnLost: func(chat string) { tc.lost <- chat }, Log: testLog})
 	}
 	tc.nodes = make([]*Node, n)
@@ -290,6 +293,29 @@ func TestLeaderLease(t *testing.T) {
 		st, err := tc.nodes[old].Status(ctx(t))
 		return err == nil && st.Leader != tc.opts[old].Name && len(leaders()) == 1
 	})
+
+	// Without the secret nobody joins: a server routed to the cluster
+	// with another secret never gets its stream, and a client without
+	// credentials is refused.
+	o := tc.opts[0]
+	o.Name, o.Routes, o.Peers, o.StoreDir, o.Secret = "intruder", freeAddr(t), []string{tc.opts[0].Routes}, t.TempDir(), RouteSecret("another token")
+	intruder, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer intruder.Close()
+	wctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if err := intruder.WaitReady(wctx); err == nil {
+		t.Fatal("a server with another secret joined the cluster")
+	}
+	if st, err := tc.nodes[0].Status(ctx(t)); err != nil || len(st.Nodes) != 3 {
+		t.Fatalf("status with an intruder around: %+v %v", st, err)
+	}
+	if nc, err := nats.Connect(tc.nodes[0].ClientURL(), nats.Timeout(2*time.Second)); err == nil {
+		nc.Close()
+		t.Fatal("a client without credentials was let in")
+	}
 }
 
 // TestTwoOfThreeDown is the test 9 at the store: with two of three
@@ -349,7 +375,8 @@ func TestTwoOfThreeDown(t *testing.T) {
 func TestExternalNATS(t *testing.T) {
 	tc := newCluster(t, 1)
 	a := tc.nodes[0]
-	b, err := Start(context.Background(), Options{Name: "ext", NATSURL: a.ClientURL(), Replicas: 1, LeaseTTL: testTTL, Log: testLog})
+	u := strings.Replace(a.ClientURL(), "nats://", "nats://"+routeUser+":"+RouteSecret("test-token")+"@", 1)
+	b, err := Start(context.Background(), Options{Name: "ext", NATSURL: u, Replicas: 1, LeaseTTL: testTTL, Log: testLog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +62,10 @@ type Options struct {
 	Replicas int
 	// LeaseTTL is how long a lease lasts unless renewed; 5s when 0.
 	LeaseTTL time.Duration
+	// Secret, when set, is required of every route and client of the
+	// embedded server (serve passes one derived from the access token,
+	// which is the same on every node). Derive it with RouteSecret.
+	Secret string
 	// HTTP is this node's gateway address, shown by status.
 	HTTP string
 	// Log receives the node's and the embedded server's warnings.
@@ -121,6 +128,9 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 		}
 		n.srv = srv
 		opts = append(opts, nats.InProcessServer(srv))
+		if o.Secret != "" {
+			opts = append(opts, nats.UserInfo(routeUser, o.Secret))
+		}
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -137,6 +147,21 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	n.stop = cancel
 	go n.keep(kctx)
 	return n, nil
+}
+
+// routeUser is the user name of routes and clients when Options.Secret is set.
+const routeUser = "mirror"
+
+// RouteSecret derives the embedded servers' shared secret from the
+// gateway's access token: the same on every node, and not the token
+// itself, which routes without TLS would carry in clear.
+func RouteSecret(token string) string {
+	if token == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("mirror cluster routes v1"))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // embed starts this node's NATS server: JetStream on, every write synced
@@ -156,14 +181,24 @@ func embed(o Options) (*server.Server, error) {
 		SyncAlways: true,
 		NoSigs:     true,
 	}
+	if o.Secret != "" {
+		sopts.Username, sopts.Password = routeUser, o.Secret
+	}
 	if len(o.Peers) > 0 || o.Routes != "" && o.Replicas > 1 {
 		rh, rp, err := splitHostPort(o.Routes)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: routes: %w", err)
 		}
 		sopts.Cluster = server.ClusterOpts{Name: clusterName, Host: rh, Port: rp}
+		if o.Secret != "" {
+			sopts.Cluster.Username, sopts.Cluster.Password = routeUser, o.Secret
+		}
 		for _, p := range o.Peers {
-			sopts.Routes = append(sopts.Routes, &url.URL{Scheme: "nats-route", Host: p})
+			u := &url.URL{Scheme: "nats-route", Host: p}
+			if o.Secret != "" {
+				u.User = url.UserPassword(routeUser, o.Secret)
+			}
+			sopts.Routes = append(sopts.Routes, u)
 		}
 	}
 	if err := os.MkdirAll(o.StoreDir, 0o700); err != nil {

@@ -27,15 +27,17 @@ const clusterUsage = `usage:
 // startNode starts this gateway's cluster node (its embedded NATS server,
 // or its connection to an external one, and the leader election) when
 // cluster mode is on; nil, nil in single-node mode. httpAddr is where the
-// gateway listens, shown to the other nodes.
-func startNode(ctx context.Context, cfg *config.Config, dir, httpAddr string, log *slog.Logger) (*cluster.Node, error) {
+// gateway listens, shown to the other nodes. The embedded server's routes
+// and clients must present a secret derived from the access token (tok),
+// which is the same on every node of a cluster.
+func startNode(ctx context.Context, cfg *config.Config, dir, tok, httpAddr string, log *slog.Logger) (*cluster.Node, error) {
 	if !cfg.Cluster.Enabled {
 		return nil, nil
 	}
 	cl := cfg.Cluster
 	node, err := cluster.Start(ctx, cluster.Options{Name: cl.Name, Listen: cl.Listen, Routes: cl.Routes, Peers: cl.Peers,
 		StoreDir: cfg.ClusterStorePath(dir), NATSURL: cl.NATSURL, Replicas: cl.Replicas, LeaseTTL: cl.LeaseTTL,
-		HTTP: httpAddr, Log: log.With("node", cl.Name)})
+		Secret: cluster.RouteSecret(tok), HTTP: httpAddr, Log: log.With("node", cl.Name)})
 	if err != nil {
 		return nil, err
 	}

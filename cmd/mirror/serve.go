@@ -316,7 +316,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	// cluster.go: in cluster mode, this gateway is also a node (nil otherwise).
-	node, err := startNode(sig, cfg, dir, ln.Addr().String(), log)
+	node, err := startNode(sig, cfg, dir, tok, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
 		if tg != nil {
