@@ -388,10 +388,10 @@ func TestExternalNATS(t *testing.T) {
 		t.Fatalf("an external node reports an embedded server at %q", b.ClientURL())
 	}
 	eventually(t, 20*testTTL, "one leader of the two", func() bool { return a.IsLeader() != b.IsLeader() })
-	st, err := b.Status(ctx(t))
-	if err != nil || len(st.Nodes) != 2 || st.Leader == "" {
-		t.Fatalf("status %+v %v", st, err)
-	}
+	eventually(t, 20*testTTL, "both nodes' heartbeats and the leader in the status", func() bool {
+		st, err := b.Status(ctx(t))
+		return err == nil && len(st.Nodes) == 2 && st.Leader != ""
+	})
 	const chat = "c_ext1"
 	_, pos, err := a.ClaimChat(ctx(t), chat)
 	if err != nil {
