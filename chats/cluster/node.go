@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Names in NATS. The records stream holds every chat's record, one
@@ -182,7 +183,13 @@ func embed(o Options) (*server.Server, error) {
 		NoSigs:     true,
 	}
 	if o.Secret != "" {
-		sopts.Username, sopts.Password = routeUser, o.Secret
+		// Clients' password kept as a bcrypt hash (the server warns about
+		// plain ones); the cheapest cost will do for a 256-bit secret.
+		h, err := bcrypt.GenerateFromPassword([]byte(o.Secret), bcrypt.MinCost)
+		if err != nil {
+			return nil, err
+		}
+		sopts.Username, sopts.Password = routeUser, string(h)
 	}
 	if len(o.Peers) > 0 || o.Routes != "" && o.Replicas > 1 {
 		rh, rp, err := splitHostPort(o.Routes)
