@@ -1,0 +1,337 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/runtime/ids"
+)
+
+// fakeOwner is the gateway's side of routing in these tests: a chat it
+// owns is its record position and last seq; each frame is one message,
+// appended (fenced) as one event and published to the fan-out. Its answer
+// is "NODE SEQ".
+type fakeOwner struct {
+	n      *Node
+	fan    *Fanout
+	opened atomic.Int32
+	closed chan string
+
+	mu    sync.Mutex
+	chats map[string]*fakeChat
+}
+
+type fakeChat struct {
+	claim   *Claim
+	at, seq uint64
+}
+
+func newFakeOwner(n *Node) *fakeOwner {
+	return &fakeOwner{n: n, chats: map[string]*fakeChat{}, closed: make(chan string, 16)}
+}
+
+func (o *fakeOwner) Open(ctx context.Context, c *Claim, at uint64) error {
+	fc := &fakeChat{claim: c, at: at}
+	if _, err := o.n.Records().Read(ctx, c.Chat(), 1, func(e *chats.Event) error { fc.seq = e.Seq; return nil }); err != nil {
+		return err
+	}
+	o.opened.Add(1)
+	o.mu.Lock()
+	o.chats[c.Chat()] = fc
+	o.mu.Unlock()
+	return nil
+}
+
+func (o *fakeOwner) Handle(ctx context.Context, chat string, frame []byte) ([]byte, error) {
+	o.mu.Lock()
+	fc := o.chats[chat]
+	o.mu.Unlock()
+	if fc == nil {
+		return nil, fmt.Errorf("chat %s is not open here", chat)
+	}
+	e := chats.NewEvent(chat, fc.seq+1, time.Unix(1700000000, 0).UTC(),
+		&chats.MessageAccepted{Message: &chats.Message{Role: "user", Text: string(frame)}})
+	at, err := o.n.Records().Append(ctx, chat, fc.at, []*chats.Event{e})
+	if err != nil {
+		return nil, err
+	}
+	fc.at, fc.seq = at, e.Seq
+	if o.fan != nil {
+		if err := o.fan.Stored(chat, e); err != nil {
+			return nil, err
+		}
+	}
+	return fmt.Appendf(nil, "%s %d", o.n.Name(), e.Seq), nil
+}
+
+func (o *fakeOwner) Close(chat string) {
+	o.mu.Lock()
+	delete(o.chats, chat)
+	o.mu.Unlock()
+	o.closed <- chat
+}
+
+// routed is a cluster with a router (and a fake owner) on each node.
+type routed struct {
+	*testCluster
+	owners  []*fakeOwner
+	routers []*Router
+}
+
+func newRouted(t *testing.T, n int) *routed {
+	rc := &routed{testCluster: newCluster(t, n)}
+	for _, nd := range rc.nodes {
+		o := newFakeOwner(nd)
+		r := nd.NewRouter(o)
+		o.fan = nd.NewFanout(r)
+		rc.owners = append(rc.owners, o)
+		rc.routers = append(rc.routers, r)
+		t.Cleanup(func() { r.Close() })
+	}
+	return rc
+}
+
+// serving lists the nodes that serve chat now (subscribed to its route).
+func (rc *routed) serving(chat string) []string {
+	var out []string
+	for i, r := range rc.routers {
+		r.mu.Lock()
+		if oc := r.owned[chat]; oc != nil && oc.sub != nil && oc.sub.IsValid() {
+			out = append(out, rc.opts[i].Name)
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+func send(t *testing.T, r *Router, chat, frame string) (node string, seq uint64) {
+	t.Helper()
+	out, err := r.Send(ctx(t), chat, []byte(frame))
+	if err != nil {
+		t.Fatalf("send %q: %v", frame, err)
+	}
+	node, s, _ := strings.Cut(string(out), " ")
+	seq, err = strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("answer %q", out)
+	}
+	return node, seq
+}
+
+// TestRouteToOwnerAndTakeover: the first frame for an unowned chat makes
+// the node it was sent to the owner; frames sent through the other nodes
+// reach that owner; approval and recovery answers reach it by the chat
+// their id names. When the owner stops renewing its lease (paused), it
+// stops serving the chat before the lease can expire, another node takes
+// the chat on the next frame, and at no moment do two nodes serve it.
+func TestRouteToOwnerAndTakeover(t *testing.T) {
+	rc := newRouted(t, 3)
+	const chat = "c_route0001"
+	if node, seq := send(t, rc.routers[1], chat, "first"); node != "n2" || seq != 1 {
+		t.Fatalf("first frame answered by %s seq %d, want n2 1", node, seq)
+	}
+	for i, r := range rc.routers {
+		if node, seq := send(t, r, chat, fmt.Sprint("via ", i)); node != "n2" || seq != uint64(i+2) {
+			t.Fatalf("frame via node %d answered by %s seq %d, want n2 %d", i, node, seq, i+2)
+		}
+	}
+	for _, id := range []string{ids.NewApproval(chat), ids.NewRecovery(chat)} {
+		out, err := rc.routers[2].Answer(ctx(t), id, []byte("answer"))
+		if err != nil || !strings.HasPrefix(string(out), "n2 ") {
+			t.Fatalf("answer %s: %q %v, want n2's", id, out, err)
+		}
+	}
+	if got := rc.serving(chat); fmt.Sprint(got) != "[n2]" {
+		t.Fatalf("serving %v, want [n2]", got)
+	}
+
+	// Watch the responders from here on: never two.
+	stop := make(chan struct{})
+	var most atomic.Int32
+	var watched sync.WaitGroup
+	watched.Go(func() {
+		for {
+			most.Store(max(most.Load(), int32(len(rc.serving(chat)))))
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	rc.nodes[1].paused.Store(true)
+	select {
+	case got := <-rc.owners[1].closed:
+		if got != chat {
+			t.Fatalf("closed %q", got)
+		}
+	case <-time.After(2 * testTTL):
+		t.Fatal("the paused owner did not stop serving the chat within its lease TTL")
+	}
+	node, seq := send(t, rc.routers[0], chat, "after")
+	if node == "n2" || seq != 7 {
+		t.Fatalf("after the takeover: answered by %s seq %d, want another node, seq 7", node, seq)
+	}
+	if node2, seq2 := send(t, rc.routers[1], chat, "from the old owner"); node2 != node || seq2 != 8 {
+		t.Fatalf("via the old owner: answered by %s seq %d, want %s 8", node2, seq2, node)
+	}
+	close(stop)
+	watched.Wait()
+	if most.Load() > 1 {
+		t.Fatalf("%d nodes served the chat at once", most.Load())
+	}
+	if got := rc.serving(chat); fmt.Sprint(got) != "["+node+"]" {
+		t.Fatalf("serving %v, want [%s]", got, node)
+	}
+	rc.nodes[1].paused.Store(false)
+	if got := readSeqs(t, rc.nodes[2], chat); fmt.Sprint(got) != "[1 2 3 4 5 6 7 8]" {
+		t.Fatalf("record %v", got)
+	}
+}
+
+// TestRouteLostAndRelease: a lease the node is told it lost (OnLost) stops
+// the chat at once; a released chat is opened by the next node asked.
+func TestRouteLostAndRelease(t *testing.T) {
+	rc := newRouted(t, 3)
+	const chat = "c_route0002"
+	send(t, rc.routers[0], chat, "one")
+	rc.routers[0].Lost(chat)
+	if got := <-rc.owners[0].closed; got != chat {
+		t.Fatalf("closed %q", got)
+	}
+	if got := rc.serving(chat); len(got) != 0 {
+		t.Fatalf("serving %v after Lost", got)
+	}
+	// Its lease was given up with it: the next frame opens the chat
+	// where it is sent.
+	if node, seq := send(t, rc.routers[2], chat, "two"); node != "n3" || seq != 2 {
+		t.Fatalf("answered by %s seq %d, want n3 2", node, seq)
+	}
+	rc.routers[2].Release(chat)
+	if got := <-rc.owners[2].closed; got != chat {
+		t.Fatalf("closed %q", got)
+	}
+	if node, seq := send(t, rc.routers[1], chat, "three"); node != "n2" || seq != 3 {
+		t.Fatalf("after release: answered by %s seq %d, want n2 3", node, seq)
+	}
+	if rc.owners[0].opened.Load() != 1 || rc.owners[2].opened.Load() != 1 || rc.owners[1].opened.Load() != 1 {
+		t.Fatal("each owner should have opened the chat once")
+	}
+}
+
+// TestRouteErrors: a chat id that cannot name a subject and an id that
+// names no chat are refused before anything is sent; an error of the
+// owner's comes back as a RemoteError.
+func TestRouteErrors(t *testing.T) {
+	for _, id := range []string{"", "a_", "a_c_x", "r_c_x_123", "c_1234567890abcdef", "a_c_x_0123456789ABCDEF"} {
+		if _, err := ChatOf(id); !errors.Is(err, chats.ErrBadInput) {
+			t.Errorf("ChatOf(%q): %v, want ErrBadInput", id, err)
+		}
+	}
+	for _, chat := range []string{"c_x", "c_1234567890abcdef"} {
+		for _, id := range []string{ids.NewApproval(chat), ids.NewRecovery(chat)} {
+			if got, err := ChatOf(id); err != nil || got != chat {
+				t.Errorf("ChatOf(%q) = %q %v", id, got, err)
+			}
+		}
+	}
+	rc := newRouted(t, 1)
+	for _, chat := range []string{"c.x", "c_*", "", "c >"} {
+		if _, err := rc.routers[0].Send(ctx(t), chat, nil); !errors.Is(err, chats.ErrBadInput) {
+			t.Errorf("send to %q: %v, want ErrBadInput", chat, err)
+		}
+	}
+	const chat = "c_route0003"
+	send(t, rc.routers[0], chat, "one")
+	// A second router on another connection asks the owner, whose chat
+	// was closed under it: its error comes back.
+	rc.owners[0].mu.Lock()
+	delete(rc.owners[0].chats, chat)
+	rc.owners[0].mu.Unlock()
+	o := rc.nodes[0].o
+	o.Name = "n9"
+	other := &Router{n: &Node{o: o, nc: rc.nodes[0].nc, js: rc.nodes[0].js, ready: rc.nodes[0].ready}, owned: map[string]*ownedChat{}, taking: map[string]chan struct{}{}}
+	other.n.records, other.n.leases, other.n.nodes, _ = rc.nodes[0].buckets()
+	_, err := other.Send(ctx(t), chat, []byte("two"))
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Node != "n1" || !strings.Contains(re.Msg, "not open") {
+		t.Fatalf("error %v, want n1's RemoteError", err)
+	}
+}
+
+// TestRoute200ConcurrentSends is the test 2 at the library level:
+// 200 frames sent at once to one chat through three nodes' routers; one
+// node opens the chat, every frame is stored once, seqs 1..200.
+func TestRoute200ConcurrentSends(t *testing.T) {
+	rc := newRouted(t, 3)
+	const chat, n = "c_route0200", 200
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	answers := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			out, err := rc.routers[i%3].Send(c, chat, fmt.Appendf(nil, "msg %d", i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			answers[i] = string(out)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d sends through 3 nodes in %v", n, time.Since(start).Round(time.Millisecond))
+	opened := 0
+	for _, o := range rc.owners {
+		opened += int(o.opened.Load())
+	}
+	if opened != 1 {
+		t.Fatalf("the chat was opened %d times, want once", opened)
+	}
+	owner, _ := rc.nodes[0].OwnerOf(ctx(t), chat)
+	seen := map[uint64]bool{}
+	for i, a := range answers {
+		node, s, _ := strings.Cut(a, " ")
+		seq, _ := strconv.ParseUint(s, 10, 64)
+		if node != owner || seq < 1 || seq > n || seen[seq] {
+			t.Fatalf("answer %d %q (owner %s)", i, a, owner)
+		}
+		seen[seq] = true
+	}
+	texts := map[string]int{}
+	var seqs []uint64
+	if _, err := rc.nodes[1].Records().Read(ctx(t), chat, 1, func(e *chats.Event) error {
+		seqs = append(seqs, e.Seq)
+		texts[e.Message().Text]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != n {
+		t.Fatalf("%d events stored, want %d", len(seqs), n)
+	}
+	for i, s := range seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("seq %d at %d: gap or repeat", s, i)
+		}
+	}
+	for i := range n {
+		if texts[fmt.Sprintf("msg %d", i)] != 1 {
+			t.Fatalf("msg %d stored %d times", i, texts[fmt.Sprintf("msg %d", i)])
+		}
+	}
+}
