@@ -137,7 +137,7 @@ func newRouted(t *testing.T, n int, ttl time.Duration) *routed {
 			}
 		}
 		tc.opts = append(tc.opts, Options{Name: fmt.Sprintf("n%d", i+1), Listen: "127.0.0.1:0", Routes: routes[i], Peers: peers,
-			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Replicas: min(n, 3), LeaseTTL: ttl, Log: testLog,
+			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Replicas: min(n, 3), LeaseTTL: ttl, Secret: RouteSecret("test-token"), Log: testLog,
 			OnLost: func(chat string) {
 				if r := wired[i].Load(); r != nil {
 					r.Lost(chat)
