@@ -41,6 +41,10 @@ type Store struct {
 	finished chan struct{}
 	wg       sync.WaitGroup
 
+	// carry are the writers whose buffered writes ride every commit
+	// (Carry); set before the first write.
+	carry []Carrier
+
 	// commitHook, when set (tests), runs inside every commit and may fail it.
 	commitHook func() error
 	// archiveHook, when set (tests), runs inside a boundary's commit and may fail it.
@@ -202,14 +206,41 @@ func (s *Store) commitLoop() {
 	}
 }
 
+// Carrier writes what another part of the gateway buffered (the cost
+// ledger's queued costs, monitor.CarryCosts) into tx, a commit of the
+// store's, and returns done (nil when it wrote nothing), called with
+// whether tx committed.
+type Carrier func(tx *bolt.Tx) (done func(committed bool), err error)
+
+// Carry makes c ride every commit of the store: what it buffered becomes
+// durable with the next chat's write instead of with a synced commit of its
+// own. Call it before the store's first write.
+func (s *Store) Carry(c Carrier) { s.carry = append(s.carry, c) }
+
 // commit runs a group in one transaction. If any write fails, the group is
 // rolled back and each write is retried alone, so one bad write cannot take
 // the others with it.
-func (s *Store) commit(group []*write) {
+func (s *Store) commit(group []*write) { s.commitCarrying(group, true) }
+
+// commitCarrying is commit, with the carriers' writes when carry (a retry
+// alone goes without them: theirs come again with the next commit).
+func (s *Store) commitCarrying(group []*write, carry bool) {
+	var dones []func(bool)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, w := range group {
 			if err := w.fn(tx); err != nil {
 				return err
+			}
+		}
+		if carry {
+			for _, c := range s.carry {
+				done, err := c(tx)
+				if done != nil {
+					dones = append(dones, done)
+				}
+				if err != nil {
+					return err
+				}
 			}
 		}
 		if s.commitHook != nil {
@@ -217,14 +248,17 @@ func (s *Store) commit(group []*write) {
 		}
 		return nil
 	})
-	if err == nil || len(group) == 1 {
+	for _, d := range dones {
+		d(err == nil)
+	}
+	if err == nil || len(group) == 1 && !(carry && len(dones) > 0) {
 		for _, w := range group {
 			w.done <- err
 		}
 		return
 	}
 	for _, w := range group {
-		s.commit([]*write{w})
+		s.commitCarrying([]*write{w}, false)
 	}
 }
 

@@ -5,9 +5,13 @@ package monitor
 // budgets (limits.daily_budget, limits.chat_daily_budget) checked against
 // it before a turn sends anything.
 //
-// Bucket "monitor_costs", written in the request's own transaction (not
-// buffered like the rollups: a budget must see every request, also across a
-// restart). Keys:
+// Bucket "monitor_costs". A request's cost is queued (costQueue) and rides
+// the next commit of the chats' store (CarryCosts), which is the commit of
+// the turn that made the request, so a lone turn pays no fsync of its own
+// for it and the cost is durable with the turn's end; what no commit carries
+// within costFlushDelay is committed by the monitor itself. Unlike the
+// rollups it is never held for a minute: a budget must see every request,
+// also across a restart, and CheckBudget reads the queue too. Keys:
 //
 //	'd' DAY MODEL            all chats' requests to a model on a day
 //	'c' CHAT 0x00 DAY MODEL  one chat's requests to a model on a day
@@ -26,6 +30,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/mirror-gateway/mirror/config"
@@ -71,27 +77,7 @@ func (m *Monitor) RecordCostBy(chat, person, model string, in, out, cached int) 
 	s := Spend{Requests: 1, In: int64(max(in, 0)), Cached: int64(cached), Out: int64(max(out, 0))}
 	s.Cost = m.prices[model].Cost(in, out, cached)
 	d := dayOf(m.now())
-	err := m.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketCosts)
-		for _, k := range costKeys(chat, person, d, model) {
-			cur, err := readSpend(k, b.Get(k))
-			if err != nil {
-				return err
-			}
-			cur.add(s)
-			data, err := json.Marshal(cur)
-			if err != nil {
-				return err
-			}
-			if err := b.Put(k, data); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("monitor: record cost: %w", err)
-	}
+	m.costs.add(m, costKeys(chat, person, d, model), s)
 	return s.Cost, nil
 }
 
@@ -113,6 +99,9 @@ func (m *Monitor) PeopleCost(d time.Time) (map[string]Spend, error) {
 		return out, nil
 	}
 	want := uint64(max(dayOf(d).Unix(), 0))
+	if err := m.flushCosts(); err != nil {
+		return out, err
+	}
 	err := m.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketCosts).Cursor()
 		for k, v := c.Seek([]byte{'p'}); len(k) > 0 && k[0] == 'p'; k, v = c.Next() {
@@ -160,6 +149,9 @@ type DayCost struct {
 func (m *Monitor) ChatCost(chat string) (ChatCost, error) {
 	out := ChatCost{Chat: chat, Days: []DayCost{}, Budget: m.chatBudget()}
 	today := dayOf(m.now())
+	if err := m.flushCosts(); err != nil {
+		return ChatCost{}, err
+	}
 	err := m.db.View(func(tx *bolt.Tx) error {
 		prefix := chatPrefix(chat)
 		c := tx.Bucket(bucketCosts).Cursor()
@@ -226,19 +218,28 @@ func (m *Monitor) CheckBudget(chat string) error {
 		return nil
 	}
 	d := dayOf(m.now())
-	var all, mine float64
+	// What is queued first, then the stored sums: a cost committed in
+	// between is counted twice for that instant (a budget errs towards
+	// refusing), never missed.
+	all := m.costs.sum(costKey('d', "", d, ""))
+	mine := m.costs.sum(costKey('c', chat, d, ""))
 	err := m.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCosts)
-		var err error
 		if m.dailyBudget > 0 {
-			if all, err = sumCost(b, costKey('d', "", d, "")); err != nil {
+			v, err := sumCost(b, costKey('d', "", d, ""))
+			if err != nil {
 				return err
 			}
+			all += v
 		}
 		if m.chatDailyBudget > 0 {
-			mine, err = sumCost(b, costKey('c', chat, d, ""))
+			v, err := sumCost(b, costKey('c', chat, d, ""))
+			if err != nil {
+				return err
+			}
+			mine += v
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("monitor: read cost: %w", err)
@@ -353,4 +354,195 @@ func pricesOf(cfg *config.Config) map[string]config.Prices {
 		p[md.Name] = md.Prices
 	}
 	return p
+}
+
+// costFlushDelay is how long a queued cost waits for a commit of the
+// chats' store to carry it before the monitor commits it itself.
+const costFlushDelay = 100 * time.Millisecond
+
+// costQueue holds the costs recorded and not yet committed: pending, and
+// flight (taken by a commit under way). Costs add up per ledger key.
+type costQueue struct {
+	mu      sync.Mutex
+	settled sync.Cond // flight went back to nil; L is &mu (Open)
+	pending map[string]Spend
+	flight  map[string]Spend
+	timer   *time.Timer
+	closed  bool
+}
+
+// add queues s under each of keys; the monitor commits it after
+// costFlushDelay unless a commit of the store carries it first. Once the
+// monitor is closed it is committed at once.
+func (q *costQueue) add(m *Monitor, keys [][]byte, s Spend) {
+	q.mu.Lock()
+	if q.pending == nil {
+		q.pending = map[string]Spend{}
+	}
+	for _, k := range keys {
+		cur := q.pending[string(k)]
+		cur.add(s)
+		q.pending[string(k)] = cur
+	}
+	closed := q.closed
+	if !closed && q.timer == nil {
+		q.later(m)
+	}
+	q.mu.Unlock()
+	if closed {
+		if err := m.flushCosts(); err != nil {
+			m.log.Error("cost ledger: not committed", "err", err)
+		}
+	}
+}
+
+// later commits the queue after costFlushDelay (m.costDelay in tests),
+// unless a commit of the store carried it by then; q.mu is held.
+func (q *costQueue) later(m *Monitor) {
+	d := costFlushDelay
+	if m.costDelay > 0 {
+		d = m.costDelay
+	}
+	q.timer = time.AfterFunc(d, func() {
+		q.mu.Lock()
+		q.timer = nil
+		q.mu.Unlock()
+		err := m.flushCosts()
+		if err != nil {
+			m.log.Error("cost ledger: not committed; tried again with the next cost", "err", err)
+		}
+		if m.costsFlushed != nil {
+			m.costsFlushed <- err
+		}
+	})
+}
+
+// take moves what is pending into flight, unless a commit already has a
+// flight (nil then).
+func (q *costQueue) take() map[string]Spend {
+	if len(q.pending) == 0 || q.flight != nil {
+		return nil
+	}
+	t := q.pending
+	q.pending, q.flight = map[string]Spend{}, t
+	return t
+}
+
+// settle ends a flight: committed, or put back in the queue.
+func (q *costQueue) settle(m *Monitor, t map[string]Spend, committed bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !committed {
+		for k, s := range t {
+			cur := q.pending[k]
+			cur.add(s)
+			q.pending[k] = cur
+		}
+		if !q.closed && q.timer == nil {
+			q.later(m)
+		}
+	}
+	q.flight = nil
+	q.settled.Broadcast()
+}
+
+// sum is the cost queued under keys starting with prefix.
+func (q *costQueue) sum(prefix []byte) float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var v float64
+	for _, m := range []map[string]Spend{q.pending, q.flight} {
+		for k, s := range m {
+			if strings.HasPrefix(k, string(prefix)) {
+				v += s.Cost
+			}
+		}
+	}
+	return v
+}
+
+// CarryCosts writes the queued costs into tx, a commit of another writer
+// of the same database (the chats' store runs it in each of its commits),
+// and returns done, to be called with whether tx committed: if not, the
+// costs go back to the queue. Nothing queued (or another commit under way
+// with the queue): nil, nil.
+func (m *Monitor) CarryCosts(tx *bolt.Tx) (done func(committed bool), err error) {
+	if m == nil {
+		return nil, nil
+	}
+	q := &m.costs
+	q.mu.Lock()
+	t := q.take()
+	q.mu.Unlock()
+	if t == nil {
+		return nil, nil
+	}
+	done = func(ok bool) { q.settle(m, t, ok) }
+	return done, writeCosts(tx, t)
+}
+
+// flushCosts commits the queued costs in a transaction of their own, after
+// any commit carrying some has ended, so that once it returns every cost
+// recorded before it is stored.
+func (m *Monitor) flushCosts() error {
+	if m == nil {
+		return nil
+	}
+	q := &m.costs
+	q.mu.Lock()
+	for q.flight != nil {
+		q.settled.Wait()
+	}
+	t := q.take()
+	q.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	err := m.db.Update(func(tx *bolt.Tx) error { return writeCosts(tx, t) })
+	q.settle(m, t, err == nil)
+	if err != nil {
+		return fmt.Errorf("monitor: record cost: %w", err)
+	}
+	return nil
+}
+
+// closeCosts commits what is queued; later costs are committed as they
+// are recorded.
+func (m *Monitor) closeCosts() {
+	q := &m.costs
+	q.mu.Lock()
+	q.closed = true
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+	q.mu.Unlock()
+	if err := m.flushCosts(); err != nil {
+		m.log.Error("cost ledger: not committed at close", "err", err)
+	}
+}
+
+// writeCosts adds t's spends to the ledger in tx, in key order.
+func writeCosts(tx *bolt.Tx, t map[string]Spend) error {
+	b := tx.Bucket(bucketCosts)
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cur, err := readSpend([]byte(k), b.Get([]byte(k)))
+		if err != nil {
+			return err
+		}
+		cur.add(t[k])
+		data, err := json.Marshal(cur)
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte(k), data); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -187,6 +187,11 @@ type Monitor struct {
 	prices          map[string]config.Prices
 	dailyBudget     float64
 	chatDailyBudget float64
+	costs           costQueue // recorded, not yet committed
+	// costDelay, when set (tests), replaces costFlushDelay; costsFlushed,
+	// when set, receives the result of each commit the delay triggered.
+	costDelay    time.Duration
+	costsFlushed chan error
 }
 
 // Open creates the monitor's buckets in db if needed and loads the breakers
@@ -212,6 +217,7 @@ func Open(db *bolt.DB, cfg *config.Config, opts Options) (*Monitor, error) {
 		dailyBudget:     cfg.Limits.DailyBudget,
 		chatDailyBudget: cfg.Limits.ChatDailyBudget,
 	}
+	m.costs.settled.L = &m.costs.mu
 	if m.clock == nil {
 		m.clock = time.Now
 	}
@@ -303,6 +309,7 @@ func (m *Monitor) Close() {
 		}
 		// The last minute's counts, so a restart loses none.
 		m.flushJob()
+		m.closeCosts()
 		m.hub.close()
 	})
 }

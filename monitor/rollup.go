@@ -284,7 +284,11 @@ type StateSpan struct {
 
 // Aggregates reads the stored buckets and breaker records of one span. It
 // does not flush: counts of the last minute show after the next Flush.
+// Costs are exact: those queued are committed first.
 func (m *Monitor) Aggregates(span Span) (Aggregates, error) {
+	if err := m.flushCosts(); err != nil {
+		return Aggregates{}, err
+	}
 	var res byte
 	var step, length time.Duration
 	days := 1

@@ -247,6 +247,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	// A model request's cost rides the commit of the turn that made it
+	// (no fsync of its own on a turn's path).
+	store.Carry(mon.CarryCosts)
 	metrics := monitor.NewMetrics()
 	// The Monitor's charts: tokens per turn and the quotas' use, stored.
 	metrics.KeepAggregates(mon)
