@@ -26,10 +26,113 @@ import (
 //
 // A data dir from before the indexes gets them built once, at NewStore
 // (buildIndexes).
+//
+// Three more sets (chat id → nothing), kept the same way, so that nothing
+// that runs at start, or grows with what it finds rather than with the
+// store, reads every chat (buildSets builds them once):
+//
+//   - bucketDeleting: the chats deleted and awaiting their purge
+//     (DeleteAt set), which resumeDeletes schedules at start.
+//   - bucketEmpty: the chats never written to (reusable), among which
+//     CreateReusing looks for one to reuse.
+//   - bucketSearch: the chats changed since the search indexer last caught
+//     up with them (index.go): every metadata write, a chat's removal
+//     included, puts its chat here; the indexer takes it out once the
+//     search index holds the chat as stored. At start the indexer reads
+//     only these (when the search index was closed cleanly).
 var (
 	bucketByUpdate = []byte("chats_by_update")
 	bucketWork     = []byte("chats_work")
+	bucketDeleting = []byte("chats_deleting")
+	bucketEmpty    = []byte("chats_empty")
+	bucketSearch   = []byte("chats_search")
 )
+
+// reusable says chat c was never written to: the empty chat "New chat"
+// reuses (CreateReusing adds the chain and the asker).
+func reusable(c *Chat) bool {
+	return c.Seq <= 1 && c.Title == DefaultTitle && c.Pending == 0 && c.Turn == "" && !c.Archived && c.DeleteAt == nil
+}
+
+// keepIn puts id in set when in, and takes it out when not, writing only
+// what changes (a Delete of a missing key changes nothing in bbolt).
+func keepIn(tx *bolt.Tx, set []byte, id string, in bool) error {
+	b := tx.Bucket(set)
+	if in {
+		if b.Get([]byte(id)) != nil {
+			return nil
+		}
+		return b.Put([]byte(id), nil)
+	}
+	return b.Delete([]byte(id))
+}
+
+// markSets keeps c's entries in the three sets current.
+func markSets(tx *bolt.Tx, c *Chat) error {
+	if err := keepIn(tx, bucketDeleting, c.ID, c.DeleteAt != nil); err != nil {
+		return err
+	}
+	if err := keepIn(tx, bucketEmpty, c.ID, reusable(c)); err != nil {
+		return err
+	}
+	return keepIn(tx, bucketSearch, c.ID, true)
+}
+
+// buildSets creates the sets a database written before them lacks, from
+// one pass over every chat (once: afterwards they are kept current). The
+// search set starts empty: the indexer's first start with it checks every
+// chat anyway (the search index was not closed by a version that keeps it).
+func buildSets(tx *bolt.Tx) error {
+	var missing [][]byte
+	for _, name := range [][]byte{bucketDeleting, bucketEmpty, bucketSearch} {
+		if tx.Bucket(name) == nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	for _, name := range missing {
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	has := func(name []byte) bool {
+		return slices.ContainsFunc(missing, func(b []byte) bool { return bytes.Equal(b, name) })
+	}
+	del, empty := has(bucketDeleting), has(bucketEmpty)
+	if !del && !empty {
+		return nil
+	}
+	var dels, empties [][]byte
+	err := tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
+		var c Chat
+		if json.Unmarshal(v, &c) != nil {
+			return nil
+		}
+		if del && c.DeleteAt != nil {
+			dels = append(dels, bytes.Clone(k))
+		}
+		if empty && reusable(&c) {
+			empties = append(empties, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, set := range []struct {
+		name []byte
+		ids  [][]byte
+	}{{bucketDeleting, dels}, {bucketEmpty, empties}} {
+		for _, k := range set.ids { // in key order, as ForEach gave them
+			if err := tx.Bucket(set.name).Put(k, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // hasWork says a chat must be loaded at start: messages wait, a turn was
 // running when the previous process stopped, or an interrupted turn's
@@ -61,6 +164,9 @@ func putMeta(tx *bolt.Tx, prev time.Time, c *Chat, metaJSON []byte) error {
 		}
 	}
 	if err := idx.Put(updateKey(c.UpdatedAt, c.ID), metaJSON); err != nil {
+		return err
+	}
+	if err := markSets(tx, c); err != nil {
 		return err
 	}
 	return markWork(tx, c)
@@ -117,6 +223,15 @@ func deleteMeta(tx *bolt.Tx, c *Chat) error {
 		if err := idx.SetSequence(n - 1); err != nil {
 			return err
 		}
+	}
+	for _, set := range [][]byte{bucketDeleting, bucketEmpty} {
+		if err := tx.Bucket(set).Delete([]byte(c.ID)); err != nil {
+			return err
+		}
+	}
+	// The search indexer drops its documents, and then this entry.
+	if err := keepIn(tx, bucketSearch, c.ID, true); err != nil {
+		return err
 	}
 	return tx.Bucket(bucketWork).Delete([]byte(c.ID))
 }

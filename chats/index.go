@@ -17,10 +17,13 @@ import (
 
 // The search indexer feeds committed transcript rows into the full-text
 // index (chats/search), off the chats' goroutines: a commit only marks its
-// chat dirty. Each chat's mark in the index says how far it is indexed, so
-// at start the indexer catches up whatever a crash or a run without the
-// index left, and a search first waits (briefly) for what is dirty, so it
-// finds what was committed before it.
+// chat dirty. Each chat's mark in the index says how far it is indexed, and
+// the set bucketSearch (chatindex.go) names the chats changed since the
+// indexer last caught up with them, so at start the indexer reads only
+// those; after a crash, or with a new index, it checks every chat against
+// its mark instead. Either runs in the background, after the gateway
+// listens. A search first waits (briefly) for what is dirty, so it finds
+// what was committed before it.
 
 // indexPage bounds the rows one catch-up step reads in one transaction.
 const indexPage = 2000
@@ -47,11 +50,24 @@ type indexer struct {
 	urgent chan struct{}
 	// commits counts the index's batches, for tests.
 	commits atomic.Int64
+	// caught are the chats indexed since the last sweep, with the mark
+	// they reached (goneMark: dropped as deleted); sweep takes them out of
+	// bucketSearch when the store holds nothing newer (indexer goroutine
+	// only).
+	caught map[string]uint64
 }
+
+// goneMark is caught's mark of a chat dropped from the index as deleted.
+const goneMark = ^uint64(0)
+
+// sweepEvery is how often the indexer takes the chats it caught up with
+// out of bucketSearch (one write, in the store's group commit); it also
+// does at stop.
+const sweepEvery = 30 * time.Second
 
 func newIndexer(s *Service, x *search.Index) *indexer {
 	return &indexer{s: s, x: x, dirty: map[string]bool{}, idle: make(chan struct{}), kick: make(chan struct{}, 1),
-		urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), titles: map[string]string{}}
+		urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), titles: map[string]string{}, caught: map[string]uint64{}}
 }
 
 // indexLater marks chat as having rows (or a title) to index.
@@ -119,21 +135,30 @@ func (ix *indexer) run() {
 	if err := ix.startup(); err != nil {
 		ix.s.log.Warn("search index: catch up at start", "err", err)
 	}
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
 	for {
 		if !ix.drain() {
+			ix.stopped()
 			return
 		}
 		last := time.Now()
 		select {
 		case <-ix.stop:
+			ix.stopped()
 			return
 		case <-ix.kick:
+		case <-sweep.C:
+			if err := ix.sweep(); err != nil {
+				ix.s.log.Warn("search index: the set of chats to index stays as it was", "err", err)
+			}
 		}
 		if pause := indexPause(time.Since(last)); pause != nil {
 			select {
 			case <-pause:
 			case <-ix.urgent:
 			case <-ix.stop:
+				ix.stopped()
 				return
 			}
 		}
@@ -144,10 +169,78 @@ func (ix *indexer) run() {
 	}
 }
 
-// startup marks dirty every chat the index is behind on, and every chat
-// the index holds that is no longer stored (deleted while it was not
-// looking).
+// stopped takes out of bucketSearch, at stop, what was caught up with.
+// What is left there is what the next start indexes.
+func (ix *indexer) stopped() {
+	if err := ix.sweep(); err != nil {
+		ix.s.log.Warn("search index: the set of chats to index stays as it was", "err", err)
+	}
+}
+
+// sweep takes the chats caught up with out of bucketSearch, those the
+// store holds nothing newer of (a chat written since stays). bucketSearch
+// so always holds every chat not indexed as stored: what failed to index
+// stays there too.
+func (ix *indexer) sweep() error {
+	if len(ix.caught) == 0 {
+		return nil
+	}
+	caught := ix.caught
+	err := ix.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
+		set := tx.Bucket(bucketSearch)
+		for id, mark := range caught {
+			c, ok, err := loadChat(tx, id)
+			switch {
+			case err != nil:
+				continue // damaged: stays, and is tried again
+			case !ok && mark != goneMark, ok && (mark == goneMark || c.Seq > mark || ix.titles[id] != c.Title):
+				continue // changed since: stays
+			}
+			if err := set.Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		ix.caught = map[string]uint64{}
+	}
+	return err
+}
+
+// startup marks dirty the chats the index may be behind on: those in
+// bucketSearch when the index was closed cleanly (it holds every chat as
+// of their last change before then); otherwise every chat the index is
+// behind on, and every chat the index holds that is no longer stored
+// (deleted while it was not looking).
 func (ix *indexer) startup() error {
+	if ix.x.Clean() {
+		var ids []string
+		err := ix.s.store.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketSearch).ForEach(func(k, _ []byte) error {
+				ids = append(ids, string(k))
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+		ix.mu.Lock()
+		for _, id := range ids {
+			ix.dirty[id] = true
+		}
+		ix.mu.Unlock()
+		return nil
+	}
+	return ix.checkAll()
+}
+
+// checkAll marks dirty every chat the index is behind on, and every chat
+// the index holds that is no longer stored, and puts them in bucketSearch
+// too, so a stop before they are indexed leaves them there for the next
+// start. If that cannot be written, the index is not marked as closed
+// cleanly at stop, and the next start checks every chat again.
+func (ix *indexer) checkAll() error {
 	stored := map[string]bool{}
 	var behind []string
 	err := ix.s.store.db.View(func(tx *bolt.Tx) error {
@@ -174,14 +267,27 @@ func (ix *indexer) startup() error {
 	if err != nil {
 		return err
 	}
+	for _, id := range indexed {
+		if !stored[id] {
+			behind = append(behind, id)
+		}
+	}
+	err = ix.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
+		set := tx.Bucket(bucketSearch)
+		for _, id := range behind {
+			if err := set.Put([]byte(id), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		ix.x.Taint()
+		ix.s.log.Warn("search index: the chats to index are checked again at the next start", "err", err)
+	}
 	ix.mu.Lock()
 	for _, id := range behind {
 		ix.dirty[id] = true
-	}
-	for _, id := range indexed {
-		if !stored[id] {
-			ix.dirty[id] = true
-		}
 	}
 	ix.mu.Unlock()
 	return nil
@@ -223,6 +329,7 @@ func (ix *indexer) drain() bool {
 					if u.Title != nil {
 						ix.titles[u.Chat] = *u.Title
 					}
+					ix.caught[u.Chat] = u.Mark
 				}
 			}
 			batch, size = nil, 0
@@ -235,7 +342,7 @@ func (ix *indexer) drain() bool {
 			default:
 			}
 			for {
-				u, gone, more, err := ix.read(id)
+				u, gone, more, mark, err := ix.read(id)
 				if err != nil {
 					ix.s.log.Warn("search index: chat not indexed", "chat", id, "err", err)
 					break
@@ -245,10 +352,14 @@ func (ix *indexer) drain() bool {
 					delete(ix.titles, id)
 					if err := ix.x.DropChat(id); err != nil {
 						ix.s.log.Warn("search index: deleted chat's documents stay", "chat", id, "err", err)
+					} else {
+						ix.caught[id] = goneMark
 					}
 					break
 				}
-				if u != nil {
+				if u == nil {
+					ix.caught[id] = mark // nothing new: as indexed as it is stored
+				} else {
 					batch = append(batch, *u)
 					size += len(u.Docs) + 1
 				}
@@ -266,12 +377,12 @@ func (ix *indexer) drain() bool {
 
 // read returns chat's next update: its transcript rows after its mark (at
 // most indexPage rows; more says others follow) and its title when it
-// changed; nil when there is nothing new. gone says the chat is no longer
-// stored.
-func (ix *indexer) read(chat string) (u *search.Update, gone, more bool, err error) {
-	mark, err := ix.x.Mark(chat)
+// changed; nil when there is nothing new (mark is then the chat's mark).
+// gone says the chat is no longer stored.
+func (ix *indexer) read(chat string) (u *search.Update, gone, more bool, mark uint64, err error) {
+	mark, err = ix.x.Mark(chat)
 	if err != nil {
-		return nil, false, false, err
+		return nil, false, false, 0, err
 	}
 	var docs []search.Doc
 	var title *string
@@ -315,9 +426,9 @@ func (ix *indexer) read(chat string) (u *search.Update, gone, more bool, err err
 		return nil
 	})
 	if err != nil || gone || (title == nil && last == mark) {
-		return nil, gone, false, err
+		return nil, gone, false, mark, err
 	}
-	return &search.Update{Chat: chat, Title: title, Docs: docs, Mark: last}, false, more, nil
+	return &search.Update{Chat: chat, Title: title, Docs: docs, Mark: last}, false, more, last, nil
 }
 
 func seqOf(k []byte) uint64 { return binary.BigEndian.Uint64(k) }

@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"encoding/json"
-
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -230,7 +228,8 @@ func (s *Service) schedulePurge(id string, at time.Time) {
 }
 
 // resumeDeletes schedules the purges a previous process left: a chat
-// whose window passed goes now, the others when theirs does.
+// whose window passed goes now, the others when theirs does. It reads the
+// set of chats awaiting deletion (bucketDeleting), never every chat.
 func (s *Service) resumeDeletes() {
 	type due struct {
 		id string
@@ -238,12 +237,8 @@ func (s *Service) resumeDeletes() {
 	}
 	var list []due
 	_ = s.store.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
-			if !strings.Contains(string(v), `"delete_at":"`) {
-				return nil
-			}
-			var c Chat
-			if json.Unmarshal(v, &c) == nil && c.DeleteAt != nil {
+		return tx.Bucket(bucketDeleting).ForEach(func(k, _ []byte) error {
+			if c, ok, err := loadChat(tx, string(k)); err == nil && ok && c.DeleteAt != nil {
 				list = append(list, due{c.ID, *c.DeleteAt})
 			}
 			return nil
@@ -329,17 +324,18 @@ func (s *Service) createReusing(ctx context.Context, chain string, o Origin, min
 		want = s.opt.Turner.ChatChain()
 	}
 	var found *Chat
+	// Only the chats never written to are candidates (bucketEmpty): what
+	// this reads does not grow with the store.
 	err = s.store.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
-			var e Chat
-			if json.Unmarshal(v, &e) != nil {
+		return tx.Bucket(bucketEmpty).ForEach(func(k, _ []byte) error {
+			e, ok, err := loadChat(tx, string(k))
+			if err != nil || !ok {
 				return nil
 			}
 			if mine != nil && !mine(e.ID) {
 				return nil // another person's empty chat is not this one's to reuse
 			}
-			if e.Seq <= 1 && e.Title == DefaultTitle && e.Chain == want && e.Pending == 0 && e.Turn == "" && !e.Archived && e.DeleteAt == nil &&
-				(found == nil || e.UpdatedAt.After(found.UpdatedAt)) {
+			if reusable(&e) && e.Chain == want && (found == nil || e.UpdatedAt.After(found.UpdatedAt)) {
 				found = &e
 			}
 			return nil

@@ -125,7 +125,10 @@ func NewStore(db *bolt.DB) (*Store, error) {
 				return err
 			}
 		}
-		return buildIndexes(tx)
+		if err := buildIndexes(tx); err != nil {
+			return err
+		}
+		return buildSets(tx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create buckets: %w", err)

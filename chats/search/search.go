@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -68,7 +70,18 @@ type Hit struct {
 // Index is the on-disk full-text index.
 type Index struct {
 	idx bleve.Index
+	dir string
+	// clean says the previous process closed this index (cleanMarker was
+	// there at Open); tainted, that this one must not say so at Close.
+	clean   bool
+	tainted atomic.Bool
 }
+
+// cleanMarker is the file Close leaves in the index's folder and Open
+// removes: found at Open, it says every batch the previous process applied
+// is on disk (bleve persists batches in the background, so after a crash
+// the last ones may be missing, and the feeder must check every chat).
+const cleanMarker = "mirror-closed-cleanly"
 
 type record struct {
 	Chat string  `json:"chat"`
@@ -127,11 +140,63 @@ func Open(dir string) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
 	}
-	return &Index{idx: idx}, nil
+	x := &Index{idx: idx, dir: dir}
+	marker := filepath.Join(dir, cleanMarker)
+	if _, err := os.Lstat(marker); err == nil {
+		// Gone for good before anything is applied: a crash from now on
+		// leaves no marker.
+		if err := os.Remove(marker); err != nil {
+			idx.Close()
+			return nil, fmt.Errorf("search index %s: %w", dir, err)
+		}
+		if err := syncDir(dir); err != nil {
+			idx.Close()
+			return nil, fmt.Errorf("search index %s: %w", dir, err)
+		}
+		x.clean = true
+	}
+	return x, nil
 }
 
-// Close closes the index.
-func (x *Index) Close() error { return x.idx.Close() }
+// Clean says the previous process closed the index cleanly: every batch
+// it applied, and so every mark, is on disk. Otherwise (a crash, a new or
+// rebuilt index, one from before the marker) the feeder checks every chat.
+func (x *Index) Clean() bool { return x.clean }
+
+// Taint keeps Close from marking the index as closed cleanly: the feeder
+// could not record what it still had to index.
+func (x *Index) Taint() { x.tainted.Store(true) }
+
+// Close closes the index and, unless tainted, marks it as closed cleanly.
+func (x *Index) Close() error {
+	if err := x.idx.Close(); err != nil {
+		return err
+	}
+	if x.tainted.Load() {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(x.dir, cleanMarker), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return syncDir(x.dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
 
 func markKey(chat string) []byte { return []byte("hw/" + chat) }
 
