@@ -71,6 +71,11 @@ type actor struct {
 	context *runtime.ContextInfo
 	// compact is the text of a /compact not yet acted on (nil: none).
 	compact *string
+
+	// active is when the actor last did something (Shed's measure of
+	// idleness); shed says a Shed asked it to leave memory now.
+	active time.Time
+	shed   bool
 }
 
 // batch is what the actor has decided but not yet committed. Its events are
@@ -261,15 +266,20 @@ func (a *actor) run() {
 	if err := a.flush(); err == nil {
 		a.maybeStart()
 	}
+	a.active = time.Now()
 	for {
 		select {
 		case f := <-a.inbox:
 			f()
+			if a.shed {
+				a.exit() // Shed saw it idle, just now, on this goroutine
+				return
+			}
 		case <-a.flushC:
 			a.flushC = nil
 			_ = a.flush()
 		case <-idle.C:
-			if a.turn == nil && len(a.subs) == 0 && len(a.pending) == 0 && a.b.empty() {
+			if a.idle() {
 				a.exit()
 				return
 			}
@@ -293,7 +303,14 @@ func (a *actor) run() {
 			return
 		}
 		idle.Reset(a.s.opt.Idle)
+		a.active = time.Now()
 	}
+}
+
+// idle says the chat may leave memory: nothing runs, waits or is
+// uncommitted, and nobody watches it.
+func (a *actor) idle() bool {
+	return a.turn == nil && len(a.subs) == 0 && len(a.pending) == 0 && a.b.empty()
 }
 
 func (a *actor) exit() {

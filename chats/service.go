@@ -574,6 +574,41 @@ func (s *Service) evict(a *actor) {
 	sh.mu.Unlock()
 }
 
+// Shed unloads every chat in memory that is idle (nothing runs, waits or is
+// uncommitted, nobody watches it) and has done nothing for at least quiet,
+// without waiting for limits.chat_idle, and returns how many left. The
+// memory watcher calls it once the gateway has gone quiet, so the memory a
+// load's chats held can go back to the system; a chat shed is loaded again
+// from the store at its next use. A chat busy at that moment is left.
+func (s *Service) Shed(quiet time.Duration) int {
+	var live []*actor
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, a := range sh.m {
+			live = append(live, a)
+		}
+		sh.mu.Unlock()
+	}
+	n := 0
+	for _, a := range live {
+		leaves := make(chan bool, 1)
+		select {
+		case a.inbox <- func() {
+			a.shed = a.idle() && a.broken == nil && !a.quitting && time.Since(a.active) >= quiet
+			leaves <- a.shed
+		}:
+		default:
+			continue // busy with something else just now, or gone
+		}
+		if <-leaves {
+			<-a.done // it exits right after this func
+			n++
+		}
+	}
+	return n
+}
+
 // Live returns how many chats are in memory.
 func (s *Service) Live() int {
 	n := 0

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 	bolt "go.etcd.io/bbolt"
@@ -26,7 +27,8 @@ import (
 // chat list takes (GET /api/chats?limit=50), on an empty store and on one
 // of 100,000 chats. The 100k store is written once per run straight into
 // bbolt (writeChatsStore: the rows Create writes, in the layout of before
-// the indexes), and each binary gets its own copy, started and stopped
+// the indexes, and a search index holding every title, closed cleanly, as
+// the indexer leaves it once caught up), and each binary gets its own copy, started and stopped
 // cleanly once before the timed starts (for this code, that first start
 // builds the indexes: reported as migrate_ms). With MIRROR_BENCH_BASE_BIN
 // naming another build (say, of main), every iteration starts it too, on
@@ -180,10 +182,22 @@ func writeChatsStore(tb testing.TB, data string, n int) {
 		tb.Fatal(err)
 	}
 	defer db.Close()
+	// The search index holds every chat's title, as the indexer leaves it
+	// once caught up, closed cleanly (so this code trusts its marks).
+	index, err := search.Open(filepath.Join(dir, "search"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() {
+		if err := index.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}()
 	base := time.Now().UTC().Add(-time.Duration(n) * time.Second)
 	var seq1 [8]byte
 	binary.BigEndian.PutUint64(seq1[:], 1)
 	for from := 0; from < n; from += 10_000 {
+		var titles []search.Update
 		err := db.Update(func(tx *bolt.Tx) error {
 			cb, err := tx.CreateBucketIfNotExists([]byte("chats"))
 			if err != nil {
@@ -215,16 +229,21 @@ func writeChatsStore(tb testing.TB, data string, n int) {
 				if err := r.Put(seq1[:], row); err != nil {
 					return err
 				}
+				titles = append(titles, search.Update{Chat: c.ID, Title: &c.Title, Mark: 1})
 			}
 			return nil
 		})
 		if err != nil {
 			tb.Fatal(err)
 		}
+		if err := index.ApplyAll(titles); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
 
-// copyDataDir makes a new data dir holding a copy of from's database.
+// copyDataDir makes a new data dir holding a copy of from's database and
+// search index.
 func copyDataDir(tb testing.TB, from, to string) {
 	tb.Helper()
 	dir, err := datadir.Prepare(to)
@@ -236,6 +255,9 @@ func copyDataDir(tb testing.TB, from, to string) {
 		tb.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, DBFile), b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "search"), os.DirFS(filepath.Join(from, "search"))); err != nil {
 		tb.Fatal(err)
 	}
 }

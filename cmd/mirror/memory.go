@@ -31,6 +31,11 @@ import (
 // maps the whole file, and a load leaves tens of MiB of it resident). In
 // the same idle stretch it does so again only when idleSlack more is spare
 // than the last return left (the chats evicted after limits.chat_idle).
+// Before returning memory it sheds the chats in memory that nobody watches
+// and that did nothing for the quiet stretch (chats.Service.Shed): they
+// would stay for limits.chat_idle (2 minutes by default) with their
+// conversations, goroutines and buffers, and a quiet gateway reloads one
+// from the store in a few milliseconds when it is used again.
 const (
 	memCheck   = time.Second
 	idleChecks = 5         // quiet checks in a row before the memory goes back
@@ -111,8 +116,9 @@ func value(s metrics.Sample) uint64 {
 }
 
 // watchMemory runs the watcher until ctx ends; db is the database file,
-// whose mapped pages go back too (pageOut).
-func watchMemory(ctx context.Context, db string) {
+// whose mapped pages go back too (pageOut); shed, when not nil, unloads
+// the chats idle for at least the given time, before memory goes back.
+func watchMemory(ctx context.Context, db string, shed func(quiet time.Duration)) {
 	w := newMemoryWatch(os.Getenv("GOGC") == "")
 	if p, err := filepath.EvalSymlinks(db); err == nil {
 		db = p // as /proc/self/maps names it
@@ -128,6 +134,9 @@ func watchMemory(ctx context.Context, db string) {
 				debug.SetGCPercent(gogc)
 			}
 			if free {
+				if shed != nil {
+					shed(idleChecks * memCheck)
+				}
 				debug.FreeOSMemory()
 				pageOut(db)
 			}

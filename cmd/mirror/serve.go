@@ -368,7 +368,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	// memory.go: the collector's pace; memory goes back once a load ends.
 	watchCtx, stopWatch := context.WithCancel(sig)
 	watched := make(chan struct{})
-	go func() { defer close(watched); watchMemory(watchCtx, dbPath) }()
+	go func() {
+		defer close(watched)
+		watchMemory(watchCtx, dbPath, func(quiet time.Duration) {
+			if n := svc.Shed(quiet); n > 0 {
+				log.Debug("memory: idle chats unloaded", "chats", n)
+			}
+		})
+	}()
 
 	// Uploads no message named within the TTL are collected at start and
 	// every hour after.
