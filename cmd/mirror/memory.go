@@ -116,7 +116,8 @@ func value(s metrics.Sample) uint64 {
 }
 
 // watchMemory runs the watcher until ctx ends; db is the database file,
-// whose mapped pages go back too (pageOut); shed, when not nil, unloads
+// whose mapped pages go back too (pageOut), with those of the search index
+// beside it (bleve maps its segments); shed, when not nil, unloads
 // the chats idle for at least the given time, before memory goes back.
 func watchMemory(ctx context.Context, db string, shed func(quiet time.Duration)) {
 	w := newMemoryWatch(os.Getenv("GOGC") == "")
@@ -126,6 +127,7 @@ func watchMemory(ctx context.Context, db string, shed func(quiet time.Duration))
 	if p, err := filepath.Abs(db); err == nil {
 		db = p
 	}
+	index := filepath.Join(filepath.Dir(db), "search")
 	t := time.NewTicker(memCheck)
 	defer t.Stop()
 	for {
@@ -139,6 +141,7 @@ func watchMemory(ctx context.Context, db string, shed func(quiet time.Duration))
 				}
 				debug.FreeOSMemory()
 				pageOut(db)
+				pageOut(index)
 			}
 		}
 		select {

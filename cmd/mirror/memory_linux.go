@@ -16,7 +16,8 @@ import (
 // hint, and always safe: MADV_PAGEOUT never discards data (a clean file page
 // is read again on the next access; were the range remapped meanwhile,
 // anonymous memory would at worst go to swap), unlike MADV_DONTNEED. Kernels
-// before 5.4 do not know it and refuse; that is ignored.
+// before 5.4 do not know it and refuse; that is ignored. A folder's path
+// covers every file mapped under it (the search index's segments).
 func pageOut(path string) {
 	if path == "" {
 		return
@@ -30,7 +31,10 @@ func pageOut(path string) {
 	for sc.Scan() {
 		// "start-end perms offset dev inode   path"
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || strings.Join(fields[5:], " ") != path {
+		if len(fields) < 6 {
+			continue
+		}
+		if p := strings.Join(fields[5:], " "); p != path && !strings.HasPrefix(p, path+"/") {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")

@@ -96,3 +96,63 @@ func pageOutKnown() bool {
 	_ = b
 	return errno != syscall.EINVAL
 }
+
+// TestPageOutAFolder: pageOut of a folder reclaims the pages of every file
+// mapped under it (the search index's segments), and of nothing else.
+func TestPageOutAFolder(t *testing.T) {
+	const size = 4 << 20
+	dir := t.TempDir()
+	var paths []string
+	for _, name := range []string{"search/a.zap", "search/store/b.zap", "search-other"} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Munmap(m)
+		sum := 0
+		for i := 0; i < size; i += 4096 { // touch every page
+			sum += int(m[i])
+		}
+		t.Logf("%s: checksum %d (the reads are kept)", name, sum)
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, real)
+	}
+	var before []int
+	for _, p := range paths {
+		n := mappedRSS(t, p)
+		if n < size/2>>10 {
+			t.Skipf("only %d KiB of %s resident after reading it all", n, p)
+		}
+		before = append(before, n)
+	}
+	folder, err := filepath.EvalSymlinks(filepath.Join(dir, "search"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageOut(folder)
+	if !pageOutKnown() {
+		t.Skip("this kernel has no MADV_PAGEOUT")
+	}
+	for i, p := range paths {
+		after := mappedRSS(t, p)
+		under := i < 2
+		if under && after > before[i]/4 || !under && after < before[i]/2 {
+			t.Errorf("%s: %d KiB resident before, %d after pageOut of %s", p, before[i], after, folder)
+		}
+	}
+}
