@@ -69,8 +69,10 @@ type Hit struct {
 
 // Index is the on-disk full-text index.
 type Index struct {
-	idx bleve.Index
-	dir string
+	ready chan struct{} // closed once the open (in the background) ended
+	err   error         // why it failed
+	idx   bleve.Index
+	dir   string
 	// clean says the previous process closed this index (cleanMarker was
 	// there at Open); tainted, that this one must not say so at Close.
 	clean   bool
@@ -121,47 +123,68 @@ func newMapping() mapping.IndexMapping {
 	return m
 }
 
-// Open opens the index in dir, creating it (0700) when absent. The index
-// is derived data: one whose creation a crash cut short is made again, and
-// the chats package refills it from the record.
+// Open opens the index in dir, creating it (0700) when absent, in the
+// background: bleve reads every chat's mark into memory as it opens (tens
+// of milliseconds and megabytes with 100,000 chats), and the gateway's
+// start must not wait for that. Every method waits for the open to end,
+// and returns its error if it failed. The index is derived data: one whose
+// creation a crash cut short is made again, and the chats package refills
+// it from the record.
 func Open(dir string) (*Index, error) {
 	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 		return nil, fmt.Errorf("search index %s: is a symbolic link; refused", dir)
 	}
+	x := &Index{dir: dir, ready: make(chan struct{})}
+	go func() {
+		defer close(x.ready)
+		x.idx, x.clean, x.err = openIndex(dir)
+	}()
+	return x, nil
+}
+
+// openIndex opens or creates the bleve index in dir, and says whether the
+// previous process closed it cleanly (taking the marker away).
+func openIndex(dir string) (bleve.Index, bool, error) {
 	idx, err := bleve.Open(dir)
 	if errors.Is(err, bleve.ErrorIndexMetaMissing) {
 		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("search index %s: %w", dir, err)
+			return nil, false, fmt.Errorf("search index %s: %w", dir, err)
 		}
 	}
 	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) || errors.Is(err, bleve.ErrorIndexMetaMissing) {
 		idx, err = bleve.New(dir, newMapping())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
+		return nil, false, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
 	}
-	x := &Index{idx: idx, dir: dir}
 	marker := filepath.Join(dir, cleanMarker)
-	if _, err := os.Lstat(marker); err == nil {
-		// Gone for good before anything is applied: a crash from now on
-		// leaves no marker.
-		if err := os.Remove(marker); err != nil {
-			idx.Close()
-			return nil, fmt.Errorf("search index %s: %w", dir, err)
-		}
-		if err := syncDir(dir); err != nil {
-			idx.Close()
-			return nil, fmt.Errorf("search index %s: %w", dir, err)
-		}
-		x.clean = true
+	if _, err := os.Lstat(marker); err != nil {
+		return idx, false, nil
 	}
-	return x, nil
+	// Gone for good before anything is applied: a crash from now on
+	// leaves no marker.
+	if err := os.Remove(marker); err != nil {
+		idx.Close()
+		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+	}
+	if err := syncDir(dir); err != nil {
+		idx.Close()
+		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+	}
+	return idx, true, nil
+}
+
+// wait waits for the open to end and returns its error.
+func (x *Index) wait() error {
+	<-x.ready
+	return x.err
 }
 
 // Clean says the previous process closed the index cleanly: every batch
 // it applied, and so every mark, is on disk. Otherwise (a crash, a new or
-// rebuilt index, one from before the marker) the feeder checks every chat.
-func (x *Index) Clean() bool { return x.clean }
+// rebuilt index, one from before the marker, one that failed to open) the
+// feeder checks every chat.
+func (x *Index) Clean() bool { return x.wait() == nil && x.clean }
 
 // Taint keeps Close from marking the index as closed cleanly: the feeder
 // could not record what it still had to index.
@@ -169,6 +192,9 @@ func (x *Index) Taint() { x.tainted.Store(true) }
 
 // Close closes the index and, unless tainted, marks it as closed cleanly.
 func (x *Index) Close() error {
+	if x.wait() != nil {
+		return nil // nothing open
+	}
 	if err := x.idx.Close(); err != nil {
 		return err
 	}
@@ -202,6 +228,9 @@ func markKey(chat string) []byte { return []byte("hw/" + chat) }
 
 // Mark returns the last record seq of chat indexed (0: none).
 func (x *Index) Mark(chat string) (uint64, error) {
+	if err := x.wait(); err != nil {
+		return 0, err
+	}
 	v, err := x.idx.GetInternal(markKey(chat))
 	if err != nil || v == nil {
 		return 0, err
@@ -230,6 +259,9 @@ func (x *Index) Apply(chat string, title *string, docs []Doc, mark uint64) error
 
 // ApplyAll is Apply for several chats in one batch (one commit).
 func (x *Index) ApplyAll(us []Update) error {
+	if err := x.wait(); err != nil {
+		return err
+	}
 	b := x.idx.NewBatch()
 	for _, u := range us {
 		if u.Title != nil {
@@ -253,6 +285,9 @@ func (x *Index) ApplyAll(us []Update) error {
 
 // DropChat removes every document of chat and its mark.
 func (x *Index) DropChat(chat string) error {
+	if err := x.wait(); err != nil {
+		return err
+	}
 	for {
 		q := bleve.NewTermQuery(chat)
 		q.SetField("chat")
@@ -277,6 +312,9 @@ func (x *Index) DropChat(chat string) error {
 
 // Chats returns the ids of the chats whose title is indexed.
 func (x *Index) Chats() ([]string, error) {
+	if err := x.wait(); err != nil {
+		return nil, err
+	}
 	q := bleve.NewTermQuery(KindTitle)
 	q.SetField("kind")
 	var out []string
@@ -306,6 +344,9 @@ func (x *Index) Search(text string, limit int, keep func(chat string) bool) ([]H
 	}
 	if limit <= 0 || limit > 200 {
 		limit = 50
+	}
+	if err := x.wait(); err != nil {
+		return nil, err
 	}
 	words := strings.Fields(text)
 	match := bleve.NewMatchQuery(text)

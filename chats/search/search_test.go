@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -190,5 +191,35 @@ func BenchmarkSearch100k(b *testing.B) {
 			b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
 			b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
 		})
+	}
+}
+
+// TestOpenDoesNotWaitForTheIndex (issue 20, item 3): Open returns at once,
+// the index is read in the background (bleve reads every chat's mark as it
+// opens), and an index that cannot be opened fails its methods, not the
+// gateway's start; it is not said to be clean.
+func TestOpenDoesNotWaitForTheIndex(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "search")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index_meta.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open of a damaged index: %v; want the error from its methods", err)
+	}
+	if _, err := x.Mark("c1"); err == nil {
+		t.Error("Mark on an index that did not open: no error")
+	}
+	if _, err := x.Search("anything", 10, nil); err == nil {
+		t.Error("Search on an index that did not open: no error")
+	}
+	if x.Clean() {
+		t.Error("an index that did not open is said to be clean")
+	}
+	if err := x.Close(); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
