@@ -98,4 +98,3 @@ func FuzzAcceptsGzip(f *testing.F) {
 		}
 	})
 }
-
