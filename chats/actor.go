@@ -519,7 +519,7 @@ func (a *actor) committed(b *batch, meta Chat) {
 		a.showText(t, t.text.String())
 	}
 	if l := a.listed; l.State != meta.State || l.Pending != meta.Pending || l.Title != meta.Title ||
-		l.Waiting != meta.Waiting || l.Paused != meta.Paused {
+		l.Waiting != meta.Waiting || l.Paused != meta.Paused || l.Outcome != meta.Outcome {
 		if d := meta.Pending - l.Pending; d != 0 {
 			a.s.opt.Metrics.QueueDepth(int(a.s.queued.Add(int64(d))))
 		}
@@ -1161,6 +1161,10 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		outcome = OutcomeStopped
 	case err != nil:
 		outcome = OutcomeFailed
+	}
+	if res.End != runtime.Interrupted { // answered again at the next start: not an ending yet
+		a.meta.Outcome = outcome
+		a.b.dirty = true
 	}
 	a.s.opt.Metrics.TurnFinished(res.Model, time.Since(t.start), res.Usage.InputTokens, res.Usage.OutputTokens, res.Usage.CachedTokens, outcome)
 	if fin != nil {

@@ -61,6 +61,9 @@ func TestStopHoldsTheQueue(t *testing.T) {
 			if !fin.Stopped || fin.Held != 1 {
 				t.Fatalf("turn.finished = %+v, want stopped with 1 held", fin)
 			}
+			if got, _ := e.svc.Get(bg, c.ID); got.Outcome != OutcomeStopped {
+				t.Fatalf("outcome %q after a stop", got.Outcome)
+			}
 			got, err := e.svc.Get(bg, c.ID)
 			if err != nil || !got.Paused || got.Pending != 1 || got.State != StateIdle {
 				t.Fatalf("after stop: %+v %v", got, err)
@@ -152,7 +155,7 @@ func TestListShowsWhatAChatWaitsFor(t *testing.T) {
 		return err == nil && got.Waiting == "" && got.State == StateIdle
 	})
 	page, _ = e.svc.ListPage(bg, "", 10)
-	if page.Chats[0].Waiting != "" {
+	if page.Chats[0].Waiting != "" || page.Chats[0].Outcome != OutcomeOK {
 		t.Fatalf("stored list after the answer: %+v", page.Chats[0])
 	}
 }

@@ -175,6 +175,10 @@ type Chat struct {
 	// person sends another message or /continue, instead of starting the
 	// moment the stopped turn ends.
 	Paused bool `json:"paused,omitempty"`
+	// Outcome is how the chat's last turn ended (OutcomeOK, OutcomeStopped,
+	// OutcomeFailed; "" before any): with State, what a client that does not
+	// follow the chat's events tells "reply finished" from "error" by.
+	Outcome string `json:"outcome,omitempty"`
 	// Archived hides the chat from the main list (see manage.go).
 	Archived bool `json:"archived"`
 	// DeleteAt is when a deleted chat goes for good; until then the
