@@ -23,12 +23,12 @@ func TestLimitsInNode(t *testing.T) {
 		t.Skip("node not installed")
 	}
 	type limCase struct {
-		Window     int     `json:"window"`
-		S          float64 `json:"s"`
-		H          float64 `json:"h"`
-		Cap        int     `json:"cap"`
-		WantSoft   int     `json:"want_soft"`
-		WantHard   int     `json:"want_hard"`
+		Window   int     `json:"window"`
+		S        float64 `json:"s"`
+		H        float64 `json:"h"`
+		Cap      int     `json:"cap"`
+		WantSoft int     `json:"want_soft"`
+		WantHard int     `json:"want_hard"`
 	}
 	var cases []limCase
 	for _, w := range []int{8000, 128000, 200000, 1_000_000, 2_000_000} {
