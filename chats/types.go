@@ -169,12 +169,13 @@ type Chat struct {
 	Resume bool `json:"resume,omitempty"`
 	// Waiting is what the chat waits for from a person (WaitApproval,
 	// WaitRecovery; "" for nothing). It is stored with the metadata, so the
-	// list shows it for chats not loaded too.
-	Waiting string `json:"waiting,omitempty"`
+	// list shows it for chats not loaded too; always sent, so a client
+	// merging updates into what it knows sees it end.
+	Waiting string `json:"waiting"`
 	// Paused says Stop held the queue: pending messages wait until the
 	// person sends another message or /continue, instead of starting the
 	// moment the stopped turn ends.
-	Paused bool `json:"paused,omitempty"`
+	Paused bool `json:"paused"`
 	// Outcome is how the chat's last turn ended (OutcomeOK, OutcomeStopped,
 	// OutcomeFailed; "" before any): with State, what a client that does not
 	// follow the chat's events tells "reply finished" from "error" by.
