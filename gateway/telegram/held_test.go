@@ -21,7 +21,9 @@ func TestStopSaysWhatItHeld(t *testing.T) {
 		return err == nil && c.Pending == 1
 	})
 	st.fake.pushText(111, 111, "/stop")
-	st.fake.waitFor("held", func() bool { return st.fake.hasTextLocked(111, "1 queued message is held: send a message or /continue") })
+	st.fake.waitFor("held", func() bool {
+		return st.fake.hasTextLocked(111, "1 queued message is held: send a message or /continue")
+	})
 	st.fake.pushText(111, 111, "/continue")
 	st.fake.waitFor("started", func() bool { return st.fake.hasTextLocked(111, "1 queued message started.") })
 }
