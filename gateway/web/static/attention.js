@@ -97,6 +97,5 @@ if (typeof document !== 'undefined') document.addEventListener('mirror:chats', (
   count = waitingCount(list);
   decorate(document.getElementById('chat-list'), list);
   decorate(document.getElementById('archived-list'), list);
-  const t = titleWith(document.title, count);
-  if (document.title !== t) document.title = t;
+  // The title's count is set by the page's header (render.js, titleWith).
 });
