@@ -373,9 +373,8 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(web.LoginPage())
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(web.Index())
+	web.WritePage(w, r, "index.html")
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {

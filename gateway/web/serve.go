@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +94,32 @@ func StaticHandler() http.Handler {
 		// with 304, and HEAD; a Range applies to the bytes sent.
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(body))
 	})
+}
+
+// WritePage writes the embedded page name (index.html, monitor.html) as
+// text/html, gzipped when r accepts it; the caller sets its other headers
+// (the pages are not cached: Cache-Control no-store).
+func WritePage(w http.ResponseWriter, r *http.Request, name string) {
+	assetsOnce.Do(loadAssets)
+	a := assets[name]
+	if a == nil {
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	body := a.raw
+	if a.gz != nil {
+		h.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+			h.Set("Content-Encoding", "gzip")
+			body = a.gz
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
 }
 
 // acceptsGzip reads an Accept-Encoding header: gzip (or *) listed and not

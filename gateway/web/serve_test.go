@@ -76,6 +76,33 @@ func TestStaticHandlerCompresses(t *testing.T) {
 	}
 }
 
+// TestWritePage: the pages go gzipped to a browser that accepts it, as
+// they are to one that does not.
+func TestWritePage(t *testing.T) {
+	for _, name := range []string{"index.html", "monitor.html"} {
+		for _, accept := range []string{"gzip", ""} {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("Accept-Encoding", accept)
+			w := httptest.NewRecorder()
+			WritePage(w, r, name)
+			body := w.Body.Bytes()
+			if gz := w.Header().Get("Content-Encoding") == "gzip"; gz != (accept == "gzip") {
+				t.Fatalf("%s, Accept-Encoding %q: gzipped %v", name, accept, gz)
+			} else if gz {
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ = io.ReadAll(zr)
+			}
+			want, _ := fs.ReadFile(Static(), name)
+			if !bytes.Equal(body, want) || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+				t.Fatalf("%s, Accept-Encoding %q: %d B of %s", name, accept, len(body), w.Header().Get("Content-Type"))
+			}
+		}
+	}
+}
+
 func etagOf(t *testing.T, name string) string {
 	w := httptest.NewRecorder()
 	StaticHandler().ServeHTTP(w, httptest.NewRequest("GET", "/"+name, nil))

@@ -55,7 +55,7 @@ func pageAssets(t testing.TB, page string) []string {
 // browser fetches (raw-B) and gzipped at the default level (gzip-B), what
 // a compressing proxy sends, and what StaticHandler sends a browser that
 // accepts gzip (sent-B: its precompressed copies, best level; the page
-// itself goes uncompressed, from its own route). The figures
+// itself too, by WritePage). The figures
 // are in docs/benchmarks.md.
 func BenchmarkPageAssets(b *testing.B) {
 	for _, page := range []string{"index.html", "monitor.html"} {
@@ -75,7 +75,7 @@ func BenchmarkPageAssets(b *testing.B) {
 					_ = zw.Close()
 					raw += len(data)
 					packed += buf.Len()
-					if a := assets[name]; name != page && a != nil && a.gz != nil { // the page itself is sent as is
+					if a := assets[name]; a != nil && a.gz != nil {
 						sent += len(a.gz)
 					} else {
 						sent += len(data)
