@@ -116,7 +116,10 @@ func (s *Service) manageChat(ctx context.Context, id string, change func(a *acto
 		c = a.info()
 		return nil
 	})
-	return c, err
+	if err != nil {
+		return Chat{}, err // not c: the actor may still be writing it
+	}
+	return c, nil
 }
 
 // Rename sets a chat's title. A chat renamed keeps its title: the first

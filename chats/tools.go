@@ -515,7 +515,10 @@ func (s *Service) Continue(ctx context.Context, chat string) (int, error) {
 		a.maybeStart()
 		return a.flush()
 	})
-	return n, err
+	if err != nil {
+		return 0, err // not n: the actor may still be writing it
+	}
+	return n, nil
 }
 
 func queuedCount(n int) string {
