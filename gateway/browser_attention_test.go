@@ -73,6 +73,10 @@ var viewports = []struct {
 	{"phone-light", 390, 800, "light"},
 }
 
+// sidebarSettled: at a phone's width the chat list is a drawer; after a
+// resize from a desktop's it slides away, and covers the page meanwhile.
+const sidebarSettled = `innerWidth > 760 || document.querySelector('#sidebar').getBoundingClientRect().right <= 0`
+
 // uncovered lists the action buttons in view (Send, Stop, Allow, Deny, the
 // header's) that something else covers at their centre, as the browser's
 // hit test (elementFromPoint) finds it.
@@ -194,6 +198,7 @@ func TestBrowserAttention(t *testing.T) {
 			}
 		})()`))
 		do(t, bctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('.card.approval').scrollIntoView({block: 'end'})`))
+		until(t, bctx, "the drawer away", sidebarSettled)
 		shot(t, bctx, "attention-toasts-"+vp.name)
 		if bad := js[[]string](t, bctx, uncovered); len(bad) > 0 {
 			t.Errorf("%s: covered actions: %v", vp.name, bad)

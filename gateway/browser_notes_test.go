@@ -62,6 +62,7 @@ func TestBrowserNotesAndHeldQueue(t *testing.T) {
 	for _, vp := range viewports {
 		do(t, ctx, chromedp.EmulateViewport(vp.width, vp.height), colorScheme(vp.scheme))
 		do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('#messages .note.held').scrollIntoView({block: 'center'})`))
+		until(t, ctx, "the drawer away", sidebarSettled)
 		shot(t, ctx, "notes-"+vp.name)
 		vis := js[string](t, ctx, `['.note.command', '.note.held'].map(s => { const r = document.querySelector(s).getBoundingClientRect(); return r.width > 0 && r.height > 0 }).join(',')`)
 		if vis != "true,true" {
