@@ -346,6 +346,13 @@ func (a *actor) info() Chat {
 		c.State = StateRunning
 	}
 	c.Pending = len(a.pending)
+	c.Waiting = ""
+	switch {
+	case len(a.approvals) > 0:
+		c.Waiting = WaitApproval
+	case len(a.recoveries) > 0:
+		c.Waiting = WaitRecovery
+	}
 	return c
 }
 
@@ -528,7 +535,8 @@ func (a *actor) committed(b *batch, meta Chat) {
 		t.durable = true
 		a.showText(t, t.text.String())
 	}
-	if l := a.listed; l.State != meta.State || l.Pending != meta.Pending || l.Title != meta.Title {
+	if l := a.listed; l.State != meta.State || l.Pending != meta.Pending || l.Title != meta.Title ||
+		l.Waiting != meta.Waiting || l.Paused != meta.Paused || l.Outcome != meta.Outcome {
 		if d := meta.Pending - l.Pending; d != 0 {
 			a.s.opt.Metrics.QueueDepth(int(a.s.queued.Add(int64(d))))
 		}
@@ -804,6 +812,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	}
 	a.pending = append(a.pending, m)
 	a.b.putPend = append(a.b.putPend, m)
+	a.release() // a new message is the person going on: the held queue goes with it
 	a.b.clients = append(a.b.clients, [2]string{clientID, m.ID})
 	// An idle chat picks the message up in the same commit that stores it:
 	// one fsync fewer before the answer.
@@ -898,6 +907,26 @@ func (a *actor) stop(o Origin) (chan struct{}, error) {
 	return w, nil
 }
 
+// hold pauses the queue when a person stopped turn t and messages wait
+// behind it: Stop means "stop", so the next message does not start on its
+// own. It returns how many are held (turn.finished says so).
+func (a *actor) hold(t *turn) int {
+	if len(t.stoppers) == 0 || len(a.pending) == 0 {
+		return 0
+	}
+	a.meta.Paused = true
+	a.b.dirty = true
+	return len(a.pending)
+}
+
+// release lets a held queue run again (a new message, /continue).
+func (a *actor) release() {
+	if a.meta.Paused {
+		a.meta.Paused = false
+		a.b.dirty = true
+	}
+}
+
 // pick adds m to the conversation with a message.picked row. The message
 // keeps its id and seq (where it was accepted); its row's place in the
 // record is the pickup's seq.
@@ -916,6 +945,9 @@ func (a *actor) pick(m *Message, turn string) {
 func (a *actor) maybeStart() {
 	if a.turn != nil || a.quitting || a.broken != nil || len(a.recoveries) > 0 || (len(a.pending) == 0 && !a.meta.Resume) {
 		return // an interrupted call waits for its answer before anything else runs
+	}
+	if a.meta.Paused && !a.meta.Resume {
+		return // Stop held the queue: it waits for the person (release)
 	}
 	// A resumed turn answers what the interrupted one had picked up, alone:
 	// messages queued behind it wait for their own turn, as they would have
@@ -1107,14 +1139,14 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	case res.End == runtime.StoppedAtBoundary:
 		// The work ended at a boundary: the record at the top of the
 		// cleared conversation says so; no empty answer is added.
-		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model}
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Held: a.hold(t)}
 		finEv = a.append(fin, o)
 		a.charge(t, int64(res.Usage.InputTokens+res.Usage.OutputTokens))
 	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq, m.textAt = ids.Message(seq), seq, seq
-		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Stopped: stopped, Message: m}
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Stopped: stopped, Message: m, Held: a.hold(t)}
 		finEv = a.append(fin, o)
 		a.charge(t, int64(res.Usage.InputTokens+res.Usage.OutputTokens))
 		m.Time = finEv.Time
@@ -1146,6 +1178,10 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 		outcome = OutcomeStopped
 	case err != nil:
 		outcome = OutcomeFailed
+	}
+	if res.End != runtime.Interrupted { // answered again at the next start: not an ending yet
+		a.meta.Outcome = outcome
+		a.b.dirty = true
 	}
 	a.s.opt.Metrics.TurnFinished(res.Model, time.Since(t.start), res.Usage.InputTokens, res.Usage.OutputTokens, res.Usage.CachedTokens, outcome)
 	if fin != nil {

@@ -103,6 +103,7 @@ var commands = []CommandSpec{
 	{Name: "/mcp", Args: "[all|none|on NAME...|off NAME...]", Help: "the MCP servers this chat offers the model, or choose them", run: (*Service).cmdMCP},
 	{Name: "/prompt", Args: "[SERVER NAME ARG=VALUE...]", Help: "the MCP servers' prompts, or send one as your message", run: (*Service).cmdPrompt},
 	{Name: "/stop", Help: "stop the running turn", run: (*Service).cmdStop},
+	{Name: "/continue", Help: "start the queued messages a Stop held", run: (*Service).cmdContinue},
 }
 
 // Commands returns the chat commands Command runs, in the order a help

@@ -52,7 +52,7 @@ func goldenEvents() []*Event {
 		&TurnFinished{Turn: "t5", Reply: reply, Usage: provider.Usage{InputTokens: 10, OutputTokens: 5, CachedTokens: 2},
 			Model: "default", Stopped: true, Message: &Message{ID: "m9", Role: provider.RoleAssistant, Text: reply, Seq: 9, Time: goldenTime,
 				State: MsgDone, Turn: "t5", Stopped: true, Tokens: 5},
-			Measured: &view.Measurement{Tokens: 10, Epoch: 1, Seq: 8}, Pruned: true},
+			Measured: &view.Measurement{Tokens: 10, Epoch: 1, Seq: 8}, Pruned: true, Held: 2},
 		&TurnFailed{Turn: "t5", Class: string(runtime.ClassInternal), Error: "it broke",
 			Message: &Message{ID: "m9", Seq: 9, Role: provider.RoleAssistant, Text: "partial", State: MsgFailed, Turn: "t5", Time: goldenTime}},
 		&AssistantStep{Turn: "t5", Message: &Message{ID: "m6", Seq: 6, Role: provider.RoleAssistant, Text: "Let me look.",

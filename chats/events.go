@@ -263,6 +263,9 @@ type TurnFinished struct {
 	// net had to clear tool results (the next turn then checkpoints).
 	Measured *view.Measurement `json:"measured,omitempty"`
 	Pruned   bool              `json:"pruned,omitempty"`
+	// Held is how many queued messages a Stop held: they wait for the
+	// person to send another message or /continue (Chat.Paused).
+	Held int `json:"held,omitempty"`
 }
 
 // TurnFailed is turn.failed: the turn ended with an error of Class;

@@ -77,11 +77,11 @@ func (s *Service) undoWindow() time.Duration {
 }
 
 // announce tells list watchers of a change flush does not compare
-// (archived, deleted, restored).
+// (archived, deleted, restored, the chain).
 func (a *actor) announce() {
 	c := a.info()
 	l := a.listed
-	if l.Title == c.Title && l.Archived == c.Archived && sameTime(l.DeleteAt, c.DeleteAt) {
+	if l.Title == c.Title && l.Archived == c.Archived && l.Chain == c.Chain && sameTime(l.DeleteAt, c.DeleteAt) {
 		return
 	}
 	a.listed = c
@@ -114,7 +114,10 @@ func (s *Service) manageChat(ctx context.Context, id string, change func(a *acto
 		c = a.info()
 		return nil
 	})
-	return c, err
+	if err != nil {
+		return Chat{}, err // not c: the actor may still be writing it
+	}
+	return c, nil
 }
 
 // Rename sets a chat's title. A chat renamed keeps its title: the first
@@ -135,6 +138,24 @@ func (s *Service) Rename(ctx context.Context, id, title string) (Chat, error) {
 			return fmt.Errorf("chat %s was deleted: %w", id, ErrNotFound)
 		}
 		a.meta.Title = title
+		return nil
+	})
+}
+
+// SetChain sets the chain of models a chat's turns ask (one of
+// runtime.yaml's chains; "" goes back to the chat role's chain). A turn
+// running keeps the chain it started with; the next one uses the new one.
+func (s *Service) SetChain(ctx context.Context, id, chain string) (Chat, error) {
+	if chain == "" {
+		chain = s.opt.Turner.ChatChain()
+	} else if !s.opt.Turner.HasChain(chain) {
+		return Chat{}, fmt.Errorf("%w: no chain %q in runtime.yaml", ErrBadInput, chain)
+	}
+	return s.manageChat(ctx, id, func(a *actor) error {
+		if a.meta.DeleteAt != nil {
+			return fmt.Errorf("chat %s was deleted: %w", id, ErrNotFound)
+		}
+		a.meta.Chain = chain
 		return nil
 	})
 }

@@ -413,6 +413,14 @@ func (sc Scope) Rename(ctx context.Context, id, title string) (Chat, error) {
 	return sc.s.Rename(ctx, id, title)
 }
 
+// SetChain sets the chain of a chat the person may write to.
+func (sc Scope) SetChain(ctx context.Context, id, chain string) (Chat, error) {
+	if err := sc.need(id, people.Write); err != nil {
+		return Chat{}, err
+	}
+	return sc.s.SetChain(ctx, id, chain)
+}
+
 // Archive archives or unarchives a chat the person may write to.
 func (sc Scope) Archive(ctx context.Context, id string, archived bool) (Chat, error) {
 	if err := sc.need(id, people.Write); err != nil {

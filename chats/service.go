@@ -493,8 +493,11 @@ func (s *Service) Stop(ctx context.Context, chat string, o Origin) error {
 // Get returns a chat's list entry.
 func (s *Service) Get(ctx context.Context, chat string) (Chat, error) {
 	var c Chat
-	err := s.do(ctx, chat, func(a *actor) error { c = a.info(); return nil })
-	return c, err
+	if err := s.do(ctx, chat, func(a *actor) error { c = a.info(); return nil }); err != nil {
+		// Not c: when ctx ended first the actor may still be writing it.
+		return Chat{}, err
+	}
+	return c, nil
 }
 
 func checkText(text string) error {

@@ -480,7 +480,52 @@ func (s *Service) cmdRewind(ctx context.Context, chat string, fields []string, _
 
 // cmdStop is /stop.
 func (s *Service) cmdStop(ctx context.Context, chat string, _ []string, _ string, o Origin) (string, error) {
-	return "Stopped.", s.Stop(ctx, chat, o)
+	if err := s.Stop(ctx, chat, o); err != nil {
+		return "", err
+	}
+	c, err := s.Get(ctx, chat)
+	if err == nil && c.Paused && c.Pending > 0 {
+		return fmt.Sprintf("Stopped. %s held: send a message or /continue to go on.", queuedCount(c.Pending)), nil
+	}
+	return "Stopped.", nil
+}
+
+// cmdContinue is /continue.
+func (s *Service) cmdContinue(ctx context.Context, chat string, _ []string, _ string, _ Origin) (string, error) {
+	n, err := s.Continue(ctx, chat)
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return "Nothing is held: no queued message waits.", nil
+	}
+	return fmt.Sprintf("%s started.", queuedCount(n)), nil
+}
+
+// Continue lets the queue a Stop held run again and returns how many
+// messages it released (0: nothing was held).
+func (s *Service) Continue(ctx context.Context, chat string) (int, error) {
+	var n int
+	err := s.do(ctx, chat, func(a *actor) error {
+		if !a.meta.Paused {
+			return nil
+		}
+		n = len(a.pending)
+		a.release()
+		a.maybeStart()
+		return a.flush()
+	})
+	if err != nil {
+		return 0, err // not n: the actor may still be writing it
+	}
+	return n, nil
+}
+
+func queuedCount(n int) string {
+	if n == 1 {
+		return "1 queued message"
+	}
+	return fmt.Sprintf("%d queued messages", n)
 }
 
 // describeChanges lists file changes for /changes: sanitized metadata only.

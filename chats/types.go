@@ -28,6 +28,13 @@ const (
 	StateRunning = "running"
 )
 
+// What a chat waits for from a person (Chat.Waiting): the list marks such
+// a chat apart from one that is generating, and the page title counts them.
+const (
+	WaitApproval = "approval" // a tool call waits for Allow or Deny
+	WaitRecovery = "recovery" // an interrupted call waits for repeat or skip
+)
+
 // Message states.
 const (
 	MsgPending = "pending"
@@ -160,6 +167,19 @@ type Chat struct {
 	// Resume says a turn was interrupted and the conversation waits for an
 	// answer, given as soon as the chat is loaded.
 	Resume bool `json:"resume,omitempty"`
+	// Waiting is what the chat waits for from a person (WaitApproval,
+	// WaitRecovery; "" for nothing). It is stored with the metadata, so the
+	// list shows it for chats not loaded too; always sent, so a client
+	// merging updates into what it knows sees it end.
+	Waiting string `json:"waiting"`
+	// Paused says Stop held the queue: pending messages wait until the
+	// person sends another message or /continue, instead of starting the
+	// moment the stopped turn ends.
+	Paused bool `json:"paused"`
+	// Outcome is how the chat's last turn ended (OutcomeOK, OutcomeStopped,
+	// OutcomeFailed; "" before any): with State, what a client that does not
+	// follow the chat's events tells "reply finished" from "error" by.
+	Outcome string `json:"outcome,omitempty"`
 	// Archived hides the chat from the main list (see manage.go).
 	Archived bool `json:"archived"`
 	// DeleteAt is when a deleted chat goes for good; until then the

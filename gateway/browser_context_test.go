@@ -20,7 +20,9 @@ import (
 // numbers, pinning from the message menu, and the same after a reload
 // (the snapshot path) and in the past-handoffs panel.
 // ringText is what the usage ring says: its aria-valuetext, then its label.
-var ringText = regexp.MustCompile(`^(Request|Conversation): [\d,]+ of [\d,]+ tokens \(the (ceiling|window)\), \d+%\..*Soft [\d,]+: (not )?reached · Hard [\d,]+: (not )?reached\. \| [\d.]+k? / [\d.]+k?$`)
+// It measures against the limit the chat is nearer to (limits.js): the
+// conversation against hard, or the request against the ceiling.
+var ringText = regexp.MustCompile(`^((Conversation: [\d,]+ of [\d,]+ tokens, \d+% of the hard limit, where it is written down and started fresh\. Soft [\d,]+: (not )?reached · Hard: (not )?reached\.( Request: [\d,]+ of the [\d,]+-token ceiling\.)?)|((Request|Conversation): [\d,]+ of [\d,]+ tokens, \d+% of the (request ceiling|window)\.( Next checkpoint at [\d,]+\.)?( Conversation: [\d,]+ of hard [\d,]+ \(soft [\d,]+\)\.)?)) \| [\d.]+k? / [\d.]+k?$`)
 
 func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	st, _ := newLongStack(t)
@@ -96,11 +98,11 @@ func TestBrowserBoundaryRecordPinAndRing(t *testing.T) {
 	click(t, ctx, "#panel-close")
 	until(t, ctx, "panel closed", `!document.querySelector('#panel').open`)
 
-	// The ring: the request against the ceiling (or the conversation
-	// against the window), the soft and hard marks, and the next checkpoint
-	// when the reading has one.
+	// The ring: the request against the ceiling (the next checkpoint
+	// marked) or the conversation against hard (soft marked), whichever is
+	// nearer.
 	ring := js[string](t, ctx, `document.querySelector('#context').getAttribute('aria-valuetext') + ' | ' + document.querySelector('#context .ring-value').textContent`)
-	if !ringText.MatchString(ring) || (strings.Contains(ring, "(the ceiling)") && !strings.Contains(ring, "Next checkpoint at")) {
+	if !ringText.MatchString(ring) || (strings.Contains(ring, "of the request ceiling") && !strings.Contains(ring, "Next checkpoint at")) {
 		t.Fatalf("usage ring says %q", ring)
 	}
 

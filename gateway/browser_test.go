@@ -272,7 +272,7 @@ func TestBrowserApprovesAToolCall(t *testing.T) {
 	// A chat command typed in the composer is run by the gateway, not sent
 	// to the model, and its answer is shown.
 	typeAndSend(t, ctx, "/changes")
-	until(t, ctx, "command answer", `[...document.querySelectorAll('#toasts .toast.command')].some(e => e.textContent.includes('changes'))`)
+	until(t, ctx, "command answer", `[...document.querySelectorAll('#messages .note.command')].some(e => e.querySelector('.note-head').textContent === '/changes' && e.textContent.includes('changes'))`)
 	if n := js[int](t, ctx, `[...document.querySelectorAll('.msg.user')].filter(e => e.textContent.includes('/changes')).length`); n != 0 {
 		t.Fatal("the command was sent as a message")
 	}

@@ -189,7 +189,7 @@ func New(opt Options) *Server {
 	// The app shell and its scripts need the token like every page but the
 	// login form, which is self-contained (inline style and icon) so it
 	// renders without them: nothing of the client is served to a stranger.
-	s.mux.Handle("GET /static/", s.need(http.StripPrefix("/static/", http.FileServerFS(web.Static()))))
+	s.mux.Handle("GET /static/", s.need(http.StripPrefix("/static/", web.StaticHandler())))
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.Handle("GET /api/chats", s.need(http.HandlerFunc(s.apiChats)))
 	s.mux.Handle("GET /ws", s.wsAuth(s.hub))
@@ -373,9 +373,8 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(web.LoginPage())
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(web.Index())
+	web.WritePage(w, r, "index.html")
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {

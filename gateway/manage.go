@@ -55,16 +55,25 @@ func (s *Server) patchChat(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Title    *string `json:"title"`
 		Archived *bool   `json:"archived"`
+		Chain    *string `json:"chain"`
 	}
-	dec := json.NewDecoder(r.Body)
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || (body.Title == nil && body.Archived == nil) {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `the body is a JSON object with "title" (text) and/or "archived" (true or false)`})
+	if err := dec.Decode(&body); err != nil || (body.Title == nil && body.Archived == nil && body.Chain == nil) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `the body is a JSON object with "title" (text), "archived" (true or false) and/or "chain" (a chain of runtime.yaml)`})
 		return
 	}
 	id := r.PathValue("id")
 	var c chats.Chat
 	var err error
+	if body.Chain != nil {
+		// First: an unknown chain refuses the request before a title or
+		// archive sent with it is applied.
+		if c, err = s.scope(r).SetChain(r.Context(), id, *body.Chain); err != nil {
+			s.manageError(w, err)
+			return
+		}
+	}
 	if body.Title != nil {
 		if c, err = s.scope(r).Rename(r.Context(), id, *body.Title); err != nil {
 			s.manageError(w, err)

@@ -136,9 +136,8 @@ func (s *Server) monitorPage(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(web.LoginPage())
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(web.MonitorPage())
+	web.WritePage(w, r, "monitor.html")
 }
 
 func (s *Server) apiBreakers(w http.ResponseWriter, r *http.Request) {

@@ -33,6 +33,10 @@ func TestACappedHardKeepsSoftBelowItEverywhere(t *testing.T) {
 	if info.Hard != mark || info.Soft < wantSoft-1 || info.Soft > wantSoft || info.Soft >= info.Hard {
 		t.Fatalf("models: soft %d hard %d; want hard at the mark %d and soft %d", info.Soft, info.Hard, mark, wantSoft)
 	}
+	// What caps hard is given too, so a preview of other shares agrees.
+	if info.HardCap != mark {
+		t.Fatalf("models: hard_cap %d, want the mark %d", info.HardCap, mark)
+	}
 	in := TurnInput{Chat: "c", Turn: 1, Chain: "default", History: []provider.Message{{Role: provider.RoleUser, Content: "hello"}}}
 	var out bytes.Buffer
 	if err := e.Replay(&out, in, ReplayState{}); err != nil {

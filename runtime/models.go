@@ -27,10 +27,15 @@ type ModelInfo struct {
 	// The conversation's limits in force, as shares of the window and in
 	// tokens (hard is capped at the checkpoint mark),
 	// and the shares runtime.yaml gives.
-	SoftRatio  float64    `json:"soft_ratio"`
-	HardRatio  float64    `json:"hard_ratio"`
-	Soft       int        `json:"soft"`
-	Hard       int        `json:"hard"`
+	SoftRatio float64 `json:"soft_ratio"`
+	HardRatio float64 `json:"hard_ratio"`
+	Soft      int     `json:"soft"`
+	Hard      int     `json:"hard"`
+	// HardCap is what caps hard (the checkpoint mark of the limit in
+	// force): a share of the window past it gives hard = HardCap and soft
+	// lowered in proportion (boundary.NewLimits), so a client previewing
+	// other shares shows what the runtime would use, not the bare share.
+	HardCap    int        `json:"hard_cap"`
 	Compaction Compaction `json:"configured_compaction"`
 	// Tools is how much of the window the tool definitions take (every
 	// MCP server offered).
@@ -62,7 +67,7 @@ func (e *Engine) modelInfo(m *Model) ModelInfo {
 	soft, hard := e.ratios(m)
 	return ModelInfo{Name: m.Name, Provider: m.ProvName, Model: m.Remote, Window: m.Window, Configured: m.ContextLimit,
 		ContextLimit: sz.budget.Limit, Budget: sz.budget, Choices: choices, SoftRatio: soft, HardRatio: hard,
-		Soft: sz.limits.Soft, Hard: sz.limits.Hard, Compaction: Compaction{m.SoftRatio, m.HardRatio},
+		Soft: sz.limits.Soft, Hard: sz.limits.Hard, HardCap: sz.budget.Mark, Compaction: Compaction{m.SoftRatio, m.HardRatio},
 		Tools: ToolsInfo{Tools: len(defs), Tokens: sz.defs, Window: m.Window, MCP: mcpCount(defs)}}
 }
 

@@ -871,6 +871,12 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 				b.notify(tg, "Nothing is running.", nil, 0)
 			case err != nil:
 				b.notify(tg, "Could not stop: "+err.Error(), nil, 0)
+			default:
+				// Stop holds what was queued behind the turn: say so, or
+				// the chat would look stuck.
+				if c, err := sc.Get(b.ctx, chat); err == nil && c.Paused && c.Pending > 0 {
+					b.notify(tg, heldText(c.Pending), nil, 0)
+				}
 			}
 		}()
 	case "/status":
@@ -1190,4 +1196,12 @@ func (b *Bot) sendChatList(sc chats.Scope, tg int64, after string) error {
 	}
 	b.notify(tg, text, &kb, 0)
 	return nil
+}
+
+// heldText says how many queued messages a Stop held and how to go on.
+func heldText(n int) string {
+	if n == 1 {
+		return "Stopped. 1 queued message is held: send a message or /continue to go on."
+	}
+	return fmt.Sprintf("Stopped. %d queued messages are held: send a message or /continue to go on.", n)
 }

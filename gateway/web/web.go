@@ -24,8 +24,13 @@
 //	               /static/settings.js, /static/attach.js, /static/media.js, /static/chatlist.js,
 //	               /static/chatmenu.js, /static/search.js, /static/dom.js (the
 //	               helpers those modules import), /static/manage.css,
+//	               /static/attention.js, /static/notify.js, /static/header-model.js,
+//	               /static/attention.css,
 //	               /static/favicon.svg, and /static/theme.js, which the
 //	               Monitor loads too)
+//
+// StaticHandler serves those files gzipped to a browser that accepts it
+// (compressed once per process) with an ETag, so a reload revalidates.
 //
 // static/vendor/ holds the browser libraries (marked, DOMPurify,
 // highlight.js, uPlot) with their licenses, copied there at pinned versions

@@ -96,7 +96,7 @@ export function sendMessage(chat, text, mode, attachments = []) {
     return;
   }
   if (cmd) {
-    if (!request({ type: 'chat.command', chat, text: text.trim() }, { kind: 'command', chat })) toast('Not connected — try again in a moment.');
+    if (!request({ type: 'chat.command', chat, text: text.trim() }, { kind: 'command', chat, text: text.trim() })) toast('Not connected — try again in a moment.');
     return;
   }
   if (!chat) {

@@ -41,13 +41,15 @@
 //   .card.recovery[data-recovery=ID]  button.repeat, button.skip
 //   #composer textarea            the message box (#input): Enter sends, Shift+Enter
 //                                 is a new line
-//   #send                         send button (an empty box sends nothing)
+//   #send                         send button (an empty box sends nothing, unless
+//                                 a Stop held the queue: then it sends /continue)
 //   #stop                         stop button, shown (not [hidden]) while a turn runs
 //   #mode                         "Steer" toggle, shown while a turn runs: aria-pressed
 //                                 = true sends with mode "redirect"
-//   #toasts .toast                transient errors that belong to no bubble;
-//                                 .toast.command shows what a chat command typed in
-//                                 the composer answered
+//   #toasts .toast                transient errors that belong to no bubble, in
+//                                 the page's flow under the header (never over a
+//                                 button); what a chat command answered is a
+//                                 .note.command in the conversation (notes.js)
 //   #command-hints                shown while the composer holds a slash word: one
 //                                 li > button.command-hint[data-command=NAME] per
 //                                 matching chat command (welcome.commands, the
@@ -55,10 +57,13 @@
 //                                 the command in the composer
 //
 // Long conversations:
-//   #context                      the usage ring (role=meter): .ring-value is the
-//                                 request size (or used) against the ceiling (or the
-//                                 window), .ring-marks "Soft S · Hard H"; its title and
-//                                 aria-valuetext add "Next checkpoint at N" when known
+//   #context                      the usage ring (role=meter), against the limit the
+//                                 chat is nearer to (limits.js): data-basis=hard, the
+//                                 conversation against hard, .ring-marks "Soft S ·
+//                                 Hard H"; or data-basis=ceiling, the request (or
+//                                 used) against the ceiling (or the window),
+//                                 .ring-marks "Ceiling · checkpoint N"; .ring-value
+//                                 "V / D"; saved limits move it at once
 //   .boundary[data-boundary=SEQ]  where a boundary archived and cleared the
 //                                 conversation; data-reason = hard | assistant,
 //                                 data-continued = true | false; button.toggle-record

@@ -29,7 +29,12 @@ export function bind() {
   dom.composer.addEventListener('submit', (e) => {
     e.preventDefault();
     const text = dom.input.value.trim();
-    if (!text && !files.count()) return;
+    if (!text && !files.count()) {
+      // Send on an empty box starts what a Stop held (notes.js says so).
+      const c = S.current ? S.chats.get(S.current) : null;
+      if (c && c.paused && num(c.pending, 0) > 0) sendMessage(S.current, '/continue', 'queue', []);
+      return;
+    }
     if (files.busy()) return files.afterUploads(() => dom.composer.requestSubmit());
     // A command leaves the attached files for the next message.
     sendMessage(S.current, text, S.redirect ? 'redirect' : 'queue', isCommand(text) !== false ? [] : files.take());
@@ -148,8 +153,14 @@ export function bind() {
   dom.panel.addEventListener('input', (e) => {
     const inp = e.target.closest('.compaction-input');
     if (!inp) return;
-    const out = inp.form?.querySelector(`output[for="${inp.id}"]`);
-    if (out) out.textContent = previewText(num(Number(inp.form.dataset.window), 0), Number(inp.value) / 100);
+    // Both previews: a share of one moves what the other gives.
+    const f = inp.form;
+    if (!f) return;
+    const share = (id) => Number(f.querySelector(`#${id}`)?.value) / 100;
+    for (const [id, which] of [['soft-ratio', 'soft'], ['hard-ratio', 'hard']]) {
+      const out = f.querySelector(`output[for="${id}"]`);
+      if (out) out.textContent = previewText(num(Number(f.dataset.window), 0), share('soft-ratio'), share('hard-ratio'), num(Number(f.dataset.cap), 0), which);
+    }
   });
   dom.panel.addEventListener('change', (e) => {
     const sel = e.target;

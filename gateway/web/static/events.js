@@ -37,7 +37,7 @@ export const readers = {
   'turn.started': (ev) => ({ turn: str(ev.turn) }),
   'reply.delta': (ev) => ({ turn: str(ev.turn), offset: int(ev.offset), text: str(ev.text) }),
   'quota.wait': (ev) => ({ turn: str(ev.turn), quota: int(ev.quota), usage: int(ev.usage), wait_ms: int(ev.wait_ms) }),
-  'turn.finished': (ev) => ({ turn: str(ev.turn), reply: str(ev.reply), stopped: ev.stopped === true, message: message(ev) }),
+  'turn.finished': (ev) => ({ turn: str(ev.turn), reply: str(ev.reply), stopped: ev.stopped === true, held: int(ev.held), message: message(ev) }),
   'turn.failed': (ev) => ({ turn: str(ev.turn), error: str(ev.error), class: str(ev.class), message: message(ev) }),
   'assistant.message': (ev) => ({ turn: str(ev.turn), message: message(ev) }),
   'tool.call': (ev) => ({ turn: str(ev.turn), call: call(ev.call) }),

@@ -5,6 +5,7 @@
 import { createChat, selectChat, sendMessage, settleOutbox, showCommandHints, subscribe, transmit } from './actions.js';
 import { pageChats } from './chatlist.js';
 import { readEvent } from './events.js';
+import { commandNote } from './notes.js';
 import { hashChat, setHash } from './nav.js';
 import { dom } from './page.js';
 import { applyHistory, applyResumed, applySnapshot, IN_USE_TEXT, markInUse, num, reduceEvent } from './reducer.js';
@@ -37,12 +38,24 @@ export function handleFrame(f) {
     case 'recovery.answered':
       return onRecoveryAnswered(f);
     case 'command.result':
-      takeReq(f);
-      return toast(String(f.text || 'Done.'), 'command');
+      return onCommandResult(f);
     default:
       if (f.chat && typeof f.chat === 'string') return onChatEvent(f);
       takeReq(f);
   }
+}
+
+// onCommandResult shows what a chat command answered as a note in its
+// chat's conversation, after what is there (notes.js): not a toast over
+// the buttons. Not stored: a reload shows the record only.
+function onCommandResult(f) {
+  const meta = takeReq(f);
+  const id = typeof f.chat === 'string' && f.chat ? f.chat : meta?.chat;
+  const v = id ? S.views.get(id) : null;
+  if (!v) return toast(String(f.text || 'Done.'));
+  v.history.push(commandNote(f.text, meta?.text, v.lastSeq));
+  if (id === S.current) S.stick = true;
+  render();
 }
 
 export function onWelcome(f) {

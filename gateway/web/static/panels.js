@@ -6,8 +6,9 @@ import { el as h } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { dom } from './page.js';
 import { modelQuotaSection } from './quota.js';
+import { applyLimits, limitsFor } from './limits.js';
 import { num } from './reducer.js';
-import { chatName } from './render.js';
+import { chatName, render } from './render.js';
 import { settingsView } from './settings.js';
 import { getJSON, goLogin, request } from './socket.js';
 import { currentView, S } from './state.js';
@@ -172,7 +173,7 @@ export function drawModel(m, note) {
   }
   wrap.append(h('p', { class: 'panel-intro model-intro' },
     `${[m.provider, m.model].filter(Boolean).join(' · ') || m.name}${chatModel() === m.name ? ', the model of this chat' : ''}. `,
-    'Every request must fit the request ceiling; the usage ring measures against it.'));
+    'Every request must fit the request ceiling; the usage ring measures against whichever comes first, this ceiling or the conversation\'s hard limit.'));
   const win = num(b.window, num(m.window, 0));
   const limitIn = b.limit || m.context_limit || 'auto';
   const ceilingWhy = b.policy_window && b.policy_window < win
@@ -267,12 +268,12 @@ export function compactionSection(m, note) {
     return h('div', { class: 'compaction-input-row' },
       h('label', { for: id }, label),
       h('span', { class: 'compaction-number' }, inp, h('span', { class: 'compaction-unit', 'aria-hidden': 'true' }, '%')),
-      h('output', { id: `${id}-tokens`, for: id, class: 'fact-hint compaction-preview' }, previewText(win, ratio)));
+      h('output', { id: `${id}-tokens`, for: id, class: 'fact-hint compaction-preview' }, previewText(win, soft, hard, num(m.hard_cap, 0), id === 'soft-ratio' ? 'soft' : 'hard')));
   };
   const status = h('p', { class: 'compaction-status', role: 'status' }, note?.ok || '');
   const err = h('p', { class: 'compaction-error', role: 'alert' }, note?.error || '');
   err.hidden = !note?.error;
-  const form = h('form', { class: 'compaction-form', 'data-model': m.name, 'data-window': win, novalidate: true },
+  const form = h('form', { class: 'compaction-form', 'data-model': m.name, 'data-window': win, 'data-cap': num(m.hard_cap, 0), novalidate: true },
     h('div', { class: 'compaction-inputs' },
       input('soft-ratio', 'Soft, % of the window', soft),
       input('hard-ratio', 'Hard, % of the window', hard)),
@@ -287,8 +288,27 @@ export function compactionSection(m, note) {
     dl, form);
 }
 
-export function previewText(win, ratio) {
-  return ratio > 0 && win > 0 ? `${tokens(shareTokens(win, ratio))} of the window` : '';
+// previewText is what the form's shares (soft, hard) give for which, in
+// tokens, by the runtime's rule (limits.js, with the model's hard_cap): a
+// share past the checkpoint mark shows what is used, not the bare share.
+export function previewText(win, soft, hard, cap, which) {
+  const ratio = which === 'soft' ? soft : hard;
+  if (!(ratio > 0) || !(win > 0)) return '';
+  const l = limitsFor(win, soft, hard, cap);
+  const got = which === 'soft' ? l.soft : l.hard;
+  if (got < shareTokens(win, ratio)) {
+    return `${tokens(got)}: ${which === 'soft' ? 'lowered with hard' : 'capped by the checkpoint mark'} (${pct(ratio)} % of the window would be ${tokens(shareTokens(win, ratio))})`;
+  }
+  return `${tokens(got)} of the window`;
+}
+
+// applySaved puts model m's saved limits into the readings of the chats on
+// it, so their rings move now rather than at their next turn.
+function applySaved(m) {
+  for (const v of S.views.values()) {
+    if (v.context && (v.context.model || '') === m.name) v.context = applyLimits(v.context, m);
+  }
+  render();
 }
 
 // compactionRefusal is why the form's shares cannot be sent, or ''.
@@ -340,6 +360,7 @@ export async function setCompaction(form) {
   if (r?.ok && body?.model) {
     const nm = body.model;
     panel.models = (panel.models || []).map((x) => (x.name === nm.name ? nm : x));
+    applySaved(nm);
     drawModel(nm, { for: 'compaction', ok: `Saved: soft ${pct(nm.soft_ratio)} %, hard ${pct(nm.hard_ratio)} %. From the next request on: soft at ${tokens(nm.soft)}, hard at ${tokens(nm.hard)}.` });
   } else {
     const why = body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');
@@ -380,6 +401,7 @@ export async function setContextLimit(name, limit) {
   if (r?.ok && body?.model) {
     const nm = body.model;
     panel.models = panel.models.map((x) => (x.name === nm.name ? nm : x));
+    applySaved(nm);
     drawModel(nm, { ok: `Saved: ${limitName(nm.budget?.limit || limit)}. The next turn uses a request ceiling of ${tokens(nm.budget?.ceiling)}.` });
   } else {
     const why = body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');

@@ -11,6 +11,7 @@
 import { readEvent } from './events.js';
 import { withTranscripts } from './media.js';
 import { waitFrom } from './quota.js';
+import { heldNote, interrupted, interruptedNote } from './notes.js';
 
 // IN_USE_TEXT is what a message shows when the assistant picked it up
 // while it was being edited or deleted.
@@ -263,6 +264,8 @@ export const APPLY = {
       : { id: `turn-${ev.turn}`, role: 'assistant', text: ev.reply, turn: ev.turn, seq: ev.seq };
     if (ev.stopped) m.stopped = true;
     showReply(st, v, ev.turn, m);
+    // Stop held the queue: say so where it happened (notes.js).
+    if (ev.held > 0) addItem(v, heldNote(ev));
   },
   'turn.failed'(st, v, ev) {
     endTurn(v, ev.turn);
@@ -353,6 +356,9 @@ export function applyMark(st, v, ev, live) {
         text: `${ev.error || 'The boundary failed'}. Nothing changed; the next turn tries again.` });
     case 'turn.failed':
       if (ev.turn) v.finished.add(ev.turn);
+      // A restart's interruption is answered again: a note, not a red
+      // error that would stay after the answer came (notes.js).
+      if (interrupted(ev)) return addItem(v, { ...interruptedNote(ev), mark: true });
       return addItem(v, { kind: 'error', key: `e:${ev.turn}:${ev.seq}`, seq: ev.seq, mark: true, turn: ev.turn, text: ev.error || 'The reply failed.', cls: ev.class });
     case 'diagnostic':
       return addDiag(v, ev);

@@ -2,7 +2,9 @@
 // the header with the context ring, the composer, and the keyed
 // reconcile the transcript uses too; toasts.
 
+import { titleWith, waitingCount } from './attention.js';
 import { el as h } from './dom.js';
+import { ringLines, ringScale } from './limits.js';
 import { dom } from './page.js';
 import { tokens } from './panels.js';
 import { num } from './reducer.js';
@@ -95,42 +97,37 @@ export function renderHeader() {
   if (dom.title.textContent !== name) dom.title.textContent = name;
   const running = S.current ? isRunning(S.current) : false;
   dom.chatState.hidden = !running;
-  document.title = c ? `${running ? '● ' : ''}${name} · Mirror` : 'Mirror';
+  // The count of chats waiting for the person goes first (attention.js).
+  document.title = titleWith(c ? `${running ? '● ' : ''}${name} · Mirror` : 'Mirror', waitingCount([...S.chats.values()]));
   const v = currentView();
   dom.handoffsOpen.hidden = !c;
   renderRing(v && v.loaded ? v.context : null);
 }
 
-// renderRing draws the usage ring: the request's size (or the
-// conversation's, when the reading has no request) against the ceiling (or
-// the window), with the soft and hard marks, or the next checkpoint.
+// renderRing draws the usage ring against the limit that matters
+// (limits.js): the conversation against hard, soft marked, or the request
+// against the ceiling, the next checkpoint marked, whichever the reading is
+// nearer to.
 export function renderRing(ctx) {
   const el = dom.context;
-  const ceiling = num(ctx?.ceiling, 0);
-  const den = ceiling > 0 ? ceiling : num(ctx?.window, 0);
-  if (!ctx || den <= 0) {
+  const s = ringScale(ctx);
+  if (!s) {
     el.hidden = true;
     el._sig = null;
     return;
   }
-  const request = num(ctx.request, 0);
-  const val = request > 0 ? request : num(ctx.used, 0);
-  const soft = num(ctx.soft, 0);
-  const hard = num(ctx.hard, 0);
-  const next = num(ctx.next_checkpoint, 0);
+  const { val, den, frac } = s;
   const level = ctx.hard_reached ? 'hard' : ctx.soft_reached ? 'soft' : 'ok';
-  const sig = JSON.stringify([val, den, soft, hard, next, level, request > 0, ctx.line || '']);
+  const sig = JSON.stringify([s.basis, val, den, s.ticks, level, ctx.soft, ctx.hard, ctx.request, ctx.ceiling, ctx.line || '']);
   el.hidden = false;
   if (el._sig === sig) return;
   el._sig = sig;
-  const frac = Math.max(0, Math.min(1, val / den));
-  const marks = `Soft ${fmtTokens(soft)} · Hard ${fmtTokens(hard)}`;
-  const lines = [
-    `${request > 0 ? 'Request' : 'Conversation'}: ${val.toLocaleString()} of ${den.toLocaleString()} tokens (${ceiling > 0 ? 'the ceiling' : 'the window'}), ${Math.round(frac * 100)}%.`,
-  ];
-  if (next > 0) lines.push(`Next checkpoint at ${next.toLocaleString()}.`);
-  lines.push(`Soft ${soft.toLocaleString()}: ${ctx.soft_reached ? 'reached' : 'not reached'} · Hard ${hard.toLocaleString()}: ${ctx.hard_reached ? 'reached' : 'not reached'}.`);
+  const marks = s.basis === 'hard'
+    ? `Soft ${fmtTokens(num(ctx.soft, 0))} · Hard ${fmtTokens(den)}`
+    : `Ceiling${num(ctx.next_checkpoint, 0) > 0 ? ` · checkpoint ${fmtTokens(num(ctx.next_checkpoint, 0))}` : ''}`;
+  const lines = ringLines(ctx, s);
   el.dataset.level = level;
+  el.dataset.basis = s.basis;
   el.title = [...lines, 'Click for the model details.'].join('\n');
   el.setAttribute('aria-valuenow', String(val));
   el.setAttribute('aria-valuemax', String(den));
@@ -151,11 +148,9 @@ export function renderRing(ctx) {
     return c;
   };
   svg.append(circle('ring-track'), circle('ring-fill', (frac * 100).toFixed(2)));
-  // Marks where the lines are: soft and hard against the window, or the
-  // next checkpoint against the ceiling.
-  const ticks = ceiling > 0 ? [[next, 'tick-next']] : [[soft, 'tick-soft'], [hard, 'tick-hard']];
-  for (const [at, cls] of ticks) {
-    if (at <= 0 || at > den) continue;
+  // Marks where the lines are: soft against hard, or the next checkpoint
+  // against the ceiling.
+  for (const [at, cls] of s.ticks) {
     const a = (at / den) * 2 * Math.PI - Math.PI / 2;
     const t = document.createElementNS(NS, 'line');
     t.setAttribute('x1', (18 + 12.5 * Math.cos(a)).toFixed(2));
@@ -180,7 +175,10 @@ export function renderComposer() {
   dom.mode.hidden = !running;
   if (!running) S.redirect = false;
   dom.mode.setAttribute('aria-pressed', String(S.redirect));
-  dom.input.placeholder = S.redirect ? 'Steer the running turn…' : running ? 'Queue a message…' : 'Message Mirror…';
+  const c = S.current ? S.chats.get(S.current) : null;
+  const held = !running && c && c.paused ? num(c.pending, 0) : 0;
+  dom.input.placeholder = S.redirect ? 'Steer the running turn…' : running ? 'Queue a message…'
+    : held > 0 ? `${held} held — Send to continue` : 'Message Mirror…';
 }
 
 export function applyRekeys(container) {

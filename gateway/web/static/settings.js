@@ -15,8 +15,11 @@
 //   .chain[data-chain=NAME]       one chain; .chain-model[data-model=NAME] each model
 //                                 in order; .quota-row[data-key=FINGERPRINT] one key's
 //                                 dd[data-field=quota|usage|wait]
+//   #notify-toggle                under the Chat view: desktop notifications
+//                                 (notify.js)
 
 import { quotaFacts, quotasOf } from './quota.js';
+import { section as notifySection } from './notify.js';
 
 // TABS are the views in the order the tabs show them.
 export const TABS = [['chat', 'Chat'], ['chains', 'Chains']];
@@ -43,7 +46,9 @@ export function settingsView(h, tab, data) {
     tabs.append(h('button', { type: 'button', class: 'settings-tab', role: 'tab', 'data-tab': id, 'aria-selected': String(id === tab) }, label));
   }
   const body = tab === 'chains' ? chainsView(h, data) : chatView(h, data);
-  return h('div', { class: 'settings', 'data-tab': tab }, tabs, body);
+  // Notifications are the page's, not a chat's: under the Chat view
+  // whether a chat is open or not.
+  return h('div', { class: 'settings', 'data-tab': tab }, tabs, body, tab === 'chains' ? null : notifySection(h));
 }
 
 // chatModelName is the model a chat's limits come from: the one its last

@@ -4,6 +4,7 @@
 import { loadOlder } from './actions.js';
 import { el as h } from './dom.js';
 import { renderMarkdown } from './markdown.js';
+import { renderNote } from './notes.js';
 import { attachmentsEl } from './media.js';
 import { dom } from './page.js';
 import { hasOutbox, outboxItem, pendingItem } from './queue.js';
@@ -294,11 +295,9 @@ export function dividerItem(e) {
 export function noteItem(e) {
   return {
     key: e.key,
-    sig: 'note:' + e.text,
+    sig: 'note:' + (e.head || '') + '\n' + e.text,
     render(el) {
-      el.className = 'note' + (e.cls ? ' ' + e.cls : '');
-      el.setAttribute('role', 'status');
-      el.replaceChildren(h('span', null, e.text));
+      renderNote(h, el, e);
     },
   };
 }

@@ -191,6 +191,31 @@ const cases = [
       assert.deepEqual(st.boundaries.get(CHAT).get(1).notes, ['n1.md']);
     },
   },
+  {
+    name: 'a stop that held the queue says so',
+    frames: [
+      snapshot(1, []),
+      { type: 'turn.started', seq: 2, turn: 't1' },
+      { type: 'turn.finished', seq: 3, turn: 't1', reply: 'part', stopped: true, held: 2, message: { id: 'm3', role: 'assistant', text: 'part', state: 'done', stopped: true } },
+    ],
+    check(v) {
+      const n = v.history.find((e) => e.kind === 'note' && e.cls === 'held');
+      assert.equal(n?.text, '2 queued messages held — Send to continue.');
+    },
+  },
+  {
+    name: "a restart's interrupted turn is a note, not an error",
+    frames: [
+      snapshot(1, []),
+      { type: 'turn.started', seq: 2, turn: 't1' },
+      { type: 'turn.failed', seq: 3, turn: 't1', class: 'interrupted', error: 'the gateway stopped while this turn ran' },
+      { type: 'turn.failed', seq: 4, turn: 't2', class: 'internal', error: 'it broke' },
+    ],
+    check(v) {
+      assert.deepEqual(v.history.filter((e) => e.kind === 'note').map((e) => e.cls), ['interrupted']);
+      assert.deepEqual(v.history.filter((e) => e.kind === 'error').map((e) => e.text), ['it broke']);
+    },
+  },
 ];
 
 for (const c of cases) {
