@@ -76,7 +76,7 @@ type Engine struct {
 	chains map[string][]*Model
 	roles  config.Roles
 	sem    chan struct{}
-	quota  *quota.Book // nil: no quota accounting
+	quota  quota.Keeper // nil: no quota accounting
 
 	defsMu    sync.Mutex
 	defsCache map[*provider.Tool]counted // the offered tool lists' JSON, counted once per list
@@ -186,8 +186,9 @@ type Options struct {
 	Monitor *monitor.Monitor
 	// Quota makes every model request reserve its input tokens under the
 	// quota its provider, model and key have taught the Book, waiting its
-	// turn when the window is full.
-	Quota *quota.Book
+	// turn when the window is full: a *quota.Book on one gateway, the
+	// cluster's book (chats/cluster.QuotaBook) on a cluster node.
+	Quota quota.Keeper
 	// Hooks run around checkpoints (the compaction hooks).
 	Hooks *hooks.Runner
 	// Log takes what a turn cannot report to its chat (a failed hook).
@@ -220,6 +221,9 @@ func (e *Engine) Provision(o Options) error {
 	}
 	e.provisioned = true
 	e.tools, e.mon, e.quota, e.hooks, e.log = o.Tools, o.Monitor, o.Quota, o.Hooks, o.Log
+	if b, ok := e.quota.(*quota.Book); ok && b == nil {
+		e.quota = nil // a nil *Book means no accounting, as it always did
+	}
 	e.dataDir, e.configDir = o.DataDir, o.ConfigDir
 	return nil
 }

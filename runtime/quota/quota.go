@@ -521,9 +521,10 @@ func (b *Book) Reserve(ctx context.Context, key Key, tokens int, onWait func(Wai
 		}
 		if at.After(deadline) {
 			s.leave(w)
+			blocked := s.blocked.After(deadline) // read under the lock
 			b.mu.Unlock()
 			return nil, &WaitTooLongError{Key: key, Tokens: tokens, Quota: limit, Usage: usage,
-				Wait: at.Sub(now), MaxWait: b.opt.MaxWait, Blocked: s.blocked.After(deadline)}
+				Wait: at.Sub(now), MaxWait: b.opt.MaxWait, Blocked: blocked}
 		}
 		var report *Wait
 		if at.After(now) && (reported.IsZero() || at.After(reported.Add(time.Second))) {
