@@ -30,6 +30,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -151,6 +152,8 @@ type Registry struct {
 
 	sources  []Source
 	patterns []config.PolicyPattern
+
+	refused atomic.Pointer[string] // see Refuse
 }
 
 // tool is one built-in tool. run gets arguments that passed the schema; it
@@ -277,6 +280,9 @@ func (r *Registry) check(call provider.ToolCall) ([]byte, error) {
 			return checkExternal(e, call.Arguments)
 		}
 		return nil, fmt.Errorf("%s: %w; the tools are %s", quote(call.Name), ErrUnknownTool, strings.Join(r.available(), ", "))
+	}
+	if err := r.refusal(call.Name); err != nil {
+		return nil, err
 	}
 	if r.Policy(call.Name) == Deny {
 		return nil, fmt.Errorf("%s: %w (tools.policies.%s in runtime.yaml); do the task without it or ask the person to allow it", call.Name, ErrDenied, call.Name)
