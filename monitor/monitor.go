@@ -173,8 +173,12 @@ type Monitor struct {
 
 	closeOnce sync.Once
 
-	// pruned, when set (tests), receives the result of every scheduled prune.
+	// pruned, when set (tests), receives the result of every scheduled
+	// prune (-1 when pruneGate skipped it).
 	pruned chan int
+	// pruneGate, when set, says whether this process may prune now (the
+	// cluster's leader); guarded by cronMu.
+	pruneGate func() bool
 
 	// The charts' aggregates (rollup.go): counts not yet flushed, and
 	// where Flush samples the quotas.
@@ -272,7 +276,28 @@ func (m *Monitor) Start() error {
 	return nil
 }
 
+// PruneOnlyWhen makes the scheduled prune run only while leads() says
+// so: in cluster mode the prune is one of the leader's singletons. It
+// holds from the next scheduled run; without it every scheduled prune runs.
+func (m *Monitor) PruneOnlyWhen(leads func() bool) {
+	m.cronMu.Lock()
+	m.pruneGate = leads
+	m.cronMu.Unlock()
+}
+
 func (m *Monitor) pruneJob() {
+	m.cronMu.Lock()
+	gate := m.pruneGate
+	m.cronMu.Unlock()
+	if gate != nil && !gate() {
+		if m.pruned != nil {
+			select {
+			case m.pruned <- -1: // tests: skipped, not led
+			default:
+			}
+		}
+		return
+	}
 	removed, err := m.Prune(m.now())
 	if err != nil {
 		m.log.Error("breaker history prune failed", "err", err)

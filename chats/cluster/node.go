@@ -103,6 +103,8 @@ type Node struct {
 	// stopped (SIGSTOP) while its server keeps running: tests use it to
 	// let leases expire under a node that still believes it holds them.
 	paused atomic.Bool
+
+	extra heartbeatExtra // status.go: what the heartbeat adds
 }
 
 // Start starts the embedded server (unless Options.NATSURL is set),

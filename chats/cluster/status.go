@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,12 @@ type NodeInfo struct {
 	// leader lease, and how many chats' leases it holds.
 	Leader bool `json:"leader"`
 	Chats  int  `json:"chats"`
+	// WorkspaceRefused is why this node refuses file and shell tools (its
+	// workspace is not the others'), "" when they run (SetWorkspaceRefused).
+	WorkspaceRefused string `json:"workspace_refused,omitempty"`
+	// Breakers is the node's circuit breakers' snapshot, as its Monitor
+	// gives it (SetBreakers); absent when none is published.
+	Breakers json.RawMessage `json:"breakers,omitempty"`
 }
 
 // Status is what `mirror cluster status` shows.
@@ -44,7 +51,9 @@ func (n *Node) heartbeat(ctx context.Context) {
 	if _, _, _, err := n.buckets(); err != nil {
 		return
 	}
-	b, _ := json.Marshal(NodeInfo{Name: n.o.Name, HTTP: n.o.HTTP, NATS: n.ClientURL(), Started: n.started})
+	ni := NodeInfo{Name: n.o.Name, HTTP: n.o.HTTP, NATS: n.ClientURL(), Started: n.started}
+	n.describe(&ni)
+	b, _ := json.Marshal(ni)
 	// Only this node writes its key: a plain publish with the TTL (a Put
 	// cannot carry one) replaces the last beat.
 	_, err := n.js.PublishMsg(ctx, natsMsg("$KV."+NodesBucket+"."+n.o.Name, b), jetstream.WithMsgTTL(n.o.LeaseTTL))
@@ -119,6 +128,41 @@ func watchAll(ctx context.Context, kv jetstream.KeyValue, keys []string, fn func
 				return nil
 			}
 			fn(e)
+		}
+	}
+}
+
+// heartbeatExtra is what a node adds to its heartbeat beyond its names.
+type heartbeatExtra struct {
+	mu        sync.Mutex
+	workspace string
+	breakers  func() any
+}
+
+// SetWorkspaceRefused publishes, with the next heartbeats, why this node
+// refuses file and shell tools ("" when they run).
+func (n *Node) SetWorkspaceRefused(reason string) {
+	n.extra.mu.Lock()
+	n.extra.workspace = reason
+	n.extra.mu.Unlock()
+}
+
+// SetBreakers makes every heartbeat carry snap(): the node's circuit
+// breakers, for the Monitor of any node.
+func (n *Node) SetBreakers(snap func() any) {
+	n.extra.mu.Lock()
+	n.extra.breakers = snap
+	n.extra.mu.Unlock()
+}
+
+func (n *Node) describe(ni *NodeInfo) {
+	n.extra.mu.Lock()
+	ni.WorkspaceRefused = n.extra.workspace
+	snap := n.extra.breakers
+	n.extra.mu.Unlock()
+	if snap != nil {
+		if b, err := json.Marshal(snap()); err == nil {
+			ni.Breakers = b
 		}
 	}
 }

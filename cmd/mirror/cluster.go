@@ -18,6 +18,9 @@ import (
 	"github.com/mirror-gateway/mirror/chats/cluster"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/gateway"
+	"github.com/mirror-gateway/mirror/monitor"
+	"github.com/mirror-gateway/mirror/runtime/quota"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
 // clusterUsage is the help of `mirror cluster`.
@@ -173,4 +176,57 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// clusterQuotas is the quota book the engine uses: book in single-node
+// mode; in cluster mode the cluster's, whose grants the leader makes for
+// every node. The returned func stops it (before the node closes).
+func clusterQuotas(node *cluster.Node, book *quota.Book, log *slog.Logger) (quota.Keeper, func()) {
+	if node == nil {
+		return book, func() {}
+	}
+	qb := node.Quotas(quota.Options{Log: log})
+	return qb, qb.Close
+}
+
+// checkWorkspace, in cluster mode, refuses the built-in file and shell
+// tools until the workspace is known to be shared by every node, and
+// again whenever a node that does not share it joins: one chat's files
+// must not be split across machines. Each change is logged.
+func checkWorkspace(ctx context.Context, node *cluster.Node, toolbox *tools.Registry, log *slog.Logger) {
+	if node == nil {
+		return
+	}
+	toolbox.Refuse("the cluster has not yet confirmed that every node shares the workspace " + toolbox.Workspace())
+	go func() {
+		last := "unchecked"
+		err := node.WatchWorkspace(ctx, toolbox.Workspace(), func(err error) {
+			why := ""
+			if err != nil {
+				why = err.Error()
+			}
+			toolbox.Refuse(why)
+			node.SetWorkspaceRefused(why)
+			if why == last {
+				return
+			}
+			last = why
+			if err != nil {
+				log.Error("cluster: file and shell tools are refused on this node", "err", err)
+			} else {
+				log.Info("cluster: the workspace is shared by every live node; file and shell tools run", "workspace", toolbox.Workspace())
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Error("cluster: the workspace could not be checked; file and shell tools stay refused on this node", "err", err)
+		}
+	}()
+}
+
+// clusterMonitor makes the breaker-history prune one of the leader's
+// singletons and publishes this node's unresolved breakers in its
+// heartbeat, for the Monitor of every node.
+func clusterMonitor(node *cluster.Node, mon *monitor.Monitor) {
+	mon.PruneOnlyWhen(node.IsLeader)
+	node.SetBreakers(func() any { return mon.Unresolved() })
 }

@@ -213,12 +213,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := mon.Start(); err != nil {
 		return usageError{err}
 	}
+	// Listening before the node starts: the node shows the other nodes
+	// where this gateway answers (--addr may pick a free port).
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close() // closed by the server when it serves; this covers a failed start
+	// cluster.go: in cluster mode, this gateway is also a node (nil otherwise).
+	node, err := startNode(sig, cfg, dir, tok, ln.Addr().String(), log)
+	if err != nil {
+		return err
+	}
+	if node != nil {
+		defer node.Close() // after the chats stopped: gives up its leases
+		clusterMonitor(node, mon)
+	}
 	book := quota.New(quota.Options{Store: quota.NewBoltStore(db), Log: log})
 	if err := book.Load(); err != nil {
 		// A row that cannot be read loses only its own quota: the
 		// provider teaches it again with its next 429 or headers.
 		log.Warn("quota: saved observations", "err", err)
 	}
+	keeper, closeQuotas := clusterQuotas(node, book, log) // the leader's book in cluster mode
+	defer closeQuotas()
 	ledger, err := tools.NewLedger(db)
 	if err != nil {
 		return err
@@ -238,7 +256,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return usageError{err}
 	}
-	err = engine.Provision(mruntime.Options{Tools: toolbox, Monitor: mon, Quota: book, Hooks: hooks.New(cfg.Hooks, cfg.Dir),
+	checkWorkspace(sig, node, toolbox, log) // cluster mode: refuse file and shell tools on an unshared workspace
+	err = engine.Provision(mruntime.Options{Tools: toolbox, Monitor: mon, Quota: keeper, Hooks: hooks.New(cfg.Hooks, cfg.Dir),
 		Log: log, DataDir: dir, ConfigDir: cfg.Dir, Settings: db})
 	if err != nil {
 		return err
@@ -309,28 +328,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			routes = append(routes, gateway.Route{Pattern: "POST " + tg.WebhookPath(), Handler: tg.WebhookHandler()})
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		if tg != nil {
-			tg.Close()
-		}
-		svc.Close(context.Background())
-		store.Close()
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	// cluster.go: in cluster mode, this gateway is also a node (nil otherwise).
-	node, err := startNode(sig, cfg, dir, tok, ln.Addr().String(), log)
-	if err != nil {
-		ln.Close()
-		if tg != nil {
-			tg.Close()
-		}
-		svc.Close(context.Background())
-		store.Close()
-		return err
-	}
 	if node != nil {
-		defer node.Close() // after the chats stopped: gives up its leases
 		routes = append(routes, clusterRoutes(node)...)
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(), People: folks,
