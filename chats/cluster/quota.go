@@ -404,7 +404,9 @@ func (q *QuotaBook) releaser(id string) func(quota.Usage) {
 
 // ObserveLimits learns rate-limit headers on this node and, through the
 // bucket, on the leader.
-func (q *QuotaBook) ObserveLimits(key quota.Key, l *provider.RateLimits) { q.local.ObserveLimits(key, l) }
+func (q *QuotaBook) ObserveLimits(key quota.Key, l *provider.RateLimits) {
+	q.local.ObserveLimits(key, l)
+}
 
 // ObserveError learns a provider's refusal on this node (its retry delay
 // stays here) and its quota, through the bucket, on the leader.
