@@ -197,7 +197,9 @@ func checkWorkspace(ctx context.Context, node *cluster.Node, toolbox *tools.Regi
 	if node == nil {
 		return
 	}
-	toolbox.Refuse("the cluster has not yet confirmed that every node shares the workspace " + toolbox.Workspace())
+	unconfirmed := "the cluster has not yet confirmed that every node shares the workspace " + toolbox.Workspace()
+	toolbox.Refuse(unconfirmed)
+	node.SetWorkspaceRefused(unconfirmed)
 	go func() {
 		last := "unchecked"
 		err := node.WatchWorkspace(ctx, toolbox.Workspace(), func(err error) {

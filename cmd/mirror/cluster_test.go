@@ -25,7 +25,8 @@ type clusterNode struct {
 // startClusterProcs runs n real `mirror serve --cluster` processes on
 // 127.0.0.1, each with its own data dir and runtime.yaml naming the
 // others' routes (ports chosen now).
-func startClusterProcs(t *testing.T, n int, leaseTTL string) []*clusterNode {
+// extra, when given, is appended to node i's runtime.yaml.
+func startClusterProcs(t *testing.T, n int, leaseTTL string, extra ...string) []*clusterNode {
 	t.Helper()
 	routes := make([]string, n)
 	for i := range routes {
@@ -43,6 +44,9 @@ func startClusterProcs(t *testing.T, n int, leaseTTL string) []*clusterNode {
 		nd := &clusterNode{name: fmt.Sprintf("n%d", i+1), cfg: filepath.Join(dir, "runtime.yaml"), data: filepath.Join(dir, "data")}
 		yaml := fmt.Sprintf("cluster:\n  name: %s\n  listen: 127.0.0.1:0\n  routes: %s\n  peers: [%s]\n  lease_ttl: %s\n",
 			nd.name, routes[i], strings.Join(peers, ", "), leaseTTL)
+		if i < len(extra) {
+			yaml += extra[i]
+		}
 		if err := os.WriteFile(nd.cfg, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -186,5 +190,51 @@ func TestClusterStatusErrors(t *testing.T) {
 	}
 	if out, code := nd.status(t, "--help"); code != 0 || !strings.Contains(out, "-json") {
 		t.Fatalf("status --help (exit %d): %s", code, out)
+	}
+}
+
+// TestClusterWorkspaceCheck: real `mirror serve --cluster` processes whose
+// runtime.yaml names one workspace all run file and shell tools; when each
+// has its own (the default, next to its runtime.yaml), every node refuses
+// them and says why, in its heartbeat (status) and in its log.
+func TestClusterWorkspaceCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three gateways, twice")
+	}
+	shared := t.TempDir()
+	ws := "tools:\n  workspace: " + shared + "\n"
+	tests := []struct {
+		name    string
+		extra   []string
+		refused bool
+	}{
+		{"one workspace", []string{ws, ws, ws}, false},
+		{"a workspace each", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes := startClusterProcs(t, 3, "2s", tt.extra...)
+			waitStatus(t, nodes[0], 60*time.Second, "every node checked its workspace", func(st cluster.Status) bool {
+				if !st.Ready || len(st.Nodes) != 3 {
+					return false
+				}
+				for _, n := range st.Nodes {
+					if tt.refused != (n.WorkspaceRefused != "") || strings.Contains(n.WorkspaceRefused, "not yet confirmed") {
+						return false
+					}
+					if tt.refused && !strings.Contains(n.WorkspaceRefused, "is not shared by every node") {
+						return false
+					}
+				}
+				return true
+			})
+			for _, nd := range nodes {
+				nd.p.stop(t)
+				logged := strings.Contains(nd.p.errs.String(), "file and shell tools are refused on this node")
+				if logged != tt.refused {
+					t.Fatalf("%s: refusal logged %v, want %v; stderr %s", nd.name, logged, tt.refused, tail(nd.p.errs.String(), 2000))
+				}
+			}
+		})
 	}
 }
