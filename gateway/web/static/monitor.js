@@ -33,8 +33,10 @@
 //   #mon-error                      a problem with the feed (signed out, monitor off)
 //   #toasts .toast                  transient errors (a refused reset)
 //   #charts                         the charts of the stored aggregates (see charts.js)
+//   #cluster-section                the cluster's nodes, in cluster mode (see cluster.js)
 
 import { initCharts } from './charts.js';
+import { loadCluster } from './cluster.js';
 import { $, el } from './dom.js';
 
 
@@ -357,3 +359,4 @@ loadQuotas();
 initCharts();
 loadMCP();
 loadUsage();
+loadCluster();
