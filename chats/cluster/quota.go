@@ -87,6 +87,8 @@ type reserveReply struct {
 	TooLarge    *quota.TooLargeError    `json:"too_large,omitempty"`
 	WaitTooLong *quota.WaitTooLongError `json:"wait_too_long,omitempty"`
 	Error       string                  `json:"error,omitempty"`
+	// Again says the answering node stopped leading: ask again.
+	Again bool `json:"again,omitempty"`
 }
 
 type releaseMsg struct {
@@ -181,6 +183,7 @@ func (q *QuotaBook) takeUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rebuilt := len(lb.grants) // counted before the handlers may add some
 	lctx, lcancel := context.WithCancel(ctx)
 	lb.cancel = lcancel
 	// Observations saved later by any node reach the leader's window.
@@ -219,7 +222,7 @@ func (q *QuotaBook) takeUp(ctx context.Context) error {
 	q.mu.Lock()
 	q.lead = lb
 	q.mu.Unlock()
-	q.n.log.Info("cluster: this node keeps the quota book", "grants", len(lb.grants))
+	q.n.log.Info("cluster: this node keeps the quota book", "grants in the window", rebuilt)
 	return nil
 }
 
@@ -273,6 +276,10 @@ func (q *QuotaBook) grant(ctx context.Context, lb *leaderBook, m *nats.Msg) {
 		respond(m, reserveReply{Error: "bad quota request"})
 		return
 	}
+	if !q.n.IsLeader() {
+		respond(m, reserveReply{Again: true, Error: "this node no longer leads"})
+		return
+	}
 	wait := min(time.Duration(req.MaxWait)*time.Millisecond, q.opt.MaxWait)
 	rctx, cancel := context.WithTimeout(ctx, wait+time.Second)
 	defer cancel()
@@ -285,6 +292,9 @@ func (q *QuotaBook) grant(ctx context.Context, lb *leaderBook, m *nats.Msg) {
 		return
 	case errors.As(err, &wl):
 		respond(m, reserveReply{WaitTooLong: wl})
+		return
+	case err != nil && ctx.Err() != nil:
+		respond(m, reserveReply{Again: true, Error: "this node stopped leading"})
 		return
 	case err != nil:
 		respond(m, reserveReply{Error: err.Error()})
@@ -370,8 +380,10 @@ func (q *QuotaBook) Reserve(ctx context.Context, key quota.Key, tokens int, onWa
 				return nil, rep.TooLarge
 			case rep.WaitTooLong != nil:
 				return nil, rep.WaitTooLong
+			case !rep.Again:
+				return nil, fmt.Errorf("cluster: the quota book: %s", rep.Error)
 			}
-			return nil, fmt.Errorf("cluster: the quota book: %s", rep.Error)
+			err = fmt.Errorf("%w (%s)", nats.ErrNoResponders, rep.Error) // the leader changes: ask the next
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -67,19 +67,28 @@ func (n *Node) WatchWorkspace(ctx context.Context, dir string, onCheck func(erro
 	}
 	go func() {
 		defer w.Stop()
+		// Also now and then: a node that does not share the workspace
+		// stops counting once its heartbeat runs out, without an update.
+		t := time.NewTicker(max(5*n.o.LeaseTTL, 5*time.Second))
+		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-t.C:
 			case e, ok := <-w.Updates():
 				if !ok {
 					return
 				}
-				if e != nil {
-					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-					onCheck(n.checkWorkspace(cctx, kv, mdir))
-					cancel()
+				if e == nil {
+					continue
 				}
+			}
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := n.checkWorkspace(cctx, kv, mdir)
+			cancel()
+			if ctx.Err() == nil {
+				onCheck(err)
 			}
 		}
 	}()
