@@ -93,6 +93,11 @@ type Options struct {
 	PollTimeout time.Duration
 	// Now is the clock of pairing expiry (nil: time.Now).
 	Now func() time.Time
+	// Sends, when set, is the limit of limits.messages_per_minute the bot
+	// spends from, keyed as rateKey says ("person:ID"); passing the
+	// WebSocket's makes a person's browser and Telegram messages share one
+	// allowance. nil: the bot keeps its own.
+	Sends *limit.Keyed[string]
 	// AlbumQuiet is how long an album gathers after its last part came
 	// before it is passed on (0: DefaultAlbumQuiet).
 	AlbumQuiet time.Duration
@@ -132,7 +137,7 @@ type Bot struct {
 	started   bool
 	closed    bool
 
-	sends *limit.Keyed[int64] // limits.messages_per_minute per Telegram user
+	sends *limit.Keyed[string] // limits.messages_per_minute per person (rateKey)
 
 	// clk times the gathering of albums (tests put a manual clock here
 	// before Start).
@@ -187,7 +192,10 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 		global: newLimiter(realClock{}, opt.GlobalRate, time.Second), pacers: map[int64]*pacer{},
 		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command,
 		clk: realClock{}, groups: map[groupKey]*gathering{}}
-	b.sends = sendLimit(opt.Config)
+	b.sends = opt.Sends
+	if b.sends == nil {
+		b.sends = sendLimit(opt.Config)
+	}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
 	api, err := tgbotapi.NewBotAPIWithClient(opt.Token, opt.Config.Telegram.APIEndpoint, ctxClient{ctx: cctx, c: opt.HTTPClient})
@@ -219,7 +227,7 @@ func (b *Bot) Start(ctx context.Context) error {
 		return err
 	}
 	for _, st := range states {
-		b.follow(st.TG, st.Chat, &st)
+		b.follow(place{st.TG, st.Thread}, st.Chat, &st)
 	}
 	b.resumeGroups()
 	if b.cfg.Mode == config.ModeWebhook {
