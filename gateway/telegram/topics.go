@@ -157,17 +157,19 @@ func (b *Bot) topicTitle(p place) string {
 	return name
 }
 
-// learnTopic keeps what a message says about its topic. A creation or a
-// rename names the topic's chat: it renames the chat when there is one
-// (the same rename as the browser's), else the name waits for the chat
-// the topic's first message makes. The topic's name is what everyone in
-// the group sees, so the chat follows it whoever renamed the topic; a
-// name Mirror refuses as a title (too long) leaves the title alone. Any
-// other message of a topic carries the topic's first name (in its
+// learnTopic keeps what a message of user says about its topic. A
+// creation or a rename by someone with access names the topic's chat: it
+// renames the chat when there is one (the same rename as the browser's),
+// else the name waits for the chat the topic's first message makes; one
+// by anyone else changes nothing of Mirror's (a group may hold strangers).
+// Any other message of a topic carries the topic's first name (in its
 // reply_to_message), kept when none is known yet: a topic created before
 // the bot joined is named too.
-func (b *Bot) learnTopic(p place, t topicFields) error {
+func (b *Bot) learnTopic(p place, t topicFields, user int64) error {
 	if p.thread == 0 {
+		return nil
+	}
+	if (t.Created != nil || t.Edited != nil) && !b.allowed(user) {
 		return nil
 	}
 	name := strings.TrimSpace(t.name())

@@ -13,7 +13,9 @@ import (
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	bolt "go.etcd.io/bbolt"
 )
 
 // tgForum is the tests' tgForum supergroup; tgGroup a plain one.
@@ -146,7 +148,9 @@ func TestForumTopicsAreParallelChats(t *testing.T) {
 		c, err := st.svc.Get(context.Background(), beta)
 		return err == nil && c.Title == "Beta, renamed"
 	})
-	// An edit of the icon only keeps the name.
+	// A rename by someone without access, and an edit of the icon only,
+	// keep the name.
+	st.fake.pushTopicEvent(tgForum, 222, 12, "forum_topic_edited", "Hijacked")
 	st.fake.push("message", fmt.Sprintf(`{"message_id":%d,"from":{"id":111,"is_bot":false,"first_name":"U"},"chat":{"id":%d,"type":"supergroup","is_forum":true},"date":1767225600,"message_thread_id":12,"is_topic_message":true,"forum_topic_edited":{"icon_custom_emoji_id":"5312241539987020022"}}`, nextMsgID(), tgForum))
 	st.fake.pushForum(tgForum, 111, 12, "Beta", "@fake_bot again", atBot)
 	st.fake.waitFor("the renamed topic answers", func() bool { return st.fake.hasTextLocked(tgForum, "Answer to again.") })
@@ -365,5 +369,110 @@ func TestTopicFields(t *testing.T) {
 	tf := readTopics([]byte(`{"update_id":1,"edited_message":{"message_thread_id":"x"},"message":{"chat":{"is_forum":true},"message_thread_id":5,"is_topic_message":true}}`)).Message
 	if tf.thread() != 5 {
 		t.Fatalf("thread %d", tf.thread())
+	}
+}
+
+// TestTelegramUploadsAreTheSenders: a member's photo from Telegram is
+// stored as their upload (until a message names it, only they may fetch
+// it), its message says who sent it, and the diagnostic of a file that
+// could not be passed on says so too.
+func TestTelegramUploadsAreTheSenders(t *testing.T) {
+	st := testStack(t, time.Millisecond, nil)
+	_, bob, _ := st.members(t)
+	id := st.fake.pushMedia(222, 222, `"photo":`+st.fake.photoSizes(640, 480, 7)+`,"caption":"look"`)
+	st.fake.waitFor("the photo's answer", func() bool { return st.fake.hasTextLocked(222, "You said: «look»") })
+	m, ok := st.passedMessage(t, 222, id)
+	if !ok || len(m.Attachments) != 1 || m.By != bob.ID {
+		t.Fatalf("the photo's message %+v", m)
+	}
+	var up struct {
+		By []string `json:"by"`
+	}
+	_ = st.db.View(func(tx *bolt.Tx) error {
+		return json.Unmarshal(tx.Bucket([]byte("uploads")).Get([]byte(m.Attachments[0].SHA256)), &up)
+	})
+	if len(up.By) != 1 || up.By[0] != bob.ID {
+		t.Fatalf("the upload is %v's, want bob's (%s)", up.By, bob.ID)
+	}
+	st.fake.pushMedia(222, 222, `"video":{"file_id":"BAAD","file_unique_id":"x1","width":1,"height":1,"duration":1}`)
+	st.fake.waitFor("the refusal", func() bool { return st.fake.hasTextLocked(222, "I cannot read") })
+	chat := st.bot.currentChat(222)
+	var by []string
+	st.fake.waitFor("the diagnostic", func() bool {
+		st.fake.mu.Unlock()
+		defer st.fake.mu.Lock()
+		frames, err := st.svc.Events(context.Background(), chat, 0, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		by = nil
+		for _, fr := range frames {
+			var ev chats.Event
+			if json.Unmarshal(fr.Raw, &ev) != nil {
+				continue
+			}
+			if p, ok := ev.Payload.(*chats.Diagnosed); ok && p.Diagnostic != nil && p.Diagnostic.Kind == runtime.DiagMedia {
+				by = append(by, ev.By)
+			}
+		}
+		return len(by) > 0
+	})
+	for _, b := range by {
+		if b != bob.ID {
+			t.Fatalf("diagnostics by %v, want bob's", by)
+		}
+	}
+}
+
+// groupPress presses button data on message msg of the test group as
+// user and returns the answer the presser sees.
+func (st *stack) groupPress(t *testing.T, user int64, msg int, data string) string {
+	t.Helper()
+	n := st.fake.answerCount()
+	st.fake.pushGroupCallback(tgGroup, user, msg, data)
+	var ans string
+	st.fake.waitFor("the press answered", func() bool {
+		if len(st.fake.answers) > n {
+			ans = st.fake.answers[n]
+			return true
+		}
+		return false
+	})
+	return ans
+}
+
+// TestGroupRecoveryOnlyByAskerOrOwner: a shell call carol started in the
+// group's chat is cut short by a restart; its Repeat/Skip buttons answer
+// bob (a member who writes to the same chat) that nothing waits, and the
+// recovery still waits; carol's Skip answers it.
+func TestGroupRecoveryOnlyByAskerOrOwner(t *testing.T) {
+	st := testStack(t, time.Millisecond, nil)
+	st.members(t)
+	st.fake.pushGroup(tgGroup, 222, "@fake_bot hello", atBot, 0, 0)
+	st.fake.waitFor("bob's answer", func() bool { return st.fake.hasTextLocked(tgGroup, "You said: «hello»") })
+	st.fake.pushGroup(tgGroup, 333, `@fake_bot /tool shell {"command":"sleep 30"}`, atBot, 0, 0)
+	st.fake.waitFor("approval", func() bool { return st.fake.hasTextLocked(tgGroup, "wants to run shell") })
+	st.fake.mu.Lock()
+	ask := st.fake.msgWithLocked(tgGroup, "wants to run shell")
+	allow := buttons(t, ask)[0]
+	st.fake.mu.Unlock()
+	if ans := st.groupPress(t, 333, ask.ID, allow); ans != "Allowed." {
+		t.Fatalf("carol's allow: %q", ans)
+	}
+	chat := st.bot.currentChat(tgGroup)
+	st.restart(t)
+	st.fake.waitFor("recovery", func() bool { return st.fake.hasTextLocked(tgGroup, "The gateway stopped while shell") })
+	st.fake.mu.Lock()
+	rec := st.fake.msgWithLocked(tgGroup, "The gateway stopped while shell")
+	b := buttons(t, rec)
+	st.fake.mu.Unlock()
+	if ans := st.groupPress(t, 222, rec.ID, b[1]); !strings.Contains(ans, "no longer waiting") {
+		t.Fatalf("bob's skip: %q", ans)
+	}
+	if sn := st.snapshot(t, chat); len(sn.Recoveries) != 1 {
+		t.Fatalf("bob's press answered carol's recovery: %+v", sn.Recoveries)
+	}
+	if ans := st.groupPress(t, 333, rec.ID, b[1]); ans != "Answered: skip." {
+		t.Fatalf("carol's skip: %q", ans)
 	}
 }

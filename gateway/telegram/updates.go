@@ -267,14 +267,13 @@ func (b *Bot) onMessage(m *tgbotapi.Message, tf topicFields) (func(bk *bolt.Buck
 	if m.Chat == nil {
 		return nil, nil, nil
 	}
-	where := place{m.Chat.ID, tf.thread()}
-	if err := b.learnTopic(where, tf); err != nil {
-		return nil, nil, err
-	}
 	if m.From == nil || m.From.IsBot {
 		return nil, nil, nil
 	}
-	user := m.From.ID
+	where, user := place{m.Chat.ID, tf.thread()}, m.From.ID
+	if err := b.learnTopic(where, tf, user); err != nil {
+		return nil, nil, err
+	}
 	var imageLimit int64 = MaxBotDownload
 	if bl := b.svc.Blobs(); bl != nil {
 		imageLimit = bl.Limits().Image
@@ -394,7 +393,7 @@ func (b *Bot) mediaRefused(m *tgbotapi.Message, where place, refused []refusal) 
 		return
 	}
 	for _, r := range refused {
-		b.svc.MediaRefused(b.ctx, chat, "telegram", r.outcome, r.text)
+		sc.MediaRefused(b.ctx, chat, "telegram", r.outcome, r.text) // by the sender
 	}
 }
 
