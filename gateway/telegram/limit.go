@@ -5,20 +5,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
-	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/gateway/limit"
 )
-
-// sendLimit is limits.messages_per_minute per person, the rate the
-// WebSocket keeps per principal, with the same limiter; nil when the
-// config sets none.
-func sendLimit(cfg *config.Config) *limit.Keyed[string] {
-	n := cfg.Limits.MessagesPerMinute
-	if n <= 0 {
-		return nil
-	}
-	return limit.New[string](n, n, 1<<16)
-}
 
 // rateKey is whose allowance a message spends: its person's, named as the
 // browser's limit names them ("person:ID"), so a person with two linked

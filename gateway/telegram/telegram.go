@@ -194,7 +194,7 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 		clk: realClock{}, groups: map[groupKey]*gathering{}}
 	b.sends = opt.Sends
 	if b.sends == nil {
-		b.sends = sendLimit(opt.Config)
+		b.sends = limit.Messages(opt.Config.Limits.MessagesPerMinute)
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
