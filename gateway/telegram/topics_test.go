@@ -476,3 +476,31 @@ func TestGroupRecoveryOnlyByAskerOrOwner(t *testing.T) {
 		t.Fatalf("carol's skip: %q", ans)
 	}
 }
+
+// BenchmarkChatAt finds a topic's chat among n mapped topics: one key
+// read (cur/<place>), so the cost stays flat as topics grow.
+func BenchmarkChatAt(b *testing.B) {
+	for _, n := range []int{1, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			st := newStackWith(b, stackOpts{delay: time.Millisecond})
+			if err := st.bot.write(func(bk *bolt.Bucket) error {
+				for i := 1; i <= n; i++ {
+					if err := bk.Put(tgKey("cur", place{tgForum, i + 1}), []byte(fmt.Sprintf("c_%016x", i))); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			want := fmt.Sprintf("c_%016x", n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if st.bot.chatAt(place{tgForum, n + 1}) != want {
+					b.Fatal("wrong chat")
+				}
+			}
+		})
+	}
+}
