@@ -21,7 +21,12 @@
 //
 // In a group the bot answers only messages addressed to it (a mention of
 // @botusername, /command@botusername, or a reply to one of its messages)
-// by an allowed user. A message sent while a turn runs is acknowledged
+// by an allowed user; a group is one chat shared by its allowed members,
+// and in a forum supergroup each topic is a chat of its own (a place:
+// topics.go), running in parallel with the others, its replies, edits,
+// typing and buttons sent into the topic.
+//
+// A message sent while a turn runs is acknowledged
 // with Delete and Redirect buttons; chats has no way to change a pending
 // message's mode, so Redirect deletes it and sends its text again as a
 // redirect under a client id derived from the original (a repeated press
