@@ -172,11 +172,35 @@ func TestTopicMappingSurvivesRestart(t *testing.T) {
 	if got := st.bot.chatAt(place{tgForum, 21}); got != chat {
 		t.Fatalf("after restart the topic maps to %q, not %q", got, chat)
 	}
+	// The follower the start resumed streams into the topic, not General.
+	st.bot.mu.Lock()
+	_, inTopic := st.bot.followers[followKey{place{tgForum, 21}, chat}]
+	for k := range st.bot.followers {
+		if k.chat == chat && k.where != (place{tgForum, 21}) {
+			t.Errorf("after restart the topic's chat is followed at %v", k.where)
+		}
+	}
+	st.bot.mu.Unlock()
+	if !inTopic {
+		t.Fatal("after restart nothing follows the topic's chat in the topic")
+	}
 	st.fake.pushForum(tgForum, 111, 21, "Plans", "@fake_bot two", atBot)
 	st.fake.waitFor("second answer in the topic", func() bool {
 		m := st.fake.msgWithLocked(tgForum, "You said: «two»")
 		return m != nil && m.Thread == 21
 	})
+	st.fake.waitFor("the chat idle", func() bool {
+		st.fake.mu.Unlock()
+		defer st.fake.mu.Lock()
+		return st.idle(t, chat)
+	})
+	st.fake.mu.Lock()
+	for _, m := range st.fake.msgs[tgForum] {
+		if m.Thread != 21 {
+			t.Errorf("after the restart the topic's chat spoke outside the topic: thread %d %q", m.Thread, m.Text)
+		}
+	}
+	st.fake.mu.Unlock()
 	n := 0
 	for _, m := range st.snapshot(t, chat).Messages {
 		if m.Role == "user" {
