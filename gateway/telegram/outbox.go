@@ -241,6 +241,12 @@ func (f *follower) transcribed(ev *chats.MessageTranscribed) error {
 	b := f.b
 	var origin string
 	_ = b.read(func(bk *bolt.Bucket) error { origin = string(bk.Get(tgKey("mm", f.key.chat, m.ID))); return nil })
+	if origin == "" {
+		// Not recorded yet: the record commits with the update that passed
+		// the message on, and a quick transcription can come first. The
+		// message's client id says the same (tg:<chat>:<message_id>).
+		origin, _ = strings.CutPrefix(m.ClientID, "tg:")
+	}
 	var tg int64
 	var reply int
 	if _, err := fmt.Sscanf(origin, "%d:%d", &tg, &reply); err != nil || tg != f.key.where.tg {

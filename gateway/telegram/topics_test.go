@@ -14,6 +14,7 @@ import (
 	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
 )
@@ -526,5 +527,26 @@ func BenchmarkChatAt(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestTranscriptBeforeItsRecord: a transcript can come before the update
+// that passed its voice note on has committed its record (a quick
+// transcriber, a slow disk); the message's client id says where it came
+// from, so the reply still goes, to the voice note, in its topic.
+func TestTranscriptBeforeItsRecord(t *testing.T) {
+	st := newStackWith(t, stackOpts{delay: time.Millisecond})
+	// A follower of its own, with no goroutine: nothing else touches it.
+	f := &follower{b: st.bot, key: followKey{place{tgForum, 31}, ids.NewChat()}, signal: make(chan struct{}, 1)}
+	m := &chats.Message{ID: "m_1", ClientID: fmt.Sprintf("tg:%d:77", tgForum),
+		Attachments: []chats.Attachment{{Type: "audio/ogg", Transcript: "buy milk"}}}
+	if err := f.transcribed(&chats.MessageTranscribed{Message: m}); err != nil {
+		t.Fatal(err)
+	}
+	st.fake.mu.Lock()
+	defer st.fake.mu.Unlock()
+	got := st.fake.msgWithLocked(tgForum, "buy milk")
+	if got == nil || got.ReplyTo != 77 || got.Thread != 31 {
+		t.Fatalf("the transcript went as %+v", got)
 	}
 }
