@@ -55,6 +55,10 @@ type actor struct {
 	flushT     *time.Timer
 	flushC     <-chan time.Time
 
+	// recoveryAskers are, per waiting recovery, the people whose messages
+	// its interrupted turn had picked up: they (and owners) answer it.
+	recoveryAskers map[string][]string
+
 	quitting bool
 	broken   error
 	dropHeld []string // held recovery answers applied, to delete at the next commit
@@ -157,6 +161,7 @@ func loadActor(s *Service, id string) (*actor, error) {
 	started := map[string]*Event{} // tool.call rows by call id, until their result
 	calls := map[string]*provider.ToolCall{}
 	openApprovals := map[string]*Approval{}
+	pickedBy := map[string][]string{} // turn id: who its picked messages were by
 	var held [][2]string
 	var procs map[string]procEntry
 	err := s.store.db.View(func(tx *bolt.Tx) error {
@@ -174,6 +179,9 @@ func loadActor(s *Service, id string) (*actor, error) {
 				m := *ev.Message()
 				m.rowSeq = ev.Seq
 				a.msgs = append(a.msgs, m)
+				if p, ok := p.(*MessagePicked); ok && m.By != "" && !slices.Contains(pickedBy[p.Turn], m.By) {
+					pickedBy[p.Turn] = append(pickedBy[p.Turn], m.By)
+				}
 			case *TurnFinished:
 				if p.Message != nil {
 					a.msgs = append(a.msgs, *p.Message)
@@ -241,6 +249,14 @@ func loadActor(s *Service, id string) (*actor, error) {
 		return nil, err
 	}
 	a.recoverAfterCrash(started, openApprovals, held, a.reapProcs(procs))
+	for id, r := range a.recoveries {
+		if by := pickedBy[r.Turn]; len(by) > 0 {
+			if a.recoveryAskers == nil {
+				a.recoveryAskers = map[string][]string{}
+			}
+			a.recoveryAskers[id] = by
+		}
+	}
 	sortPending(a.pending)
 	a.meta.Pending = len(a.pending)
 	a.meta.State = StateIdle

@@ -168,12 +168,18 @@ func outcomeAttachments(parts []provider.Part) []Attachment {
 // transport; this is the record's side of it (issue 16 item 7). A chat
 // that does not exist or cannot write keeps none.
 func (s *Service) MediaRefused(ctx context.Context, chat, via, outcome, reason string) {
+	s.mediaRefused(ctx, chat, via, outcome, reason, Origin{})
+}
+
+// mediaRefused is MediaRefused with the origin of the row (who sent the
+// file).
+func (s *Service) mediaRefused(ctx context.Context, chat, via, outcome, reason string, o Origin) {
 	d := runtime.Diagnostic{Kind: runtime.DiagMedia, Name: via, Outcome: outcome, Error: runtime.DiagError(fmt.Errorf("%s", reason))}
 	_ = s.do(ctx, chat, func(a *actor) error {
 		if a.usable() != nil {
 			return nil
 		}
-		a.append(&Diagnosed{Diagnostic: &d}, Origin{})
+		a.append(&Diagnosed{Diagnostic: &d}, o)
 		return a.flush()
 	})
 }

@@ -240,6 +240,8 @@ func (sc Scope) AnswerApproval(ctx context.Context, id string, allow bool, o Ori
 }
 
 // AnswerRecovery answers a recovery of a chat the person may write to.
+// Only an owner, or a person whose message the interrupted turn had picked
+// up, may answer it; anyone else gets ErrNotFound.
 func (sc Scope) AnswerRecovery(ctx context.Context, id, action string, o Origin) (bool, error) {
 	chat, ok := ids.ParseRecovery(id)
 	if !ok {
@@ -282,6 +284,16 @@ func (sc Scope) BlobRefs(ctx context.Context, sum, want string) (BlobRef, bool, 
 		return sc.s.BlobRefs(ctx, sum, want)
 	}
 	return sc.s.blobRefs(ctx, sum, want, func(chat string) bool { return sc.Level(chat) >= people.Read }, sc.p.ID)
+}
+
+// MediaRefused is Service.MediaRefused for a file the person sent, in a
+// chat they may write to: the diagnostic row says who (by). A chat they
+// cannot write to keeps none.
+func (sc Scope) MediaRefused(ctx context.Context, chat, via, outcome, reason string) {
+	if sc.need(chat, people.Write) != nil {
+		return
+	}
+	sc.s.mediaRefused(ctx, chat, via, outcome, reason, sc.origin(Origin{}))
 }
 
 // Upload is Service.Upload by the person: until a message names it, only

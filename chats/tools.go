@@ -276,7 +276,12 @@ func (a *actor) answerRecovery(id, action string, o Origin) error {
 	if r == nil {
 		return fmt.Errorf("recovery %s is not waiting (answered already?): %w", id, ErrNotFound)
 	}
+	if askers := a.recoveryAskers[id]; o.By != "" && !o.Owner && len(askers) > 0 && !slices.Contains(askers, o.By) {
+		// As for approvals: in a shared chat, only who asked, or an owner.
+		return fmt.Errorf("recovery %s: %w", id, ErrNotFound)
+	}
 	delete(a.recoveries, id)
+	delete(a.recoveryAskers, id)
 	res := *r
 	res.Action = action
 	a.append(&RecoveryResolved{Turn: r.Turn, Recovery: &res}, o)

@@ -21,6 +21,7 @@ import (
 	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
+	"github.com/mirror-gateway/mirror/gateway/limit"
 	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -120,6 +121,12 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 	e := &edge{people: folks, dataDir: dataDir, cfg: cfg, seen: &seenLog{changed: make(chan struct{}, 1)}, logs: &syncBuffer{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var routes []Route
+	// One allowance per person across the browser and Telegram, as serve
+	// wires it.
+	sends := limit.Messages(cfg.Limits.MessagesPerMinute)
+	if sends != nil {
+		sends.Now = o.now
+	}
 	if o.telegram {
 		e.sent = make(chan string, 100)
 		api := newFakeBotAPI(t, e.sent)
@@ -127,7 +134,7 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 		cfg.Telegram.APIEndpoint = api.URL + "/bot%s/%s"
 		cfg.Telegram.WebhookURL = "https://bot.example.com/telegram/webhook"
 		e.tg, err = telegram.New(context.Background(), telegram.Options{Config: cfg, Token: "123:bot-token", WebhookSecret: webhookSecret,
-			Chats: svc, Store: store, Log: log, ChatInterval: time.Millisecond, GlobalRate: 1000})
+			Chats: svc, Store: store, Log: log, ChatInterval: time.Millisecond, GlobalRate: 1000, Sends: sends})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +151,7 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 	}
 	st.http = httptest.NewUnstartedServer(nil)
 	st.srv = New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: st.http.Listener.Addr().String(),
-		Models: eng, Routes: routes, Log: log, People: folks, DataDir: dataDir, Replay: replay, Monitor: mon, Now: o.now})
+		Models: eng, Routes: routes, Log: log, People: folks, DataDir: dataDir, Replay: replay, Monitor: mon, Now: o.now, Sends: sends})
 	e.mon = mon
 	hs := st.srv.HTTPServer(nil)
 	inner := hs.Handler

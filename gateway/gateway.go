@@ -39,6 +39,9 @@ type Options struct {
 	// need the token, the others guard themselves (a webhook's secret).
 	Routes []Route
 	Log    *slog.Logger
+	// Sends is limits.messages_per_minute per person, shared with the
+	// Telegram bot (limit.Messages); nil: the WebSocket keeps its own.
+	Sends *limit.Keyed[string]
 	// Monitor serves /api/breakers, the /monitor dashboard's feed and the
 	// breaker series of /metrics; nil answers 503 there.
 	Monitor *monitor.Monitor
@@ -177,6 +180,7 @@ func New(opt Options) *Server {
 		MaxUnauthenticated: l.UnauthenticatedSockets,
 		MessagesPerMinute:  l.MessagesPerMinute,
 		Now:                opt.Now,
+		Sends:              opt.Sends,
 		Log:                opt.Log,
 	})
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -23,6 +23,7 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/gateway"
+	"github.com/mirror-gateway/mirror/gateway/limit"
 	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/monitor"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
@@ -310,6 +311,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		RolePolicies: cfg.People.Policies, TokensPerDay: cfg.People.TokensPerDay})
 
 	var tg *telegram.Bot
+	// One allowance of messages a minute per person, in the browser and
+	// on Telegram alike.
+	sends := limit.Messages(cfg.Limits.MessagesPerMinute)
 	routes := gateway.DatabaseRoutes(db) // backup and check while the gateway holds the file
 	if cfg.Telegram.Enabled {
 		secret := ""
@@ -317,7 +321,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			secret = getenv(cfg.Telegram.WebhookSecretEnv)
 		}
 		tg, err = telegram.New(sig, telegram.Options{Config: cfg, Token: getenv(cfg.Telegram.TokenEnv), WebhookSecret: secret,
-			Chats: svc, Store: store, Monitor: mon, Metrics: metrics, Log: log})
+			Chats: svc, Store: store, Monitor: mon, Metrics: metrics, Log: log, Sends: sends})
 		if err != nil {
 			svc.Close(context.Background())
 			store.Close()
@@ -333,7 +337,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	srv := gateway.New(gateway.Options{Config: cfg, Chats: svc, Token: tok, Addr: ln.Addr().String(), People: folks,
 		DataDir: dir, Models: engine, Replay: replayChat,
-		Monitor: mon, Metrics: metrics, Routes: routes, Log: log, Quotas: func() any {
+		Monitor: mon, Metrics: metrics, Routes: routes, Sends: sends, Log: log, Quotas: func() any {
 			if q := engine.Quotas(); q != nil {
 				return q
 			}

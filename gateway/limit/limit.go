@@ -34,6 +34,17 @@ func New[K comparable](perMinute, burst, maxKeys int) *Keyed[K] {
 	return &Keyed[K]{every: rate.Limit(float64(perMinute) / 60), burst: burst, maxKeys: maxKeys, m: map[K]*rate.Limiter{}}
 }
 
+// Messages is the limit of messages a minute per principal that every
+// transport spends from (limits.messages_per_minute), so a person's browser
+// and Telegram messages share one allowance; nil when perMinute is 0 (no
+// cap).
+func Messages(perMinute int) *Keyed[string] {
+	if perMinute <= 0 {
+		return nil
+	}
+	return New[string](perMinute, perMinute, 1<<16)
+}
+
 func (k *Keyed[K]) now() time.Time {
 	if k.Now != nil {
 		return k.Now()

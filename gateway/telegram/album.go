@@ -16,7 +16,7 @@ import (
 // update of its own, with the caption on one of them. The parts are
 // gathered and passed on as one message once no part came for the quiet
 // interval (on the bot's clock). Gathering is durable: a part's file is
-// stored and its record (g/<tg>/<group>/<message_id>) committed in the
+// stored and its record (g/<place>/<group>/<message_id>) committed in the
 // same write that moves the offset past its update, so an update
 // Telegram was told is handled is never lost, even if the gateway dies
 // while the album gathers; a start passes on what a previous run had
@@ -34,8 +34,10 @@ type groupPart struct {
 	Sums []string `json:"sums,omitempty"`
 }
 
+// groupKey names an album: where it was sent (a topic's album goes to the
+// topic's chat) and its media_group_id.
 type groupKey struct {
-	tg    int64
+	where place
 	group string
 }
 
@@ -47,10 +49,10 @@ type gathering struct {
 	tries    int
 }
 
-func groupPrefix(tg int64, group string) string { return string(tgKey("g", tg, group)) + "/" }
+func groupPrefix(where place, group string) string { return string(tgKey("g", where, group)) + "/" }
 
-func groupPartKey(tg int64, group string, msg int) []byte {
-	return []byte(groupPrefix(tg, group) + fmt.Sprintf("%012d", msg))
+func groupPartKey(where place, group string, msg int) []byte {
+	return []byte(groupPrefix(where, group) + fmt.Sprintf("%012d", msg))
 }
 
 // validGroup reports whether a media_group_id can name keys.
@@ -59,21 +61,21 @@ func validGroup(g string) bool {
 }
 
 // gatheringGroup reports whether parts of group are stored already.
-func (b *Bot) gatheringGroup(tg int64, group string) bool {
+func (b *Bot) gatheringGroup(where place, group string) bool {
 	found := false
 	_ = b.read(func(bk *bolt.Bucket) error {
-		k, _ := bk.Cursor().Seek([]byte(groupPrefix(tg, group)))
-		found = k != nil && strings.HasPrefix(string(k), groupPrefix(tg, group))
+		k, _ := bk.Cursor().Seek([]byte(groupPrefix(where, group)))
+		found = k != nil && strings.HasPrefix(string(k), groupPrefix(where, group))
 		return nil
 	})
 	return found
 }
 
 // readGroup returns the stored parts of group, in message order.
-func readGroup(bk *bolt.Bucket, tg int64, group string) ([]groupPart, [][]byte) {
+func readGroup(bk *bolt.Bucket, where place, group string) ([]groupPart, [][]byte) {
 	var parts []groupPart
 	var keys [][]byte
-	prefix := groupPrefix(tg, group)
+	prefix := groupPrefix(where, group)
 	c := bk.Cursor()
 	for k, v := c.Seek([]byte(prefix)); k != nil && strings.HasPrefix(string(k), prefix); k, v = c.Next() {
 		var p groupPart
@@ -132,11 +134,11 @@ func (b *Bot) resumeGroups() {
 			if len(f) != 4 {
 				continue
 			}
-			var tg int64
-			if _, err := fmt.Sscan(f[1], &tg); err != nil {
+			where, err := parsePlace(f[1])
+			if err != nil {
 				continue
 			}
-			seen[groupKey{tg, f[2]}] = true
+			seen[groupKey{where, f[2]}] = true
 		}
 		return nil
 	})
@@ -167,7 +169,7 @@ func (b *Bot) flushGroup(k groupKey) {
 	b.groupsMu.Unlock()
 	var parts []groupPart
 	var keys [][]byte
-	_ = b.read(func(bk *bolt.Bucket) error { parts, keys = readGroup(bk, k.tg, k.group); return nil })
+	_ = b.read(func(bk *bolt.Bucket) error { parts, keys = readGroup(bk, k.where, k.group); return nil })
 	forget := func(more func(bk *bolt.Bucket) error) error {
 		err := b.write(func(bk *bolt.Bucket) error {
 			for _, key := range keys {
@@ -205,7 +207,7 @@ func (b *Bot) flushGroup(k groupKey) {
 	retry := func(err error) {
 		g.tries++
 		wait := min(time.Duration(1<<min(g.tries, 6))*time.Second, time.Minute)
-		b.log.Warn("telegram: album not passed on yet; trying again", "tg", k.tg, "err", err, "retry_in", wait)
+		b.log.Warn("telegram: album not passed on yet; trying again", "tg", k.where.tg, "thread", k.where.thread, "err", err, "retry_in", wait)
 		b.armGroup(k, wait)
 	}
 	if len(sums) == 0 && text == "" {
@@ -214,15 +216,6 @@ func (b *Bot) flushGroup(k groupKey) {
 		}
 		return
 	}
-	if !g.admitted {
-		if !b.admitSend(k.tg, first.User, first.Msg) {
-			if err := forget(nil); err != nil {
-				retry(err)
-			}
-			return
-		}
-		g.admitted = true
-	}
 	sc, ok := b.as(first.User)
 	if !ok {
 		if err := forget(nil); err != nil {
@@ -230,12 +223,21 @@ func (b *Bot) flushGroup(k groupKey) {
 		}
 		return
 	}
-	chat, err := b.ensureChat(k.tg, sc)
+	if !g.admitted {
+		if !b.admitSend(k.where, sc, first.User, first.Msg) {
+			if err := forget(nil); err != nil {
+				retry(err)
+			}
+			return
+		}
+		g.admitted = true
+	}
+	chat, err := b.ensureChat(k.where, sc)
 	if err != nil {
 		retry(err)
 		return
 	}
-	msg, err := sc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", k.tg, first.Msg), chats.ModeQueue, sums, chats.Origin{})
+	msg, err := sc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", k.where.tg, first.Msg), chats.ModeQueue, sums, chats.Origin{})
 	if err != nil {
 		if transient(err) && !errors.Is(err, chats.ErrUnknownAttachment) {
 			if b.ctx.Err() == nil {
@@ -243,7 +245,7 @@ func (b *Bot) flushGroup(k groupKey) {
 			}
 			return
 		}
-		b.notify(k.tg, "Your album was not passed on: "+err.Error(), nil, first.Msg)
+		b.notify(k.where, "Your album was not passed on: "+err.Error(), nil, first.Msg)
 		if err := forget(nil); err != nil {
 			retry(err)
 		}
@@ -252,11 +254,11 @@ func (b *Bot) flushGroup(k groupKey) {
 	v, _ := json.Marshal(sentRecord{Chat: chat, Msg: msg.ID, Text: text, Atts: sums})
 	if err := forget(func(bk *bolt.Bucket) error {
 		for _, p := range parts {
-			if err := bk.Put(tgKey("m", k.tg, p.Msg), v); err != nil {
+			if err := bk.Put(tgKey("m", k.where.tg, p.Msg), v); err != nil {
 				return err
 			}
 		}
-		return bk.Put(tgKey("mm", chat, msg.ID), []byte(fmt.Sprintf("%d:%d", k.tg, first.Msg)))
+		return bk.Put(tgKey("mm", chat, msg.ID), []byte(fmt.Sprintf("%d:%d", k.where.tg, first.Msg)))
 	}); err != nil {
 		retry(err) // sent again under the same client id: the chat answers the message it has
 	}
@@ -273,11 +275,11 @@ func contains(list []string, s string) bool {
 
 // editGathered changes the caption of a part still being gathered; it
 // reports whether msg was one.
-func (b *Bot) editGathered(tg int64, group string, msg int, caption string) (bool, error) {
+func (b *Bot) editGathered(where place, group string, msg int, caption string) (bool, error) {
 	if !validGroup(group) {
 		return false, nil
 	}
-	key := groupPartKey(tg, group, msg)
+	key := groupPartKey(where, group, msg)
 	found := false
 	err := b.write(func(bk *bolt.Bucket) error {
 		v := bk.Get(key)

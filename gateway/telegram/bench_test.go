@@ -189,11 +189,12 @@ func BenchmarkFetchFile(b *testing.B) {
 	}
 	id := st.fake.addFile(data, 0)
 	ref := fileRef{id: id, size: size, typ: "application/pdf", name: "big.pdf", what: "file"}
+	sc, _ := st.bot.as(111)
 	b.SetBytes(size)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a, problem, err := st.bot.fetch(context.Background(), ref)
+		a, problem, err := st.bot.fetch(context.Background(), sc, ref)
 		if err != nil || problem.text != "" || a.Size != size {
 			b.Fatalf("fetch: %v %s %+v", err, problem.text, a)
 		}

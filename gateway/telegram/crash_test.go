@@ -131,7 +131,7 @@ func TestCrashMidStreamContinuesInTheSameMessage(t *testing.T) {
 	ack, _, _ := st.ackOf(t, 111, second)
 	chat := st.bot.currentChat(111)
 	fake.waitFor("the Queued reply recorded", func() bool {
-		fs, _ := st.bot.loadFollow(111, chat)
+		fs, _ := st.bot.loadFollow(at(111), chat)
 		return len(fs.Acks) > 0
 	})
 	st.crash(t, botToken, restartToken)
@@ -203,7 +203,7 @@ func TestLostSendAnswerMakesAtMostOneDuplicate(t *testing.T) {
 				if chat == "" || !st.idle(t, chat) {
 					return false
 				}
-				fs, ok := st.bot.loadFollow(111, chat)
+				fs, ok := st.bot.loadFollow(at(111), chat)
 				return ok && fs.Landed
 			})
 			n := fake.count("sendMessage")
@@ -259,7 +259,7 @@ func TestCrashResumedShorterReplyDropsExtraParts(t *testing.T) {
 	fake.waitFor("two parts", func() bool { return len(fake.msgs[111]) == 2 })
 	chat := st.bot.currentChat(111)
 	fake.waitFor("both recorded", func() bool {
-		fs, _ := st.bot.loadFollow(111, chat)
+		fs, _ := st.bot.loadFollow(at(111), chat)
 		return len(fs.MsgIDs) == 2
 	})
 	fake.mu.Lock()

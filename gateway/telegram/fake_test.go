@@ -67,6 +67,14 @@ type fakeAPI struct {
 	files     map[string]*fakeFile
 	sent      []*fakeSent
 	downloads map[string]int
+	// actions are the sendChatAction requests (typing) with their topic.
+	actions []fakeAction
+}
+
+// fakeAction is one sendChatAction: its chat and message_thread_id (0: none).
+type fakeAction struct {
+	Chat   int64
+	Thread int
 }
 
 // fakeFile is a file Telegram holds: its bytes, or (for a file too big to
@@ -81,6 +89,7 @@ type fakeFile struct {
 type fakeSent struct {
 	Method  string
 	Chat    int64
+	Thread  int // message_thread_id (0: none)
 	ID      int
 	Caption string
 	Name    string
@@ -178,14 +187,19 @@ func (f *fakeAPI) serveUpload(w http.ResponseWriter, r *http.Request, m string, 
 		f.fail(w, 400, "Bad Request: message caption is too long", "")
 		return
 	}
+	thread, ok := fakeThread(r)
+	if !ok {
+		f.fail(w, 400, "Bad Request: message thread not found", "")
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.limitLocked(w, chat) {
 		return
 	}
 	f.nextID++
-	f.sent = append(f.sent, &fakeSent{Method: m, Chat: chat, ID: f.nextID, Caption: caption, Name: hdr.Filename, Type: hdr.Header.Get("Content-Type"), Data: data})
-	f.msgs[chat] = append(f.msgs[chat], &fakeMsg{ID: f.nextID, Text: caption, At: time.Now()})
+	f.sent = append(f.sent, &fakeSent{Method: m, Chat: chat, Thread: thread, ID: f.nextID, Caption: caption, Name: hdr.Filename, Type: hdr.Header.Get("Content-Type"), Data: data})
+	f.msgs[chat] = append(f.msgs[chat], &fakeMsg{ID: f.nextID, Text: caption, Thread: thread, At: time.Now()})
 	f.notifyLocked()
 	f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"caption":%q}`, f.nextID, chat, caption))
 }
@@ -336,6 +350,8 @@ type fakeMsg struct {
 	Raw     string
 	Markup  string
 	ReplyTo int
+	// Thread is the forum topic it was sent to (message_thread_id; 0: none).
+	Thread int
 	// At is when the message last changed (sent or edited).
 	At time.Time
 }
@@ -674,12 +690,17 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, id, chat, vis))
 			return
 		}
+		thread, ok := fakeThread(r)
+		if !ok {
+			f.fail(w, 400, "Bad Request: message thread not found", "")
+			return
+		}
 		if !f.limitLocked(w, chat) {
 			return
 		}
 		f.nextID++
 		reply, _ := strconv.Atoi(r.Form.Get("reply_to_message_id"))
-		msg := &fakeMsg{ID: f.nextID, Text: vis, Raw: text, Markup: markup, ReplyTo: reply, At: time.Now()}
+		msg := &fakeMsg{ID: f.nextID, Text: vis, Raw: text, Markup: markup, ReplyTo: reply, Thread: thread, At: time.Now()}
 		f.msgs[chat] = append(f.msgs[chat], msg)
 		f.notifyLocked()
 		f.reply(w, fmt.Sprintf(`{"message_id":%d,"date":1,"chat":{"id":%d,"type":"private"},"text":%q}`, msg.ID, chat, vis))
@@ -722,6 +743,15 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			f.fail(w, 400, "Bad Request: wrong parameter action in request", "")
 			return
 		}
+		thread, ok := fakeThread(r)
+		if !ok {
+			f.fail(w, 400, "Bad Request: message thread not found", "")
+			return
+		}
+		f.mu.Lock()
+		f.actions = append(f.actions, fakeAction{Chat: chat, Thread: thread})
+		f.notifyLocked()
+		f.mu.Unlock()
 		f.reply(w, "true")
 	case "setWebhook":
 		f.mu.Lock()
@@ -765,4 +795,58 @@ func (f *fakeAPI) msgWithLocked(chat int64, sub string) *fakeMsg {
 		}
 	}
 	return nil
+}
+
+// fakeThread reads a send's message_thread_id as the server does: absent
+// is no topic (a chat without topics, or a forum's General topic); 1, the
+// General topic's own id, is refused with "message thread not found"
+// (tdlib/telegram-bot-api#798), as is anything but a topic's id.
+func fakeThread(r *http.Request) (int, bool) {
+	s := r.Form.Get("message_thread_id")
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 1 {
+		return 0, false
+	}
+	return n, true
+}
+
+// pushForum pushes a message of user in forum supergroup chat: in topic
+// thread (as a topic's messages come: message_thread_id, is_topic_message,
+// and a reply_to_message that is the topic's creation, named name), or in
+// the General topic for thread 0 (no thread id at all). entities is JSON
+// ("" for none). It returns the message_id.
+func (f *fakeAPI) pushForum(chat, user int64, thread int, name, text, entities string) int {
+	id := nextMsgID()
+	extra := ""
+	if entities != "" {
+		extra += `,"entities":` + entities
+	}
+	if thread != 0 {
+		extra += fmt.Sprintf(`,"message_thread_id":%d,"is_topic_message":true,"reply_to_message":{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"C"},"chat":{"id":%d,"type":"supergroup","title":"Forum","is_forum":true},"date":1767225500,"message_thread_id":%d,"is_topic_message":true,"forum_topic_created":{"name":%q,"icon_color":7322096}}`,
+			thread, thread, user, chat, thread, name)
+	}
+	f.push("message", fmt.Sprintf(`{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"U%d"},"chat":{"id":%d,"type":"supergroup","title":"Forum","is_forum":true},"date":1767225600,"text":%q%s}`,
+		id, user, user, chat, text, extra))
+	return id
+}
+
+// pushTopicEvent pushes the service message of a topic's creation (kind
+// "forum_topic_created") or rename ("forum_topic_edited") by user.
+func (f *fakeAPI) pushTopicEvent(chat, user int64, thread int, kind, name string) {
+	body := fmt.Sprintf(`{"name":%q}`, name)
+	if kind == "forum_topic_created" {
+		body = fmt.Sprintf(`{"name":%q,"icon_color":7322096}`, name)
+	}
+	f.push("message", fmt.Sprintf(`{"message_id":%d,"from":{"id":%d,"is_bot":false,"first_name":"U%d"},"chat":{"id":%d,"type":"supergroup","title":"Forum","is_forum":true},"date":1767225600,"message_thread_id":%d,"is_topic_message":true,%q:%s}`,
+		nextMsgID(), user, user, chat, thread, kind, body))
+}
+
+// pushGroupCallback pushes a button press by user on message msgID of
+// group chat.
+func (f *fakeAPI) pushGroupCallback(chat, user int64, msgID int, data string) {
+	f.push("callback_query", fmt.Sprintf(`{"id":"cb%d","from":{"id":%d,"is_bot":false,"first_name":"U"},"chat_instance":"1","data":%q,"message":{"message_id":%d,"date":1767225600,"chat":{"id":%d,"type":"supergroup","title":"Team"},"text":"x"}}`,
+		nextMsgID(), user, data, msgID, chat))
 }

@@ -15,9 +15,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// followKey is a (place, Mirror chat) pair: one follower each.
 type followKey struct {
-	tg   int64
-	chat string
+	where place
+	chat  string
 }
 
 // follower streams one Mirror chat into one Telegram chat. It is the chat's
@@ -69,8 +70,8 @@ func (f *follower) take() []chats.Delivery {
 // follower's state is committed before follow returns, so a message the
 // chat accepts afterwards is followed after a crash too: the restart
 // resumes from the seq the follow began at and delivers its answer.
-func (b *Bot) follow(tg int64, chat string, st *followState) error {
-	key := followKey{tg, chat}
+func (b *Bot) follow(where place, chat string, st *followState) error {
+	key := followKey{where, chat}
 	b.mu.Lock()
 	if f := b.followers[key]; f != nil {
 		f.retire.Store(false)
@@ -85,14 +86,14 @@ func (b *Bot) follow(tg int64, chat string, st *followState) error {
 	fresh := st == nil
 	if fresh {
 		// A follower retired in memory may have left its record behind.
-		if old, ok := b.loadFollow(tg, chat); ok {
+		if old, ok := b.loadFollow(where, chat); ok {
 			st, fresh = &old, false
 		}
 	}
 	if st != nil {
 		f.st = *st
 	}
-	f.st.TG, f.st.Chat = tg, chat
+	f.st.TG, f.st.Thread, f.st.Chat = where.tg, where.thread, chat
 	f.seen = f.st.LastSeq
 	b.followers[key] = f
 	b.wg.Add(1)
@@ -111,7 +112,7 @@ func (b *Bot) follow(tg int64, chat string, st *followState) error {
 		b.mu.Unlock()
 		b.wg.Done()
 		if errors.Is(err, chats.ErrNotFound) {
-			_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", tg, chat)) })
+			_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", where, chat)) })
 		}
 		return fmt.Errorf("telegram: follow chat %s: %w", chat, err)
 	}
@@ -138,12 +139,12 @@ func (b *Bot) follow(tg int64, chat string, st *followState) error {
 	return nil
 }
 
-// loadFollow reads the stored state of the pair (tg, chat).
-func (b *Bot) loadFollow(tg int64, chat string) (followState, bool) {
+// loadFollow reads the stored state of the pair (where, chat).
+func (b *Bot) loadFollow(where place, chat string) (followState, bool) {
 	var st followState
 	found := false
 	_ = b.read(func(bk *bolt.Bucket) error {
-		if v := bk.Get(tgKey("f", tg, chat)); v != nil {
+		if v := bk.Get(tgKey("f", where, chat)); v != nil {
 			found = json.Unmarshal(v, &st) == nil
 		}
 		return nil
@@ -151,14 +152,14 @@ func (b *Bot) loadFollow(tg int64, chat string) (followState, bool) {
 	return st, found
 }
 
-// unfollowOthers retires every follower of tg but the one of keep: each
+// unfollowOthers retires every follower of where but the one of keep: each
 // ends once its chat has nothing running or waiting for an answer, so a
 // reply or an approval of the chat left behind still arrives.
-func (b *Bot) unfollowOthers(tg int64, keep string) {
+func (b *Bot) unfollowOthers(where place, keep string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, f := range b.followers {
-		if k.tg == tg && k.chat != keep {
+		if k.where == where && k.chat != keep {
 			f.retire.Store(true)
 			select {
 			case f.signal <- struct{}{}:
@@ -184,7 +185,7 @@ func (f *follower) run() {
 				if b.ctx.Err() != nil {
 					return
 				}
-				b.log.Warn("telegram: follower", "chat", f.key.chat, "tg", f.key.tg, "err", err)
+				b.log.Warn("telegram: follower", "chat", f.key.chat, "tg", f.key.where.tg, "thread", f.key.where.thread, "err", err)
 			}
 		}
 		if b.ctx.Err() != nil {
@@ -204,7 +205,7 @@ func (f *follower) run() {
 				// follower of the same chat (a switch back) cannot save
 				// its state in between and lose it to this delete.
 				delete(b.followers, f.key)
-				_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", f.key.tg, f.key.chat)) })
+				_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", f.key.where, f.key.chat)) })
 				b.mu.Unlock()
 				return
 			}
@@ -212,7 +213,7 @@ func (f *follower) run() {
 		}
 		if f.running {
 			if now := time.Now(); !now.Before(f.typeAt) {
-				b.typing(b.ctx, f.key.tg)
+				b.typing(b.ctx, f.key.where)
 				f.typeAt = now.Add(4 * time.Second) // the action shows for about 5 s
 			}
 			typing.Reset(time.Until(f.typeAt))
@@ -254,7 +255,7 @@ func (f *follower) saveWith(more func(bk *bolt.Bucket) error) error {
 				return err
 			}
 		}
-		return bk.Put(tgKey("f", f.key.tg, f.key.chat), v)
+		return bk.Put(tgKey("f", f.key.where, f.key.chat), v)
 	})
 }
 
@@ -365,7 +366,7 @@ func (f *follower) apply(d chats.Delivery) error {
 		return f.land(p.Turn, strings.TrimSpace(text+"\n\n⚠️ "+p.Error), msgID(p.Message))
 	case *chats.MessageAccepted:
 		m := p.Message
-		if m != nil && f.running && strings.HasPrefix(m.ClientID, fmt.Sprintf("tg:%d:", f.key.tg)) && !strings.HasSuffix(m.ClientID, ":r") {
+		if m != nil && f.running && strings.HasPrefix(m.ClientID, fmt.Sprintf("tg:%d:", f.key.where.tg)) && !strings.HasSuffix(m.ClientID, ":r") {
 			kb, err := keyboard([]choice{
 				{"Delete", press{Verb: verbDelete, Chat: f.key.chat, Msg: m.ID}},
 				{"Redirect now", press{Verb: verbRedirect, Chat: f.key.chat, Msg: m.ID}}})
@@ -380,7 +381,7 @@ func (f *follower) apply(d chats.Delivery) error {
 				fmt.Sscan(id, &reply)
 			}
 			const t = "Queued: I will answer it after the current reply. Edit your message to change it."
-			id, err := b.sendText(b.ctx, f.key.tg, t, t, &kb, reply)
+			id, err := b.sendText(b.ctx, f.key.where, t, t, &kb, reply)
 			if err != nil {
 				return err
 			}
@@ -401,7 +402,7 @@ func (f *follower) apply(d chats.Delivery) error {
 						t = "Redirected: the assistant reads it at its next step."
 					}
 				}
-				if err := b.editText(b.ctx, f.key.tg, id, t, t, nil); err != nil && !isAPIError(err, errEditNotFound) {
+				if err := b.editText(b.ctx, f.key.where.tg, id, t, t, nil); err != nil && !isAPIError(err, errEditNotFound) {
 					return err
 				}
 				return f.save()
@@ -485,7 +486,7 @@ func (f *follower) ask(id, text, yes, no, yesLabel, noLabel string) error {
 		text += "\n(Answer it in the browser: its buttons do not fit in Telegram.)"
 		markup = nil
 	}
-	msg, err := f.b.sendTextAt(f.b.ctx, f.key.tg, escape(text), text, markup, 0, prioFinal)
+	msg, err := f.b.sendTextAt(f.b.ctx, f.key.where, escape(text), text, markup, 0, prioFinal)
 	if err != nil {
 		return err
 	}
@@ -503,7 +504,7 @@ func (f *follower) resolve(id, text string) error {
 		return f.save()
 	}
 	delete(f.st.Asks, id)
-	if err := f.b.editText(f.b.ctx, f.key.tg, msg, escape(text), text, nil); err != nil && !isAPIError(err, errEditNotFound) {
+	if err := f.b.editText(f.b.ctx, f.key.where.tg, msg, escape(text), text, nil); err != nil && !isAPIError(err, errEditNotFound) {
 		return err
 	}
 	return f.save()
@@ -534,7 +535,7 @@ func (f *follower) show(text string, final bool) error {
 			if f.st.MsgIDs[i] == 0 {
 				continue // sent, its id lost with Telegram's answer: cannot be edited
 			}
-			err := b.editTextAt(b.ctx, f.key.tg, f.st.MsgIDs[i], html, p, nil, prio)
+			err := b.editTextAt(b.ctx, f.key.where.tg, f.st.MsgIDs[i], html, p, nil, prio)
 			if err == nil {
 				f.setShown(i, html)
 				continue
@@ -549,7 +550,7 @@ func (f *follower) show(text string, final bool) error {
 		if i == 0 {
 			sp = prioFirst
 		}
-		id, err := b.sendTextAt(b.ctx, f.key.tg, html, p, nil, 0, sp)
+		id, err := b.sendTextAt(b.ctx, f.key.where, html, p, nil, 0, sp)
 		if errors.Is(err, errUncertain) {
 			id, err = 0, nil // most likely shown; never sent a third time
 		}
@@ -569,14 +570,14 @@ func (f *follower) show(text string, final bool) error {
 			if id == 0 {
 				continue
 			}
-			if _, err := b.call(b.ctx, callOpts{chat: f.key.tg, paced: true, prio: prioFinal}, tgbotapi.NewDeleteMessage(f.key.tg, id)); err != nil && !isAPIError(err, errDeleteNotFound) {
+			if _, err := b.call(b.ctx, callOpts{chat: f.key.where.tg, paced: true, prio: prioFinal}, tgbotapi.NewDeleteMessage(f.key.where.tg, id)); err != nil && !isAPIError(err, errDeleteNotFound) {
 				var te *tgbotapi.Error
 				if !errors.As(err, &te) {
 					return err
 				}
 				// Too old to delete (48 h): say where the reply is.
 				const t = "(This part was replaced by the reply above.)"
-				if err := b.editTextAt(b.ctx, f.key.tg, id, t, t, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
+				if err := b.editTextAt(b.ctx, f.key.where.tg, id, t, t, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
 					return err
 				}
 			}
@@ -628,7 +629,7 @@ func (f *follower) land(turn, text, msg string) error {
 			if f.b.ctx.Err() != nil {
 				return err // shutting down: the replay after restart lands it
 			}
-			f.b.log.Warn("telegram: final text not delivered", "chat", f.key.chat, "tg", f.key.tg, "err", err)
+			f.b.log.Warn("telegram: final text not delivered", "chat", f.key.chat, "tg", f.key.where.tg, "thread", f.key.where.thread, "err", err)
 		}
 		f.st.Landed = true
 	}
@@ -645,7 +646,7 @@ func (f *follower) land(turn, text, msg string) error {
 			if id == 0 {
 				continue
 			}
-			if err := bk.Put(tgKey("m", f.key.tg, id), v); err != nil {
+			if err := bk.Put(tgKey("m", f.key.where.tg, id), v); err != nil {
 				return err
 			}
 		}

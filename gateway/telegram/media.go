@@ -221,7 +221,7 @@ type refusal struct {
 // problem is set, and nothing stored, when the file cannot be passed on;
 // its text is what to tell the person. An error is returned only when the
 // update must be handled again (the bot is shutting down).
-func (b *Bot) fetch(ctx context.Context, f fileRef) (a chats.Attachment, problem refusal, err error) {
+func (b *Bot) fetch(ctx context.Context, sc chats.Scope, f fileRef) (a chats.Attachment, problem refusal, err error) {
 	blobs := b.svc.Blobs()
 	if blobs == nil {
 		return a, refusal{fmt.Sprintf("Your %s did not reach the assistant: this Mirror stores no attachments.", f.what), runtime.OutcomeUnsupported}, nil
@@ -258,7 +258,7 @@ func (b *Bot) fetch(ctx context.Context, f fileRef) (a chats.Attachment, problem
 			}
 			wait *= 2
 		}
-		a, retry, err := b.download(ctx, file.FilePath, f)
+		a, retry, err := b.download(ctx, sc, file.FilePath, f)
 		if err == nil {
 			return a, refusal{}, nil
 		}
@@ -283,7 +283,7 @@ func (b *Bot) fetch(ctx context.Context, f fileRef) (a chats.Attachment, problem
 // download streams the file at filePath into the blob store. retry says
 // whether a failure came on the way (worth another try) rather than from
 // the file itself.
-func (b *Bot) download(ctx context.Context, filePath string, f fileRef) (chats.Attachment, bool, error) {
+func (b *Bot) download(ctx context.Context, sc chats.Scope, filePath string, f fileRef) (chats.Attachment, bool, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	u := fmt.Sprintf(fileEndpoint(b.cfg.APIEndpoint), b.opt.Token, strings.TrimPrefix(filePath, "/"))
@@ -300,7 +300,7 @@ func (b *Bot) download(ctx context.Context, filePath string, f fileRef) (chats.A
 		return chats.Attachment{}, resp.StatusCode >= 500 || resp.StatusCode == 429, fmt.Errorf("the file download answered %s", resp.Status)
 	}
 	body := &readErr{r: resp.Body}
-	a, err := b.svc.Upload(dctx, body, f.typ, f.name)
+	a, err := sc.Upload(dctx, body, f.typ, f.name) // the sender's upload
 	if err != nil {
 		if body.err != nil && !errors.Is(body.err, io.EOF) {
 			// Cut on the way; Upload removed what it had written.

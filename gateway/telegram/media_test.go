@@ -168,7 +168,7 @@ func TestAlbumReachesChatAsOneMessage(t *testing.T) {
 			if n := passedOn(st.db); n != 3 {
 				t.Errorf("%d Telegram messages map to the album, want its 3 parts", n)
 			}
-			if st.bot.gatheringGroup(111, "13579") {
+			if st.bot.gatheringGroup(at(111), "13579") {
 				t.Error("the album's parts are still stored after it was passed on")
 			}
 			// The model got one message: the caption and three images, the
@@ -436,7 +436,7 @@ func (st *stack) follower(t testing.TB, tg int64, chat string) *follower {
 	var f *follower
 	st.fake.waitFor("the follower", func() bool {
 		st.bot.mu.Lock()
-		f = st.bot.followers[followKey{tg, chat}]
+		f = st.bot.followers[followKey{at(tg), chat}]
 		st.bot.mu.Unlock()
 		return f != nil
 	})
@@ -445,7 +445,7 @@ func (st *stack) follower(t testing.TB, tg int64, chat string) *follower {
 
 // savedSeq is the last seq the follower of (tg, chat) committed.
 func (st *stack) savedSeq(tg int64, chat string) uint64 {
-	fs, _ := st.bot.loadFollow(tg, chat)
+	fs, _ := st.bot.loadFollow(at(tg), chat)
 	return fs.LastSeq
 }
 

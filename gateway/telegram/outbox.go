@@ -67,18 +67,19 @@ func fileName(a chats.Attachment) string {
 // sendDocument, as a multipart upload streamed from the blob store. The
 // caption goes with it when it fits, else as a text right after. It is
 // paced and budgeted like every send, and returns the new message's id.
-func (b *Bot) sendAttachment(ctx context.Context, tg int64, a chats.Attachment, caption string) (int, error) {
+func (b *Bot) sendAttachment(ctx context.Context, to place, a chats.Attachment, caption string) (int, error) {
 	blobs := b.svc.Blobs()
 	if blobs == nil {
 		return 0, errors.New("this Mirror stores no attachments")
 	}
 	withCaption := caption != "" && utf16Len(caption) <= maxCaption
-	params := map[string]string{"chat_id": fmt.Sprint(tg)}
+	params := map[string]string{"chat_id": fmt.Sprint(to.tg)}
+	addThread(params, to)
 	if withCaption {
 		params["caption"] = caption
 	}
 	open := func() (io.ReadCloser, error) { return blobs.Open(a.SHA256) }
-	o := callOpts{chat: tg, paced: true, prio: prioFinal}
+	o := callOpts{chat: to.tg, paced: true, prio: prioFinal}
 	var resp *tgbotapi.APIResponse
 	var err error
 	if asPhoto(a) {
@@ -108,7 +109,7 @@ func (b *Bot) sendAttachment(ctx context.Context, tg int64, a chats.Attachment, 
 		return 0, fmt.Errorf("telegram: decode the answer to a file send: %w", err)
 	}
 	if caption != "" && !withCaption {
-		if _, err := b.sendTextAt(ctx, tg, escape(caption), caption, nil, msg.MessageID, prioFinal); err != nil {
+		if _, err := b.sendTextAt(ctx, to, escape(caption), caption, nil, msg.MessageID, prioFinal); err != nil {
 			return msg.MessageID, err
 		}
 	}
@@ -200,7 +201,7 @@ func (f *follower) sendFile(ev *chats.FileSent) error {
 		if i == 0 {
 			caption = m.Text
 		}
-		id, err := b.sendAttachment(b.ctx, f.key.tg, a, caption)
+		id, err := b.sendAttachment(b.ctx, f.key.where, a, caption)
 		if errors.Is(err, errUncertain) {
 			id, err = 0, nil // most likely shown; never sent a third time
 		}
@@ -208,9 +209,9 @@ func (f *follower) sendFile(ev *chats.FileSent) error {
 			if b.ctx.Err() != nil {
 				return err // shutting down: sent after the restart
 			}
-			b.log.Warn("telegram: a file was not delivered", "chat", f.key.chat, "tg", f.key.tg, "err", err)
+			b.log.Warn("telegram: a file was not delivered", "chat", f.key.chat, "tg", f.key.where.tg, "err", err)
 			note := fmt.Sprintf("The assistant sent you a file (%s, %s), but Telegram did not take it: %s", fileName(a), sizeText(a.Size), Redact(err.Error()))
-			if id, err = b.sendTextAt(b.ctx, f.key.tg, escape(note), note, nil, 0, prioFinal); err != nil && b.ctx.Err() != nil {
+			if id, err = b.sendTextAt(b.ctx, f.key.where, escape(note), note, nil, 0, prioFinal); err != nil && b.ctx.Err() != nil {
 				return err
 			}
 		}
@@ -221,7 +222,7 @@ func (f *follower) sendFile(ev *chats.FileSent) error {
 	v, _ := json.Marshal(sentRecord{Chat: f.key.chat, Msg: m.ID, Reply: true})
 	return f.saveWith(func(bk *bolt.Bucket) error {
 		for _, id := range ids {
-			if err := bk.Put(tgKey("m", f.key.tg, id), v); err != nil {
+			if err := bk.Put(tgKey("m", f.key.where.tg, id), v); err != nil {
 				return err
 			}
 		}
@@ -240,9 +241,15 @@ func (f *follower) transcribed(ev *chats.MessageTranscribed) error {
 	b := f.b
 	var origin string
 	_ = b.read(func(bk *bolt.Bucket) error { origin = string(bk.Get(tgKey("mm", f.key.chat, m.ID))); return nil })
+	if origin == "" {
+		// Not recorded yet: the record commits with the update that passed
+		// the message on, and a quick transcription can come first. The
+		// message's client id says the same (tg:<chat>:<message_id>).
+		origin, _ = strings.CutPrefix(m.ClientID, "tg:")
+	}
 	var tg int64
 	var reply int
-	if _, err := fmt.Sscanf(origin, "%d:%d", &tg, &reply); err != nil || tg != f.key.tg {
+	if _, err := fmt.Sscanf(origin, "%d:%d", &tg, &reply); err != nil || tg != f.key.where.tg {
 		return f.save() // not a message of this Telegram chat
 	}
 	var said []string
@@ -262,7 +269,7 @@ func (f *follower) transcribed(ev *chats.MessageTranscribed) error {
 	default:
 		return f.save()
 	}
-	if _, err := b.sendTextAt(b.ctx, f.key.tg, html, plain, nil, reply, prioFinal); err != nil && b.ctx.Err() != nil {
+	if _, err := b.sendTextAt(b.ctx, f.key.where, html, plain, nil, reply, prioFinal); err != nil && b.ctx.Err() != nil {
 		return err
 	}
 	return f.save()

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -63,13 +62,13 @@ func (p *handlePanic) Error() string { return fmt.Sprintf("panic: %v", p.val) }
 // handleSafe handles u, turning a panic into a *handlePanic: one update
 // must never take the gateway down with it, nor, by coming back after
 // every restart, keep it down.
-func (b *Bot) handleSafe(u tgbotapi.Update) (hp *handlePanic, err error) {
+func (b *Bot) handleSafe(p polled) (hp *handlePanic, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			hp = &handlePanic{val: r, at: panicSite(), stack: debug.Stack()}
 		}
 	}()
-	return nil, b.handle(u)
+	return nil, b.handle(p.u, readTopics(p.raw))
 }
 
 // panicSite is the first frame outside the runtime of a panicking
@@ -112,7 +111,7 @@ func (b *Bot) process(p polled) error {
 	if p.bad != nil {
 		return b.quarantine(id, p.raw, quarantined{Kind: kindUnreadable, Error: p.bad.Error()})
 	}
-	hp, err := b.handleSafe(p.u)
+	hp, err := b.handleSafe(p)
 	if hp == nil {
 		return err
 	}

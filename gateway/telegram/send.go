@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -190,24 +191,27 @@ func isAPIError(err error, text string) bool {
 // sendText sends a message rendered as HTML, and as plain text when
 // Telegram refuses the entities, at the priority of a first text (a short
 // answer). It returns the new message's id.
-func (b *Bot) sendText(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) (int, error) {
-	return b.sendTextAt(ctx, chat, html, plain, kb, replyTo, prioFirst)
+func (b *Bot) sendText(ctx context.Context, to place, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) (int, error) {
+	return b.sendTextAt(ctx, to, html, plain, kb, replyTo, prioFirst)
 }
 
-// sendTextAt is sendText at priority prio.
-func (b *Bot) sendTextAt(ctx context.Context, chat int64, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int, prio int) (int, error) {
-	m := tgbotapi.NewMessage(chat, html)
-	m.ParseMode = tgbotapi.ModeHTML
-	m.DisableWebPagePreview = true
-	m.ReplyToMessageID = replyTo
-	m.AllowSendingWithoutReply = replyTo != 0
-	if kb != nil {
-		m.ReplyMarkup = *kb
+// sendTextAt is sendText at priority prio. The request is written by hand
+// (sendMessageParams): the library's MessageConfig has no
+// message_thread_id, which a send into a forum topic needs.
+func (b *Bot) sendTextAt(ctx context.Context, to place, html, plain string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int, prio int) (int, error) {
+	o := callOpts{chat: to.tg, paced: true, prio: prio}
+	send := func(text, mode string) (*tgbotapi.APIResponse, error) {
+		params, err := sendMessageParams(to, text, mode, kb, replyTo)
+		if err != nil {
+			return nil, err
+		}
+		return b.callDo(ctx, o, "sendMessage", true, func(api *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) {
+			return api.MakeRequest("sendMessage", params)
+		})
 	}
-	resp, err := b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, m)
+	resp, err := send(html, tgbotapi.ModeHTML)
 	if err != nil && isAPIError(err, errParse) {
-		m.Text, m.ParseMode = plain, ""
-		resp, err = b.call(ctx, callOpts{chat: chat, paced: true, prio: prio}, m)
+		resp, err = send(plain, "")
 	}
 	if err != nil {
 		return 0, err
@@ -217,6 +221,32 @@ func (b *Bot) sendTextAt(ctx context.Context, chat int64, html, plain string, kb
 		return 0, fmt.Errorf("telegram sendMessage: decode answer: %w", err)
 	}
 	return msg.MessageID, nil
+}
+
+// sendMessageParams are a sendMessage's parameters, as the library would
+// write them, plus the topic: message_thread_id only for a topic (the
+// General topic, thread 0, must go without one).
+func sendMessageParams(to place, text, mode string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) (tgbotapi.Params, error) {
+	params := tgbotapi.Params{"chat_id": strconv.FormatInt(to.tg, 10), "text": text, "disable_web_page_preview": "true"}
+	params.AddNonEmpty("parse_mode", mode)
+	addThread(params, to)
+	if replyTo != 0 {
+		params.AddNonZero("reply_to_message_id", replyTo)
+		params.AddBool("allow_sending_without_reply", true)
+	}
+	if kb != nil {
+		if err := params.AddInterface("reply_markup", *kb); err != nil {
+			return nil, err
+		}
+	}
+	return params, nil
+}
+
+// addThread names the topic of a send into one.
+func addThread(params tgbotapi.Params, to place) {
+	if to.thread != 0 {
+		params["message_thread_id"] = strconv.Itoa(to.thread)
+	}
 }
 
 // editText replaces a message's text (and its buttons: nil removes them),
@@ -243,14 +273,14 @@ func (b *Bot) editTextAt(ctx context.Context, chat int64, id int, html, plain st
 	return err
 }
 
-// notify sends a short plain reply, in the background so that update
-// handling never waits on a chat's pacing.
-func (b *Bot) notify(chat int64, text string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) {
+// notify sends a short plain reply to place to, in the background so that
+// update handling never waits on a chat's pacing.
+func (b *Bot) notify(to place, text string, kb *tgbotapi.InlineKeyboardMarkup, replyTo int) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		if _, err := b.sendText(b.ctx, chat, escape(text), text, kb, replyTo); err != nil && b.ctx.Err() == nil {
-			b.log.Warn("telegram reply failed", "chat", chat, "err", err)
+		if _, err := b.sendText(b.ctx, to, escape(text), text, kb, replyTo); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("telegram reply failed", "chat", to.tg, "thread", to.thread, "err", err)
 		}
 	}()
 }
@@ -268,6 +298,12 @@ func (b *Bot) answerCallback(id, text string) {
 	}()
 }
 
-func (b *Bot) typing(ctx context.Context, chat int64) {
-	_, _ = b.call(ctx, callOpts{chat: chat, once: true, prio: prioEdit}, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping))
+// typing shows "typing…" in place to (in its topic: sendChatAction takes
+// message_thread_id too).
+func (b *Bot) typing(ctx context.Context, to place) {
+	params := tgbotapi.Params{"chat_id": strconv.FormatInt(to.tg, 10), "action": tgbotapi.ChatTyping}
+	addThread(params, to)
+	_, _ = b.callDo(ctx, callOpts{chat: to.tg, once: true, prio: prioEdit}, "sendChatAction", false, func(api *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) {
+		return api.MakeRequest("sendChatAction", params)
+	})
 }

@@ -19,8 +19,11 @@ import (
 // bucket is this package's bucket in the shared database. Keys:
 //
 //	offset             next getUpdates offset (decimal)
-//	cur/<tg>           the Telegram chat's current Mirror chat
-//	f/<tg>/<chat>      followState of that pair
+//	cur/<place>        the place's current Mirror chat; a place is a Telegram
+//	                   chat ("<tg>") or a forum topic of one ("<tg>:<thread>"),
+//	                   written by place.String, read by parsePlace (topics.go)
+//	tn/<place>         a forum topic's name, from its creation or last rename
+//	f/<place>/<chat>   followState of that pair
 //	m/<tg>/<msg>       sentRecord: the Mirror message a Telegram message shows
 //	                   (a person's message passed on, or a reply of the bot)
 //	x/<chat>/<msg>     sentRecord: a Redirect of that pending message begun
@@ -28,7 +31,7 @@ import (
 //	mm/<chat>/<msg>    "<tg>:<message_id>": the Telegram message a person's
 //	                   message with attachments came from (a transcript
 //	                   replies to it)
-//	g/<tg>/<group>/<message_id>  groupPart: a part of an album still
+//	g/<place>/<group>/<message_id>  groupPart: a part of an album still
 //	                   gathering (committed with the offset past its update)
 //	p/<CODE>           Pairing waiting for approval
 //	u/<user>           Pairing approved: that user has access
@@ -84,7 +87,9 @@ func tgKey(prefix string, parts ...any) []byte {
 // handled, and the Telegram messages of the turn it streams, so a restart
 // edits them instead of sending the reply again.
 type followState struct {
-	TG      int64  `json:"tg"`
+	TG int64 `json:"tg"`
+	// Thread is the forum topic followed (0: the whole chat, or General).
+	Thread  int    `json:"thread,omitempty"`
 	Chat    string `json:"chat"`
 	LastSeq uint64 `json:"last_seq"`
 	Turn    string `json:"turn,omitempty"`
@@ -242,10 +247,15 @@ func (b *Bot) allowed(user int64) bool {
 	return ok
 }
 
-func (b *Bot) currentChat(tg int64) string {
+// currentChat is the current Mirror chat of a Telegram chat without topics.
+func (b *Bot) currentChat(tg int64) string { return b.chatAt(at(tg)) }
+
+// chatAt is the current Mirror chat of place p: one indexed read of
+// cur/<place>, however many places there are.
+func (b *Bot) chatAt(p place) string {
 	var id string
 	_ = b.read(func(bk *bolt.Bucket) error {
-		id = string(bk.Get(tgKey("cur", tg)))
+		id = string(bk.Get(tgKey("cur", p)))
 		return nil
 	})
 	return id

@@ -21,7 +21,12 @@
 //
 // In a group the bot answers only messages addressed to it (a mention of
 // @botusername, /command@botusername, or a reply to one of its messages)
-// by an allowed user. A message sent while a turn runs is acknowledged
+// by an allowed user; a group is one chat shared by its allowed members,
+// and in a forum supergroup each topic is a chat of its own (a place:
+// topics.go), running in parallel with the others, its replies, edits,
+// typing and buttons sent into the topic.
+//
+// A message sent while a turn runs is acknowledged
 // with Delete and Redirect buttons; chats has no way to change a pending
 // message's mode, so Redirect deletes it and sends its text again as a
 // redirect under a client id derived from the original (a repeated press
@@ -93,6 +98,11 @@ type Options struct {
 	PollTimeout time.Duration
 	// Now is the clock of pairing expiry (nil: time.Now).
 	Now func() time.Time
+	// Sends, when set, is the limit of limits.messages_per_minute the bot
+	// spends from, keyed as rateKey says ("person:ID"); passing the
+	// WebSocket's makes a person's browser and Telegram messages share one
+	// allowance. nil: the bot keeps its own.
+	Sends *limit.Keyed[string]
 	// AlbumQuiet is how long an album gathers after its last part came
 	// before it is passed on (0: DefaultAlbumQuiet).
 	AlbumQuiet time.Duration
@@ -132,7 +142,7 @@ type Bot struct {
 	started   bool
 	closed    bool
 
-	sends *limit.Keyed[int64] // limits.messages_per_minute per Telegram user
+	sends *limit.Keyed[string] // limits.messages_per_minute per person (rateKey)
 
 	// clk times the gathering of albums (tests put a manual clock here
 	// before Start).
@@ -187,7 +197,10 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 		global: newLimiter(realClock{}, opt.GlobalRate, time.Second), pacers: map[int64]*pacer{},
 		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command,
 		clk: realClock{}, groups: map[groupKey]*gathering{}}
-	b.sends = sendLimit(opt.Config)
+	b.sends = opt.Sends
+	if b.sends == nil {
+		b.sends = limit.Messages(opt.Config.Limits.MessagesPerMinute)
+	}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
 	api, err := tgbotapi.NewBotAPIWithClient(opt.Token, opt.Config.Telegram.APIEndpoint, ctxClient{ctx: cctx, c: opt.HTTPClient})
@@ -219,7 +232,7 @@ func (b *Bot) Start(ctx context.Context) error {
 		return err
 	}
 	for _, st := range states {
-		b.follow(st.TG, st.Chat, &st)
+		b.follow(place{st.TG, st.Thread}, st.Chat, &st)
 	}
 	b.resumeGroups()
 	if b.cfg.Mode == config.ModeWebhook {

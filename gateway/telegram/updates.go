@@ -221,23 +221,23 @@ func (b *Bot) tellBad(raw []byte) {
 	if id, ok := u.Message.MessageID.(float64); ok {
 		reply = int(id)
 	}
-	b.notify(u.Message.Chat.ID, "I could not read that message, so it did not reach the assistant; please send it again.", nil, reply)
+	b.notify(at(u.Message.Chat.ID), "I could not read that message, so it did not reach the assistant; please send it again.", nil, reply)
 }
 
 // handle handles one update durably and commits offset past it, in one
 // write with what the handler records.
-func (b *Bot) handle(u tgbotapi.Update) error {
+func (b *Bot) handle(u tgbotapi.Update, tp updateTopics) error {
 	var rec func(bk *bolt.Bucket) error
 	var after func()
 	var err error
 	switch {
 	case u.Message != nil:
-		rec, after, err = b.onMessage(u.Message)
+		rec, after, err = b.onMessage(u.Message, tp.Message)
 		if after != nil {
 			defer after() // also when what follows fails, or panics
 		}
 	case u.EditedMessage != nil:
-		err = b.onEdit(u.EditedMessage)
+		err = b.onEdit(u.EditedMessage, tp.Edited)
 	case u.CallbackQuery != nil:
 		err = b.onCallback(u.CallbackQuery)
 	}
@@ -263,11 +263,17 @@ func transient(err error) bool {
 		errors.Is(err, chats.ErrTooLarge)) // a full queue: say so ("Not sent: ...") rather than handle the update again
 }
 
-func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, func(), error) {
-	if m.From == nil || m.From.IsBot || m.Chat == nil {
+func (b *Bot) onMessage(m *tgbotapi.Message, tf topicFields) (func(bk *bolt.Bucket) error, func(), error) {
+	if m.Chat == nil {
 		return nil, nil, nil
 	}
-	tg, user := m.Chat.ID, m.From.ID
+	if m.From == nil || m.From.IsBot {
+		return nil, nil, nil
+	}
+	where, user := place{m.Chat.ID, tf.thread()}, m.From.ID
+	if err := b.learnTopic(where, tf, user); err != nil {
+		return nil, nil, err
+	}
 	var imageLimit int64 = MaxBotDownload
 	if bl := b.svc.Blobs(); bl != nil {
 		imageLimit = bl.Limits().Image
@@ -289,7 +295,7 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, func(
 		}
 		if !addressed && group != "" && len(md.files) > 0 {
 			// A later part of an album whose first part was addressed.
-			addressed = b.gatheringGroup(tg, group)
+			addressed = b.gatheringGroup(where, group)
 		}
 		if !addressed {
 			return nil, nil, nil // groups: only when addressed, only allowed users
@@ -302,47 +308,52 @@ func (b *Bot) onMessage(m *tgbotapi.Message) (func(bk *bolt.Bucket) error, func(
 	}
 	if md.unsupported != "" {
 		note := "I cannot read " + md.unsupported + " yet, so it did not reach the assistant (I read text, photos, files, voice and audio messages, video messages and stickers)."
-		b.mediaRefused(m, []refusal{{note, runtime.OutcomeUnsupported}})
+		b.mediaRefused(m, where, []refusal{{note, runtime.OutcomeUnsupported}})
 		if strings.TrimSpace(text) == "" {
-			b.notify(tg, note, nil, m.MessageID)
+			b.notify(where, note, nil, m.MessageID)
 			return nil, nil, nil
 		}
 		// Its caption is passed on: nothing else of the message is lost.
-		b.notify(tg, note+" Its caption was passed on.", nil, m.MessageID)
-		return b.passOn(m, text, nil)
+		b.notify(where, note+" Its caption was passed on.", nil, m.MessageID)
+		return b.passOn(m, where, text, nil)
 	}
 	if len(md.files) > 0 {
-		return b.onFiles(m, text, md.files, group)
+		return b.onFiles(m, where, text, md.files, group)
 	}
 	if strings.TrimSpace(text) == "" {
 		if strings.TrimSpace(m.Text) != "" {
-			b.notify(tg, "Write your message along with the mention.", nil, m.MessageID)
+			b.notify(where, "Write your message along with the mention.", nil, m.MessageID)
 		}
 		return nil, nil, nil
 	}
 	if strings.HasPrefix(text, "/") && md.standIn == "" {
-		if handled, err := b.command(m, text); handled || err != nil {
+		if handled, err := b.command(m, where, text); handled || err != nil {
 			return nil, nil, err
 		}
 	}
-	return b.passOn(m, text, nil)
+	return b.passOn(m, where, text, nil)
 }
 
 // onFiles fetches a message's files into the blob store and passes the
 // message on with them; each file that cannot be passed on is told to the
 // person, and the rest (its caption, the other files) still goes. A part
 // of an album is recorded to be passed on with its other parts.
-func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group string) (func(bk *bolt.Bucket) error, func(), error) {
-	tg := m.Chat.ID
+func (b *Bot) onFiles(m *tgbotapi.Message, where place, text string, files []fileRef, group string) (func(bk *bolt.Bucket) error, func(), error) {
 	var sums, problems []string
 	var refused []refusal
+	// The files are stored as the sender's: until a message names them,
+	// only they may fetch them (as a browser upload is).
+	sc, ok := b.as(m.From.ID)
+	if !ok {
+		return nil, nil, nil
+	}
 	for _, f := range files {
-		a, problem, err := b.fetch(b.ctx, f)
+		a, problem, err := b.fetch(b.ctx, sc, f)
 		if err != nil {
 			return nil, nil, err
 		}
 		if problem.text != "" {
-			b.log.Info("telegram: a file was not passed on", "tg", tg, "kind", f.what, "reason", problem.text)
+			b.log.Info("telegram: a file was not passed on", "tg", where.tg, "kind", f.what, "reason", problem.text)
 			problems = append(problems, problem.text)
 			refused = append(refused, problem)
 			continue
@@ -350,75 +361,73 @@ func (b *Bot) onFiles(m *tgbotapi.Message, text string, files []fileRef, group s
 		sums = append(sums, a.SHA256)
 	}
 	if len(problems) > 0 {
-		b.mediaRefused(m, refused)
-		b.notify(tg, strings.Join(problems, "\n"), nil, m.MessageID)
+		b.mediaRefused(m, where, refused)
+		b.notify(where, strings.Join(problems, "\n"), nil, m.MessageID)
 	}
 	if strings.TrimSpace(text) == "" {
 		text = ""
 	}
 	if group != "" {
 		part, _ := json.Marshal(groupPart{Msg: m.MessageID, User: m.From.ID, Caption: text, Sums: sums})
-		k := groupKey{tg, group}
-		rec := func(bk *bolt.Bucket) error { return bk.Put(groupPartKey(tg, group, m.MessageID), part) }
+		k := groupKey{where, group}
+		rec := func(bk *bolt.Bucket) error { return bk.Put(groupPartKey(where, group, m.MessageID), part) }
 		return rec, func() { b.armGroup(k, b.albumQuiet()) }, nil
 	}
 	if len(sums) == 0 && text == "" {
 		return nil, nil, nil
 	}
-	return b.passOn(m, text, sums)
+	return b.passOn(m, where, text, sums)
 }
 
 // mediaRefused leaves a diagnostic (kind media) of each file of a message
 // that was not passed on in the Telegram chat's current chat, so the record
 // says what the person was told and why (issue 16 item 7).
-func (b *Bot) mediaRefused(m *tgbotapi.Message, refused []refusal) {
-	tg := m.Chat.ID
+func (b *Bot) mediaRefused(m *tgbotapi.Message, where place, refused []refusal) {
 	sc, ok := b.as(m.From.ID)
 	if !ok {
 		return // nobody's chat to keep it in
 	}
-	chat, err := b.ensureChat(tg, sc)
+	chat, err := b.ensureChat(where, sc)
 	if err != nil {
-		b.log.Warn("telegram: no chat to keep a refused file's diagnostic in", "tg", tg, "err", err)
+		b.log.Warn("telegram: no chat to keep a refused file's diagnostic in", "tg", where.tg, "err", err)
 		return
 	}
 	for _, r := range refused {
-		b.svc.MediaRefused(b.ctx, chat, "telegram", r.outcome, r.text)
+		sc.MediaRefused(b.ctx, chat, "telegram", r.outcome, r.text) // by the sender
 	}
 }
 
 // passOn sends the person's message to the Telegram chat's current chat
 // and returns the record of it, to commit with the offset.
-func (b *Bot) passOn(m *tgbotapi.Message, text string, sums []string) (func(bk *bolt.Bucket) error, func(), error) {
-	tg := m.Chat.ID
-	if !b.admitSend(tg, m.From.ID, m.MessageID) {
-		return nil, nil, nil
-	}
+func (b *Bot) passOn(m *tgbotapi.Message, where place, text string, sums []string) (func(bk *bolt.Bucket) error, func(), error) {
 	sc, ok := b.as(m.From.ID)
 	if !ok {
 		return nil, nil, nil
 	}
-	chat, err := b.ensureChat(tg, sc)
+	if !b.admitSend(where, sc, m.From.ID, m.MessageID) {
+		return nil, nil, nil
+	}
+	chat, err := b.ensureChat(where, sc)
 	if err != nil {
 		return nil, nil, err
 	}
-	msg, err := sc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", tg, m.MessageID), chats.ModeQueue, sums, chats.Origin{})
+	msg, err := sc.SendAttached(b.ctx, chat, text, fmt.Sprintf("tg:%d:%d", where.tg, m.MessageID), chats.ModeQueue, sums, chats.Origin{})
 	if err != nil {
 		if transient(err) && !errors.Is(err, chats.ErrUnknownAttachment) {
 			return nil, nil, err
 		}
-		b.notify(tg, "Not sent: "+err.Error(), nil, m.MessageID)
+		b.notify(where, "Not sent: "+err.Error(), nil, m.MessageID)
 		return nil, nil, nil
 	}
 	v, _ := json.Marshal(sentRecord{Chat: chat, Msg: msg.ID, Text: text, Atts: sums})
 	return func(bk *bolt.Bucket) error {
 		if len(sums) > 0 {
 			// For replies about the message's files (a transcript).
-			if err := bk.Put(tgKey("mm", chat, msg.ID), []byte(fmt.Sprintf("%d:%d", tg, m.MessageID))); err != nil {
+			if err := bk.Put(tgKey("mm", chat, msg.ID), []byte(fmt.Sprintf("%d:%d", where.tg, m.MessageID))); err != nil {
 				return err
 			}
 		}
-		return bk.Put(tgKey("m", tg, m.MessageID), v)
+		return bk.Put(tgKey("m", where.tg, m.MessageID), v)
 	}, nil, nil
 }
 
@@ -528,57 +537,69 @@ func (b *Bot) pair(m *tgbotapi.Message) error {
 		return err
 	}
 	if issued {
-		b.notify(m.Chat.ID, fmt.Sprintf("You have no access yet. Your pairing code is %s. Ask the owner of this Mirror to run:\n\nmirror pair approve %s\n\nThe code expires in an hour.", p.Code, p.Code), nil, 0)
+		b.notify(at(m.Chat.ID), fmt.Sprintf("You have no access yet. Your pairing code is %s. Ask the owner of this Mirror to run:\n\nmirror pair approve %s\n\nThe code expires in an hour.", p.Code, p.Code), nil, 0)
 	}
 	return nil
 }
 
-// ensureChat returns the Telegram chat's current Mirror chat, creating one
-// on first use, and makes sure it is followed.
-func (b *Bot) ensureChat(tg int64, sc chats.Scope) (string, error) {
-	chat := b.currentChat(tg)
+// ensureChat returns the place's current Mirror chat, creating one on
+// first use (a topic's is named after the topic), and makes sure it is
+// followed.
+func (b *Bot) ensureChat(where place, sc chats.Scope) (string, error) {
+	chat := b.chatAt(where)
 	if chat != "" {
-		if tg < 0 {
+		if where.tg < 0 {
 			// A group's chat is shared by its allowed members.
 			if _, err := b.svc.Get(b.ctx, chat); err == nil {
 				b.joinGroupChat(sc, chat)
 			}
 		}
 		if _, err := sc.Get(b.ctx, chat); err == nil {
-			return chat, b.follow(tg, chat, nil)
+			return chat, b.follow(where, chat, nil)
 		} else if !errors.Is(err, chats.ErrNotFound) {
 			return "", err
 		}
 	}
-	c, err := sc.Create(b.ctx, "", "", chats.Origin{})
+	title := ""
+	if where.thread != 0 {
+		title = b.topicTitle(where)
+	}
+	c, err := sc.Create(b.ctx, title, "", chats.Origin{})
 	if err != nil {
 		return "", err
 	}
-	return c.ID, b.setCurrent(tg, c.ID)
+	if err := b.setCurrent(where, c.ID); err != nil {
+		return "", err
+	}
+	if where.tg < 0 {
+		// The first answer in a group says whose chat this is.
+		b.notify(where, sharedNote(where), nil, 0)
+	}
+	return c.ID, nil
 }
 
-// setCurrent makes chat the current one of tg: persisted, followed, and the
-// chats left behind retired once idle.
-func (b *Bot) setCurrent(tg int64, chat string) error {
-	if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("cur", tg), []byte(chat)) }); err != nil {
+// setCurrent makes chat the current one of where: persisted, followed,
+// and the chats left behind retired once idle.
+func (b *Bot) setCurrent(where place, chat string) error {
+	if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("cur", where), []byte(chat)) }); err != nil {
 		return err
 	}
-	if err := b.follow(tg, chat, nil); err != nil {
+	if err := b.follow(where, chat, nil); err != nil {
 		return err
 	}
-	b.unfollowOthers(tg, chat)
+	b.unfollowOthers(where, chat)
 	return nil
 }
 
-func (b *Bot) onEdit(m *tgbotapi.Message) error {
+func (b *Bot) onEdit(m *tgbotapi.Message, tf topicFields) error {
 	if m.From == nil || m.Chat == nil || !b.allowed(m.From.ID) {
 		return nil
 	}
-	tg := m.Chat.ID
+	where := place{m.Chat.ID, tf.thread()}
 	var rec sentRecord
 	var found bool
 	_ = b.read(func(bk *bolt.Bucket) error {
-		v := bk.Get(tgKey("m", tg, m.MessageID))
+		v := bk.Get(tgKey("m", where.tg, m.MessageID))
 		found = v != nil && json.Unmarshal(v, &rec) == nil
 		return nil
 	})
@@ -595,7 +616,7 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 	}
 	if !found && caption && m.MediaGroupID != "" {
 		// A part of an album still gathering: its record takes the caption.
-		if ok, err := b.editGathered(tg, m.MediaGroupID, m.MessageID, text); ok || err != nil {
+		if ok, err := b.editGathered(where, m.MediaGroupID, m.MessageID, text); ok || err != nil {
 			return err
 		}
 	}
@@ -610,20 +631,20 @@ func (b *Bot) onEdit(m *tgbotapi.Message) error {
 	_, err := sc.EditAttached(b.ctx, rec.Chat, rec.Msg, &text, keep, chats.Origin{})
 	switch {
 	case errors.Is(err, chats.ErrInUse):
-		b.notify(tg, "Already in use: the assistant picked this message up before the edit, so the edit was not applied.", nil, m.MessageID)
+		b.notify(where, "Already in use: the assistant picked this message up before the edit, so the edit was not applied.", nil, m.MessageID)
 	case errors.Is(err, chats.ErrNotFound):
-		b.notify(tg, "That message is no longer queued (it was deleted), so the edit was not applied.", nil, m.MessageID)
+		b.notify(where, "That message is no longer queued (it was deleted), so the edit was not applied.", nil, m.MessageID)
 	case err != nil && transient(err):
 		return err
 	case err != nil:
-		b.notify(tg, "Edit not applied: "+err.Error(), nil, m.MessageID)
+		b.notify(where, "Edit not applied: "+err.Error(), nil, m.MessageID)
 	default:
 		rec.Text = text
 		v, _ := json.Marshal(rec)
-		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("m", tg, m.MessageID), v) }); err != nil {
+		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("m", where.tg, m.MessageID), v) }); err != nil {
 			return err
 		}
-		b.notify(tg, "Updated the queued message.", nil, m.MessageID)
+		b.notify(where, "Updated the queued message.", nil, m.MessageID)
 	}
 	return nil
 }
@@ -686,18 +707,18 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 			b.answerCallback(q.ID, "That chat no longer exists.")
 			return nil
 		}
-		if err := b.setCurrent(q.Message.Chat.ID, c.ID); err != nil {
+		if err := b.setCurrent(at(q.Message.Chat.ID), c.ID); err != nil {
 			b.answerCallback(q.ID, "Could not switch: "+err.Error())
 			return nil
 		}
 		b.answerCallback(q.ID, "Switched to "+c.Title)
-		b.notify(q.Message.Chat.ID, "Now in chat: "+c.Title, nil, 0)
+		b.notify(at(q.Message.Chat.ID), "Now in chat: "+c.Title, nil, 0)
 	case verbMore:
 		if q.Message == nil || q.Message.Chat == nil || !q.Message.Chat.IsPrivate() {
 			b.answerCallback(q.ID, "Switch chats in a private chat with me.")
 			return nil
 		}
-		if err := b.sendChatList(sc, q.Message.Chat.ID, p.ID); err != nil {
+		if err := b.sendChatList(sc, at(q.Message.Chat.ID), p.ID); err != nil {
 			b.answerCallback(q.ID, "Could not list more chats: "+err.Error())
 			return nil
 		}
@@ -825,8 +846,7 @@ func (b *Bot) findSent(tg int64, chat, msg string) (sentRecord, []byte) {
 
 // command runs a bot command; handled is false for a slash text that is not
 // one (such as the builtin model's /tool), which goes to the chat.
-func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error) {
-	tg := m.Chat.ID
+func (b *Bot) command(m *tgbotapi.Message, where place, text string) (handled bool, err error) {
 	sc, ok := b.as(m.From.ID)
 	if !ok {
 		return true, nil
@@ -836,54 +856,71 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 	rest := strings.TrimSpace(strings.TrimPrefix(text, fields[0]))
 	switch name {
 	case "/start", "/help":
-		b.notify(tg, helpText, nil, 0)
+		help := helpText
+		if !m.Chat.IsPrivate() {
+			help += "\n\n" + sharedNote(where)
+		}
+		b.notify(where, help, nil, 0)
 	case "/new":
-		c, err := sc.Create(b.ctx, rest, "", chats.Origin{})
+		// In a topic, /new starts the topic afresh: the topic gets a new
+		// chat (named as asked, else after the topic) and the old one stays
+		// in its people's lists. A chat never leaves its topic, so the
+		// topic's replies never land anywhere else.
+		title := rest
+		if title == "" && where.thread != 0 {
+			title = b.topicTitle(where)
+		}
+		c, err := sc.Create(b.ctx, title, "", chats.Origin{})
 		if err != nil {
 			if transient(err) {
 				return true, err
 			}
-			b.notify(tg, "No new chat: "+err.Error(), nil, m.MessageID)
+			b.notify(where, "No new chat: "+err.Error(), nil, m.MessageID)
 			return true, nil
 		}
-		if err := b.setCurrent(tg, c.ID); err != nil {
+		if err := b.setCurrent(where, c.ID); err != nil {
 			return true, err
 		}
-		b.notify(tg, "New chat: "+c.Title+". Send a message to begin.", nil, 0)
+		switch {
+		case where.thread != 0:
+			b.notify(where, "New chat for this topic: "+c.Title+". The previous one stays in the chat list. Send a message to begin.", nil, 0)
+		default:
+			b.notify(where, "New chat: "+c.Title+". Send a message to begin.", nil, 0)
+		}
 	case "/chats":
 		if !m.Chat.IsPrivate() {
 			// The list shows every chat's title (its first message): not
 			// for everyone in a group. A group keeps its own current chat.
-			b.notify(tg, "In a group, /chats would show every chat's title to all its members; use it in a private chat with me. /new starts a chat for this group.", nil, m.MessageID)
+			b.notify(where, "In a group, /chats would show every chat's title to all its members; use it in a private chat with me. /new starts a chat for this group.", nil, m.MessageID)
 			return true, nil
 		}
-		if err := b.sendChatList(sc, tg, ""); err != nil {
+		if err := b.sendChatList(sc, where, ""); err != nil {
 			return true, err
 		}
 	case "/stop":
-		chat := b.currentChat(tg)
+		chat := b.chatAt(where)
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
 			err := sc.Stop(b.ctx, chat, chats.Origin{})
 			switch {
 			case chat == "" || errors.Is(err, chats.ErrNoTurn) || errors.Is(err, chats.ErrNotFound):
-				b.notify(tg, "Nothing is running.", nil, 0)
+				b.notify(where, "Nothing is running.", nil, 0)
 			case err != nil:
-				b.notify(tg, "Could not stop: "+err.Error(), nil, 0)
+				b.notify(where, "Could not stop: "+err.Error(), nil, 0)
 			default:
 				// Stop holds what was queued behind the turn: say so, or
 				// the chat would look stuck.
 				if c, err := sc.Get(b.ctx, chat); err == nil && c.Paused && c.Pending > 0 {
-					b.notify(tg, heldText(c.Pending), nil, 0)
+					b.notify(where, heldText(c.Pending), nil, 0)
 				}
 			}
 		}()
 	case "/status":
-		chat := b.currentChat(tg)
+		chat := b.chatAt(where)
 		c, err := sc.Get(b.ctx, chat)
 		if chat == "" || errors.Is(err, chats.ErrNotFound) {
-			b.notify(tg, "No current chat. Send a message, or /new.", nil, 0)
+			b.notify(where, "No current chat. Send a message, or /new.", nil, 0)
 			return true, nil
 		}
 		if err != nil {
@@ -894,27 +931,27 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		if err != nil {
 			return true, err
 		}
-		b.notify(tg, b.status(c)+"\n"+out, nil, 0)
+		b.notify(where, b.status(c)+"\n"+out, nil, 0)
 	case "/pin", "/unpin":
-		chat, cmd, problem := b.pinCommand(tg, name, m.ReplyToMessage)
+		chat, cmd, problem := b.pinCommand(where.tg, name, m.ReplyToMessage)
 		if problem != "" {
-			b.notify(tg, problem, nil, m.MessageID)
+			b.notify(where, problem, nil, m.MessageID)
 			return true, nil
 		}
 		out, err := b.runCommand(chat, cmd)
 		if err != nil {
 			return true, err
 		}
-		b.notify(tg, out, nil, m.MessageID)
+		b.notify(where, out, nil, m.MessageID)
 	default:
 		// Every other command of the chats table runs on the current
 		// chat as typed, so a command added there works here too.
 		if _, ok := chats.LookupCommand(name); !ok {
 			return false, nil
 		}
-		chat := b.currentChat(tg)
+		chat := b.chatAt(where)
 		if chat == "" {
-			b.notify(tg, "No current chat. Send a message, or /new.", nil, m.MessageID)
+			b.notify(where, "No current chat. Send a message, or /new.", nil, m.MessageID)
 			return true, nil
 		}
 		// As typed, without a group's @botname: "/compact keep the plan".
@@ -922,7 +959,7 @@ func (b *Bot) command(m *tgbotapi.Message, text string) (handled bool, err error
 		if err != nil {
 			return true, err
 		}
-		b.notify(tg, out, nil, m.MessageID)
+		b.notify(where, out, nil, m.MessageID)
 	}
 	return true, nil
 }
@@ -1130,7 +1167,7 @@ func (b *Bot) PairingHandler() http.Handler {
 			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
 			return
 		}
-		b.notify(p.Chat, "You have access now. Send a message to begin.", nil, 0)
+		b.notify(at(p.Chat), "You have access now. Send a message to begin.", nil, 0)
 		writeJSON(w, http.StatusOK, map[string]any{"approved": p.shown()})
 	})
 	return mux
@@ -1149,16 +1186,16 @@ const chatsPerPage = 10
 // updated first, starting after cursor after ("" for the newest), as
 // buttons that switch; a last "More chats" button asks for the next page.
 // The page is read from the index by last update, not from every chat.
-func (b *Bot) sendChatList(sc chats.Scope, tg int64, after string) error {
+func (b *Bot) sendChatList(sc chats.Scope, where place, after string) error {
 	page, err := sc.ListPage(b.ctx, after, chatsPerPage) // the chats this person may see
 	if errors.Is(err, chats.ErrBadInput) {
-		b.notify(tg, "That list is out of date; send /chats again.", nil, 0)
+		b.notify(where, "That list is out of date; send /chats again.", nil, 0)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	cur := b.currentChat(tg)
+	cur := b.chatAt(where)
 	var rows [][]choice
 	for _, c := range page.Chats {
 		label := truncate(c.Title, 40)
@@ -1172,9 +1209,9 @@ func (b *Bot) sendChatList(sc chats.Scope, tg int64, after string) error {
 	}
 	if len(rows) == 0 {
 		if after == "" {
-			b.notify(tg, "No chats yet. Send a message, or /new.", nil, 0)
+			b.notify(where, "No chats yet. Send a message, or /new.", nil, 0)
 		} else {
-			b.notify(tg, "No more chats.", nil, 0)
+			b.notify(where, "No more chats.", nil, 0)
 		}
 		return nil
 	}
@@ -1194,7 +1231,7 @@ func (b *Bot) sendChatList(sc chats.Scope, tg int64, after string) error {
 	if err != nil {
 		return err
 	}
-	b.notify(tg, text, &kb, 0)
+	b.notify(where, text, &kb, 0)
 	return nil
 }
 

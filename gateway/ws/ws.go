@@ -67,6 +67,10 @@ type Options struct {
 	// MessagesPerMinute caps message.send per principal, answered with
 	// error rate_limited past it (0: no cap).
 	MessagesPerMinute int
+	// Sends, when set, is the limit message.send spends from (keyed by
+	// Who.Principal), shared with other transports; nil makes one of
+	// MessagesPerMinute.
+	Sends *limit.Keyed[string]
 	// QueueBytes is how many bytes of frames may wait for one socket
 	// (0: DefaultQueueBytes). Past either limit the socket is closed with
 	// 1013 and the client resumes with since.
@@ -112,9 +116,11 @@ func New(opt Options) *Hub {
 		opt.AuthTimeout = DefaultAuthTimeout
 	}
 	h := &Hub{opt: opt, conns: map[*conn]struct{}{}}
-	if opt.MessagesPerMinute > 0 {
-		h.sends = limit.New[string](opt.MessagesPerMinute, opt.MessagesPerMinute, 1<<16)
-		h.sends.Now = opt.Now
+	h.sends = opt.Sends
+	if h.sends == nil {
+		if h.sends = limit.Messages(opt.MessagesPerMinute); h.sends != nil {
+			h.sends.Now = opt.Now
+		}
 	}
 	h.upgrader = websocket.Upgrader{
 		ReadBufferSize: 4096, WriteBufferSize: 4096,
