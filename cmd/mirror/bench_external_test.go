@@ -305,6 +305,14 @@ loop:
 		if a := childAllocs(prof, "2 "); a > alloc0 && alloc0 > 0 {
 			defer func(n int64) { b.ReportMetric(float64(a-alloc0)/float64(n), "gw_B/turn") }(turns.Load())
 		}
+		// And a heap profile (FILE.heap: allocations since the start too).
+		_ = os.Remove(prof + ".heap")
+		_ = c.cmd.Process.Signal(syscall.SIGUSR2)
+		for t0 := time.Now(); time.Since(t0) < benchWait; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(prof + ".heap"); err == nil {
+				break
+			}
+		}
 	}
 	b.StartTimer()
 	var lats []time.Duration
