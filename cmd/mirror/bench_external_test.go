@@ -258,8 +258,10 @@ func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
 	}
 	m0, _ := procCPU(modelPID)
 	self0, host0 := cpuTime(), hostBusy()
+	var alloc0 uint64 // the gateway's bytes allocated at the start of the window
 	if prof != "" {
 		_ = c.cmd.Process.Signal(syscall.SIGUSR1) // starts the profile
+		alloc0 = childAllocs(prof, "1 ")
 	}
 	start := time.Now()
 	// The window is at least dur and a whole number of rounds (nChats
@@ -300,8 +302,14 @@ loop:
 	}
 	if prof != "" {
 		// The child writes its figures (seq 2) after it stopped the profile.
+		if a := childAllocs(prof, "2 "); a > alloc0 && alloc0 > 0 {
+			defer func(n int64) { b.ReportMetric(float64(a-alloc0)/float64(n), "gw_B/turn") }(turns.Load())
+		}
+		// And a heap profile (FILE.heap: allocations since the start too).
+		_ = os.Remove(prof + ".heap")
+		_ = c.cmd.Process.Signal(syscall.SIGUSR2)
 		for t0 := time.Now(); time.Since(t0) < benchWait; time.Sleep(10 * time.Millisecond) {
-			if raw, err := os.ReadFile(prof); err == nil && strings.HasPrefix(string(raw), "2 ") {
+			if _, err := os.Stat(prof + ".heap"); err == nil {
 				break
 			}
 		}
@@ -325,4 +333,23 @@ loop:
 	b.ReportMetric(max(0, (host.Seconds()-gw-model-self.Seconds())/wall), "other_cores")
 	b.ReportMetric(ms(pct(lats, 50)), "p50_ms")
 	b.ReportMetric(ms(pct(lats, 99)), "p99_ms")
+}
+
+// childAllocs waits (bounded) for the stats file a profiled gateway writes
+// on SIGUSR1 to carry the figures of the signal numbered by prefix, and
+// returns its bytes allocated so far (/gc/heap/allocs:bytes); 0 when none came.
+func childAllocs(path, prefix string) uint64 {
+	for t0 := time.Now(); time.Since(t0) < benchWait; time.Sleep(10 * time.Millisecond) {
+		raw, err := os.ReadFile(path)
+		if err != nil || !strings.HasPrefix(string(raw), prefix) {
+			continue
+		}
+		f := strings.Fields(string(raw))
+		if len(f) < 6 {
+			return 0
+		}
+		n, _ := strconv.ParseUint(f[5], 10, 64)
+		return n
+	}
+	return 0
 }

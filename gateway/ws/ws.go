@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,6 +332,11 @@ type item struct {
 	raw   []byte
 	delta *chats.Event
 	rd    *chats.ReplyDelta // delta's payload
+	// text holds the merged text once a later delta of the same turn was
+	// merged in: appended in place, so merging n deltas copies the text
+	// once rather than n times (rd.Text is its String, which shares it).
+	text  *strings.Builder
+	runes int // runes of rd.Text, for the next delta's offset
 }
 
 // size is what an item counts against QueueBytes.
@@ -339,6 +345,14 @@ func (it item) size() int {
 		return len(it.rd.Text) + 128
 	}
 	return len(it.raw)
+}
+
+// frame returns the item's bytes as sent.
+func (it item) frame() []byte {
+	if it.delta != nil {
+		return it.delta.JSON() // unmerged, shared by every socket and encoded once
+	}
+	return it.raw
 }
 
 // Deliver implements chats.Subscriber. It never blocks.
@@ -365,7 +379,7 @@ func (c *conn) Deliver(d chats.Delivery) {
 		if !ok {
 			return // a delta without its payload: nothing to show
 		}
-		c.push(item{delta: d.Event, rd: rd})
+		c.push(item{delta: d.Event, rd: rd, runes: utf8.RuneCountInString(rd.Text)})
 	case d.Event != nil:
 		c.push(item{raw: d.Event.WithReq(d.Req)})
 	case d.Snapshot != nil:
@@ -407,10 +421,17 @@ func (c *conn) push(it item) {
 	}
 	if it.delta != nil && len(c.q) > 0 {
 		if q := &c.q[len(c.q)-1]; q.delta != nil && q.delta.Chat == it.delta.Chat && q.rd.Turn == it.rd.Turn &&
-			it.rd.Offset == q.rd.Offset+utf8.RuneCountInString(q.rd.Text) {
+			it.rd.Offset == q.rd.Offset+q.runes {
+			if q.text == nil {
+				q.text = new(strings.Builder)
+				q.text.Grow(2 * (len(q.rd.Text) + len(it.rd.Text)))
+				q.text.WriteString(q.rd.Text)
+			}
+			q.text.WriteString(it.rd.Text)
 			d := it.delta
-			q.rd = &chats.ReplyDelta{Turn: it.rd.Turn, Offset: q.rd.Offset, Text: q.rd.Text + it.rd.Text}
+			q.rd = &chats.ReplyDelta{Turn: it.rd.Turn, Offset: q.rd.Offset, Text: q.text.String()}
 			q.delta = chats.NewEvent(d.Chat, d.Seq, d.Time, q.rd)
+			q.runes += it.runes
 			c.queued += len(it.rd.Text)
 			c.maxQueued = max(c.maxQueued, c.queued)
 			return
@@ -507,11 +528,7 @@ func (c *conn) writeBatch(batch []item) bool {
 		c.cork.cork()
 	}
 	for _, it := range batch {
-		b := it.raw
-		if it.delta != nil {
-			b = it.delta.JSON()
-		}
-		if !c.write(b) {
+		if !c.write(it.frame()) {
 			return false
 		}
 	}

@@ -35,9 +35,17 @@ func NewHTTPClient(headerTimeout time.Duration) *http.Client {
 		ResponseHeaderTimeout: headerTimeout,
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConnsPerHost:   16,
+		MaxIdleConnsPerHost:   MaxIdleConnsPerHost,
 	}}
 }
+
+// MaxIdleConnsPerHost is how many idle connections to one model server
+// are kept for reuse. Many chats stream at once over HTTP/1.1 (local and
+// self-hosted servers): with fewer kept than streams, each turn past the
+// bound closed its connection and the next dialled a new one (a connect,
+// a close, two goroutines and 8 KiB of buffers per turn). Idle ones
+// still close after IdleConnTimeout.
+const MaxIdleConnsPerHost = 256
 
 // minKeyRedact is the shortest key redacted verbatim: shorter "keys" are
 // placeholders local servers ignore ("x", "none"), and replacing them

@@ -126,7 +126,9 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	// A server that ignores stream:true sends one JSON completion. Decide by
 	// the first byte rather than Content-Type, which some servers get wrong:
 	// an SSE stream never starts with '{'.
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	// 4 KiB: enough to peek at the start; the SSE reader has its own
+	// buffer, so a bigger one here was 64 KiB more garbage per turn.
+	br := bufio.NewReaderSize(resp.Body, 4<<10)
 	limits := provider.ParseRateLimits(resp.Header, resp.At)
 	if startsWithBrace(br) {
 		res, err := c.readWhole(ctx, resp.Ctx, br, emit)

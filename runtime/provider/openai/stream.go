@@ -83,6 +83,11 @@ type stream struct {
 	done    bool   // [DONE] seen
 	model   string // the first chunk's "model"
 	images  provider.Images
+
+	// scratch and choice hold the chunk fastChunk decodes, reused from
+	// chunk to chunk so the usual chunk allocates only its text.
+	scratch wireChunk
+	choice  [1]wireChoice
 }
 
 type callBuf struct {
@@ -150,8 +155,12 @@ func (s *stream) event(name string, data []byte, emit func(provider.Delta) error
 	if name == "error" {
 		return &provider.StreamError{Body: bytes.Clone(data)}
 	}
-	// The usual event is one chunk: decoded in place, without a decoder's
-	// buffer and copy. Anything else takes the decoder, value by value.
+	// The usual event is one content chunk, read without reflection; any
+	// other single chunk is decoded in place, without a decoder's buffer
+	// and copy. Anything else takes the decoder, value by value.
+	if ch, ok := s.fastChunk(data); ok {
+		return s.apply(ch, emit)
+	}
 	var one wireChunk
 	if json.Unmarshal(data, &one) == nil {
 		return s.applyChunk(&one, data, emit)

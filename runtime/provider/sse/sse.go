@@ -42,10 +42,16 @@ type Reader struct {
 	stopped bool
 }
 
+// initialBuffer is the reader's first buffer: the HTTP client hands the
+// body over in reads of its own 4 KiB buffer, so more would sit unused.
+const initialBuffer = 4 << 10
+
 // NewReader returns a reader of r that accepts lines up to maxLine bytes.
 func NewReader(r io.Reader, maxLine int) *Reader {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, min(64<<10, maxLine)), maxLine)
+	// Start small: a stream is read per turn, its lines are a few hundred
+	// bytes, and the scanner doubles the buffer for a longer one.
+	sc.Buffer(make([]byte, 0, min(initialBuffer, maxLine)), maxLine)
 	sc.Split(lineSplitter())
 	return &Reader{sc: sc, max: maxLine, first: true}
 }
