@@ -124,3 +124,36 @@ func TestBoundCutsAtLinesAndBytes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPropose: whatever the model writes as arguments, and whatever the
+// file holds, a proposal never panics, never changes the file, and what it
+// shows is either an error or a change, a diff starting at a hunk.
+func FuzzPropose(f *testing.F) {
+	f.Add("edit_file", `{"path":"f.txt","old":"b","new":"B"}`, "a\nb\nc\n")
+	f.Add("write_file", `{"path":"f.txt","content":"x\ny"}`, "a\nb")
+	f.Add("write_file", `{"path":"../f","content":""}`, "")
+	f.Add("edit_file", `{"path":"f.txt","old":"\n","new":""}`, "\n\n\n")
+	f.Fuzz(func(t *testing.T, tool, args, content string) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(Options{Workspace: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := r.Propose(provider.ToolCall{Name: tool, Arguments: args})
+		if got, _ := os.ReadFile(filepath.Join(dir, "f.txt")); string(got) != content {
+			t.Fatalf("a proposal changed the file to %q", got)
+		}
+		if p == nil {
+			return
+		}
+		if p.Diff != "" && !strings.HasPrefix(p.Diff, "@@") {
+			t.Fatalf("diff %q", p.Diff)
+		}
+		if p.Error != "" && p.Status != "" {
+			t.Fatalf("both an error and a status: %+v", p)
+		}
+	})
+}
