@@ -157,3 +157,42 @@ func FuzzPropose(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPropose: what asking about an edit costs the gateway, on a
+// 10 000-line file (an edit of one line) and a rewrite of every 10th line
+// of it (write_file).
+func BenchmarkPropose(b *testing.B) {
+	var lines []string
+	for i := range 10000 {
+		lines = append(lines, fmt.Sprintf("line %d of the file, with some words to diff", i))
+	}
+	before := strings.Join(lines, "\n") + "\n"
+	for i := 0; i < len(lines); i += 10 {
+		lines[i] += " (changed)"
+	}
+	after := strings.Join(lines, "\n") + "\n"
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "big.txt"), []byte(before), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	r, err := New(Options{Workspace: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		call provider.ToolCall
+	}{
+		{"edit_one_line", provider.ToolCall{Name: "edit_file", Arguments: `{"path":"big.txt","old":"line 5000 of","new":"LINE 5000 of"}`}},
+		{"rewrite_every_10th", provider.ToolCall{Name: "write_file", Arguments: fmt.Sprintf(`{"path":"big.txt","content":%q}`, after)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if p := r.Propose(bc.call); p == nil || p.Status != StatusModified {
+					b.Fatalf("%+v", p)
+				}
+			}
+		})
+	}
+}
