@@ -16,6 +16,9 @@
 //   section.allowed-tools[data-chat=ID]     the details panel's list: li[data-tool=T] button.revoke
 
 import { el } from './dom.js';
+import { render, toast } from './render.js';
+import { request } from './socket.js';
+import { currentView, S } from './state.js';
 
 const clip = (s, n) => (s.length > n ? s.slice(0, n) + '…' : s);
 
@@ -85,19 +88,60 @@ export function allowChatButton(a, disabled) {
     title: `Allow this call, and every later ${tool} call in this chat (revocable in the model details)` }, 'Allow for this chat');
 }
 
+// allowForChat answers approval id of view v with "Allow for this chat":
+// the call runs and its tool is allowed for every later call of the chat.
+export function allowForChat(v, id) {
+  const a = v.approvals.get(id);
+  if (!a || a._answering) return;
+  if (request({ type: 'approval.answer', approval: id, allow: true, for_chat: true }, { kind: 'approval', chat: v.id, approval: id })) a._answering = true;
+  else toast('Not connected — try again in a moment.');
+  render();
+}
+
+// onToolRevoked takes tool.revoked, the answer to tool.revoke: the chat's
+// allowed tools as they are now (its tool.allowed event, when there was
+// one, came first and took the request's req), and the details panel's
+// list follows.
+export function onToolRevoked(f) {
+  if (f.req) S.reqs.delete(f.req);
+  const v = S.views.get(f.chat);
+  if (v) v.allowedTools = Array.isArray(f.allowed_tools) ? f.allowed_tools.filter((t) => typeof t === 'string').sort() : [];
+  const sec = document.querySelector(`section.allowed-tools[data-chat="${CSS.escape(String(f.chat))}"]`);
+  if (sec) {
+    const keep = new Set(v ? v.allowedTools : []);
+    for (const li of sec.querySelectorAll('li[data-tool]')) if (!keep.has(li.dataset.tool)) li.remove();
+    if (!sec.querySelector('li[data-tool]')) sec.remove();
+  }
+  render();
+}
+
+// chatToolsSection is the details panel's section for the chat shown:
+// its allowed tools, each with Revoke; null when it allows none.
+export function chatToolsSection() {
+  const v = currentView();
+  if (!v) return null;
+  return allowedToolsSection(v.id, v.allowedTools, (tool, li) => {
+    if (!request({ type: 'tool.revoke', chat: v.id, tool }, { kind: 'revoke', chat: v.id, tool })) {
+      toast('Not connected — try again in a moment.');
+      li.querySelector('button.revoke').disabled = false;
+    }
+  });
+}
+
 // allowedToolsSection lists the tools chat allowed for every call, each
-// with Revoke (onRevoke(tool)); null when there are none.
+// with Revoke (onRevoke(tool, li)); null when there are none.
 export function allowedToolsSection(chat, tools, onRevoke) {
   if (!chat || !Array.isArray(tools) || !tools.length) return null;
   const list = el('ul', { class: 'allowed-list' });
   for (const t of tools) {
     if (typeof t !== 'string') continue;
     const b = el('button', { class: 'revoke btn btn-ghost btn-sm', type: 'button', 'aria-label': `Revoke ${t}` }, 'Revoke');
+    const li = el('li', { 'data-tool': t }, el('code', null, t), b);
     b.addEventListener('click', () => {
       b.disabled = true;
-      onRevoke(t);
+      onRevoke(t, li);
     });
-    list.append(el('li', { 'data-tool': t }, el('code', null, t), b));
+    list.append(li);
   }
   return el('section', { class: 'allowed-tools', 'data-chat': chat },
     el('h3', null, 'Allowed for this chat'),

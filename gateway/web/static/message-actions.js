@@ -5,7 +5,8 @@
 // wrote an answer, a fallback marked (MESSAGE.model, MESSAGE.fallback).
 //
 // DOM contract (browser tests rely on it):
-//   .msg-menu button.copy | button.regenerate | button.resend   the message menu's items
+//   .msg-menu button.copy-message | button.regenerate | button.resend   the menu's items (a code
+//                                                              block's own copy button is button.copy)
 //   .msg .meta .model-mark[data-model=NAME]                    who answered; .fallback when
 //                                                              a later model of the chain did
 //   .msg.user .regen-mark                                      a message asked again (regenerates)
@@ -13,6 +14,10 @@
 //                                                              clipboard, by its length (tests)
 
 import { el } from './dom.js';
+import { dom } from './page.js';
+import { render, toast } from './render.js';
+import { request } from './socket.js';
+import { S, uuid } from './state.js';
 
 // modelMark says which model wrote assistant message m; null when unknown.
 export function modelMark(m) {
@@ -43,7 +48,7 @@ export function questionOf(messages, m) {
 // menuItems are the message menu's items for m: Copy always, Regenerate
 // when a question can be asked again, Edit & resend for a person's message.
 export function menuItems(messages, m) {
-  const items = [el('button', { class: 'copy', type: 'button', role: 'menuitem' }, 'Copy')];
+  const items = [el('button', { class: 'copy-message', type: 'button', role: 'menuitem' }, 'Copy')];
   if (questionOf(messages, m)) items.push(el('button', { class: 'regenerate', type: 'button', role: 'menuitem' }, 'Regenerate'));
   if (m?.role === 'user' && m.text) items.push(el('button', { class: 'resend', type: 'button', role: 'menuitem' }, 'Edit & resend'));
   return items;
@@ -80,4 +85,29 @@ export function resend(input, text) {
   input.dispatchEvent(new Event('input', { bubbles: true }));
   input.focus();
   input.setSelectionRange(text.length, text.length);
+}
+
+// messageAction does what a menu item of message id of view v asks (Copy,
+// Regenerate, Edit & resend); false when btn is none of them.
+export function messageAction(v, id, btn) {
+  const kind = ['copy-message', 'regenerate', 'resend'].find((k) => btn.classList.contains(k));
+  if (!kind) return false;
+  const m = v.index.get(id)?.m;
+  S.menu = null;
+  if (!m) {
+    render();
+    return true;
+  }
+  if (kind === 'copy-message') {
+    copyText(m.text || '').then((ok) => toast(ok ? 'Copied.' : 'Could not copy: the browser refused the clipboard.'));
+  } else if (kind === 'resend') {
+    resend(dom.input, m.text || '');
+  } else {
+    const q = questionOf(v.history.filter((e) => e.kind === 'msg').map((e) => e.m), m);
+    if (q && !request({ type: 'message.regenerate', chat: v.id, message: q, client_id: uuid() }, { kind: 'regenerate', chat: v.id, message: q })) {
+      toast('Not connected — try again in a moment.');
+    }
+  }
+  render();
+  return true;
 }
