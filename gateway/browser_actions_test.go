@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -47,6 +49,29 @@ func noSideScroll(sel string) string {
 	return fmt.Sprintf(`document.documentElement.scrollWidth <= innerWidth && [...document.querySelectorAll(%q)].every(e => e.scrollWidth <= e.clientWidth + 1)`, sel)
 }
 
+// axeContrastIn is axeContrast limited to the elements sel matches: what
+// these tests add, whatever else the page shows at that moment.
+func axeContrastIn(t *testing.T, ctx context.Context, sel string) []string {
+	t.Helper()
+	src, err := os.ReadFile("web/testdata/axe/axe.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](string(src)+"\n;void 0")); err != nil {
+		t.Fatalf("load axe-core: %v", err)
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`axe.run({ include: [...document.querySelectorAll(%q)] }, { runOnly: { type: 'rule', values: ['color-contrast'] }, resultTypes: ['violations'] })
+		.then((r) => JSON.stringify(r.violations.flatMap((v) => v.nodes.map((n) => n.target.join(' ') + ': ' + (n.any[0]?.message || n.failureSummary)))))`, sel), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe.run: %v", err)
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // TestBrowserApprovalsYouCanJudge: an edit_file approval shows its diff, a
 // shell approval its command as code, both wrapping on a phone; Allow for
 // this chat runs the call and stops the next ask, the model details list
@@ -76,6 +101,9 @@ func TestBrowserApprovalsYouCanJudge(t *testing.T) {
 				t.Fatalf("change head %q", head)
 			}
 			until(t, ctx, "no sideways scroll", noSideScroll(".card.approval pre"))
+			if v := axeContrastIn(t, ctx, ".card.approval"); len(v) > 0 {
+				t.Fatalf("contrast under 4.5:1 in the approval: %v", v)
+			}
 			shot(t, ctx, sc.name+"-diff")
 			click(t, ctx, ".card.approval button.allow")
 			until(t, ctx, "edited", `!document.querySelector('.card.approval') && [...document.querySelectorAll('.msg.assistant:not(.streaming)')].some(e => e.textContent.includes('replaced 1 occurrence'))`)
@@ -152,6 +180,9 @@ func TestBrowserMessageActions(t *testing.T) {
 			answer := `[...document.querySelectorAll('.msg.assistant:not(.streaming)')]`
 			until(t, ctx, "an answer", answer+`.length === 1`)
 			until(t, ctx, "the fallback marked", answer+`[0].querySelector('.model-mark.fallback')?.dataset.model === 'default'`)
+			if v := axeContrastIn(t, ctx, ".msg.assistant .meta"); len(v) > 0 {
+				t.Fatalf("contrast under 4.5:1 in the answer's marks: %v", v)
+			}
 			shot(t, ctx, sc.name+"-fallback")
 
 			openMenu := func(sel string) {

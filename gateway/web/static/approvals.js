@@ -67,7 +67,7 @@ function changeEl(c) {
     const pre = el('pre', { class: 'diff', 'aria-label': `Changes to ${c.path || 'the file'}` });
     for (const line of c.diff.replace(/\n$/, '').split('\n')) {
       const k = line.startsWith('@@') ? 'hunk' : line[0] === '+' ? 'add' : line[0] === '-' ? 'del' : line[0] === '\\' ? 'note' : 'ctx';
-      pre.append(el('span', { class: `line ${k}` }, line || ' '), '\n');
+      pre.append(el('span', { class: `line ${k}` }, line || ' ')); // a block each: no newline between
     }
     box.append(pre);
   } else if (typeof c.content === 'string' && c.content) {

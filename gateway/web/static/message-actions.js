@@ -101,7 +101,9 @@ export function messageAction(v, id, btn) {
   if (kind === 'copy-message') {
     copyText(m.text || '').then((ok) => toast(ok ? 'Copied.' : 'Could not copy: the browser refused the clipboard.'));
   } else if (kind === 'resend') {
+    render(); // the menu goes first, so nothing takes the focus back from the box
     resend(dom.input, m.text || '');
+    return true;
   } else {
     const q = questionOf(v.history.filter((e) => e.kind === 'msg').map((e) => e.m), m);
     if (q && !request({ type: 'message.regenerate', chat: v.id, message: q, client_id: uuid() }, { kind: 'regenerate', chat: v.id, message: q })) {
