@@ -207,7 +207,10 @@ func TestBrowserMessageActions(t *testing.T) {
 			// Edit & resend: the text in the box; sending makes a new message.
 			openMenu(`.msg.user[data-message]`)
 			click(t, ctx, ".msg-menu button.resend")
-			until(t, ctx, "text in the box", `document.querySelector('#input').value === 'say **hello**' && document.activeElement === document.querySelector('#input')`)
+			until(t, ctx, "text in the box", `document.querySelector('#input').value === 'say **hello**'`)
+			if got := js[string](t, ctx, `(() => { const a = document.activeElement; return a === document.querySelector('#input') ? 'input' : a.tagName + '.' + a.className + ' ' + (a.textContent || '').slice(0, 40) })()`); got != "input" {
+				t.Errorf("the focus is on %s, not the message box", got)
+			}
 			typeAndSend(t, ctx, "say **hello** again")
 			until(t, ctx, "three answers", answer+`.length === 3`)
 			users := js[[]string](t, ctx, `[...document.querySelectorAll('.msg.user .text')].map(e => e.textContent)`)

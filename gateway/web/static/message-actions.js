@@ -83,8 +83,14 @@ export async function copyText(text) {
 export function resend(input, text) {
   input.value = text;
   input.dispatchEvent(new Event('input', { bubbles: true }));
-  input.focus();
-  input.setSelectionRange(text.length, text.length);
+  const place = () => {
+    input.focus();
+    input.setSelectionRange(text.length, text.length);
+  };
+  place();
+  // Again after the frame: the menu that just closed may have queued a
+  // focus of its own for that frame.
+  requestAnimationFrame(place);
 }
 
 // messageAction does what a menu item of message id of view v asks (Copy,
