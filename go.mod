@@ -17,6 +17,7 @@ require (
 require github.com/go-telegram-bot-api/telegram-bot-api/v5 v5.5.1
 
 require (
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/blevesearch/bleve/v2 v2.6.3
 	github.com/google/jsonschema-go v0.4.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -794,7 +794,7 @@ func (a *actor) storedMessage(id string) (*Message, error) {
 	return m, err
 }
 
-func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []Attachment, o Origin, toks int) (Message, error) {
+func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []Attachment, o Origin, toks int, regenerates string) (Message, error) {
 	if a.broken != nil {
 		return Message{}, a.broken
 	}
@@ -819,7 +819,8 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	}
 	seq := a.seq + 1
 	m := &Message{ID: ids.Message(seq), Role: provider.RoleUser, Text: text, Seq: seq,
-		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts, By: o.By}
+		Time: time.Now().UTC(), State: MsgPending, Mode: mode, ClientID: clientID, Tokens: toks, textAt: seq, Attachments: atts, By: o.By,
+		Regenerates: regenerates}
 	ev := a.append(&MessageAccepted{Message: m}, o)
 	m.Time = ev.Time
 	if a.meta.Title == DefaultTitle && len(a.msgs) == 0 && len(a.pending) == 0 {
@@ -1155,14 +1156,15 @@ func (a *actor) onTurnDone(t *turn, res runtime.TurnResult, err error) {
 	case res.End == runtime.StoppedAtBoundary:
 		// The work ended at a boundary: the record at the top of the
 		// cleared conversation says so; no empty answer is added.
-		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Held: a.hold(t)}
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Fallback: res.Fallback, Held: a.hold(t)}
 		finEv = a.append(fin, o)
 		a.charge(t, int64(res.Usage.InputTokens+res.Usage.OutputTokens))
 	case res.End == runtime.Answered || res.End == runtime.Stopped:
 		m := &Message{Role: provider.RoleAssistant, Text: reply, State: MsgDone, Turn: t.id, Stopped: stopped, Tokens: a.count(reply)}
 		seq := a.seq + 1
 		m.ID, m.Seq, m.textAt = ids.Message(seq), seq, seq
-		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Stopped: stopped, Message: m, Held: a.hold(t)}
+		m.Model, m.Fallback = res.Model, res.Fallback
+		fin = &TurnFinished{Turn: t.id, Reply: reply, Usage: res.Usage, Model: res.Model, Fallback: res.Fallback, Stopped: stopped, Message: m, Held: a.hold(t)}
 		finEv = a.append(fin, o)
 		a.charge(t, int64(res.Usage.InputTokens+res.Usage.OutputTokens))
 		m.Time = finEv.Time

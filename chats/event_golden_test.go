@@ -13,6 +13,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
@@ -26,9 +27,11 @@ func goldenEvents() []*Event {
 	no := false
 	reply := "Done: <b>5 & 6</b>"
 	call := provider.ToolCall{ID: "call_1", Name: "shell", Arguments: `{"cmd":"ls"}`, Signature: "c2ln"}
-	ap := Approval{ID: "a_c1_x", Call: call, Tool: "shell", Turn: "t5", Time: goldenTime}
+	ap := Approval{ID: "a_c1_x", Call: call, Tool: "shell", Turn: "t5", Time: goldenTime,
+		Change: &tools.Proposal{Path: "plan.md", Status: tools.StatusModified, Diff: "@@ -1 +1 @@\n-two\n+TWO\n", Added: 1, Removed: 1}}
 	apr := ap
 	apr.Allow, apr.Reason = &no, ReasonStopped
+	apr.ForChat = true
 	rc := Recovery{ID: "r_c1_y", Call: call, Turn: "t5", Time: goldenTime, Process: ProcStopped}
 	rr := rc
 	rr.Action = "repeat"
@@ -50,8 +53,8 @@ func goldenEvents() []*Event {
 		&ReplyDelta{Turn: "t5", Offset: 7, Text: "more"},
 		&QuotaWait{Turn: "t5", Quota: 30000, Usage: 29000, WaitMS: 1500},
 		&TurnFinished{Turn: "t5", Reply: reply, Usage: provider.Usage{InputTokens: 10, OutputTokens: 5, CachedTokens: 2},
-			Model: "default", Stopped: true, Message: &Message{ID: "m9", Role: provider.RoleAssistant, Text: reply, Seq: 9, Time: goldenTime,
-				State: MsgDone, Turn: "t5", Stopped: true, Tokens: 5},
+			Model: "default", Fallback: true, Stopped: true, Message: &Message{ID: "m9", Role: provider.RoleAssistant, Text: reply, Seq: 9, Time: goldenTime,
+				State: MsgDone, Turn: "t5", Stopped: true, Tokens: 5, Model: "default", Fallback: true},
 			Measured: &view.Measurement{Tokens: 10, Epoch: 1, Seq: 8}, Pruned: true, Held: 2},
 		&TurnFailed{Turn: "t5", Class: string(runtime.ClassInternal), Error: "it broke",
 			Message: &Message{ID: "m9", Seq: 9, Role: provider.RoleAssistant, Text: "partial", State: MsgFailed, Turn: "t5", Time: goldenTime}},
@@ -86,6 +89,7 @@ func goldenEvents() []*Event {
 			Remote: "gpt-4o", Answered: "gpt-4o-2024", RequestID: "req_1", Attempt: 2, Outcome: "overloaded", Status: 503, LatencyMS: 420,
 			Error: "503 Service Unavailable"}},
 		&ToolProgress{Turn: "t5", Text: "working 1/2", Call: &provider.ToolCall{ID: "call_1", Name: "srv__slow"}},
+		&ToolAllowed{Tool: "shell", Allowed: true, Approval: "a_c1_x"},
 	}
 	evs := make([]*Event, len(ps))
 	for i, p := range ps {

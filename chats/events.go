@@ -92,6 +92,7 @@ var payloads = map[string]func() Payload{
 	EvMessageTranscribed: func() Payload { return new(MessageTranscribed) },
 	EvFileSent:           func() Payload { return new(FileSent) },
 	EvDiagnostic:         func() Payload { return new(Diagnosed) },
+	EvToolAllowed:        func() Payload { return new(ToolAllowed) },
 }
 
 // JSON returns the event's wire bytes, encoded once however many
@@ -257,7 +258,9 @@ type TurnFinished struct {
 	Reply   string         `json:"reply"`
 	Usage   provider.Usage `json:"usage"`
 	Model   string         `json:"model,omitempty"`
-	Stopped bool           `json:"stopped,omitempty"`
+	// Fallback says Model is not the chain's first.
+	Fallback bool `json:"fallback,omitempty"`
+	Stopped  bool `json:"stopped,omitempty"`
 	// Measured is what the provider billed for the turn's last request
 	// (the next turn's view starts from it); Pruned says the in-run safety
 	// net had to clear tool results (the next turn then checkpoints).
@@ -442,6 +445,22 @@ type FileSent struct {
 type Diagnosed struct {
 	Turn       string              `json:"turn,omitempty"`
 	Diagnostic *runtime.Diagnostic `json:"diagnostic,omitempty"`
+}
+
+// ToolAllowed is tool.allowed: Tool is allowed for every call of the chat
+// (Allowed, from the approval named), or that allowance was revoked.
+type ToolAllowed struct {
+	Tool     string `json:"tool"`
+	Allowed  bool   `json:"allowed"`
+	Approval string `json:"approval,omitempty"`
+}
+
+func (*ToolAllowed) eventType() string { return EvToolAllowed }
+func (p *ToolAllowed) frame(h *Header) any {
+	return &struct {
+		*Header
+		*ToolAllowed
+	}{h, p}
 }
 
 func (*Diagnosed) eventType() string { return EvDiagnostic }

@@ -2,6 +2,7 @@ package chats
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -88,6 +89,18 @@ type env struct {
 	patterns   []config.PolicyPattern
 	mcpServers []string
 	prompts    Prompts
+	// policies override the tool env's policies; overloaded puts a model
+	// that always answers 529 first in the chain, so "m" answers as a
+	// fallback.
+	policies   map[string]tools.Policy
+	overloaded bool
+}
+
+// overloadedModel always fails as an overloaded provider does.
+type overloadedModel struct{}
+
+func (overloadedModel) Stream(context.Context, provider.Request, func(provider.Delta) error) (provider.Result, error) {
+	return provider.Result{}, &provider.Error{Provider: "busy", Class: provider.ClassOverloaded, Status: 529, Message: "overloaded"}
 }
 
 func newEnv(t *testing.T, g *gate) *env {
@@ -112,8 +125,12 @@ func (e *env) start() {
 	if e.tools {
 		model = builtin.New(0)
 	}
-	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: model, Remote: "fake", Window: 128000}},
-		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
+	models, chain := []*runtime.Model{{Name: "m", Provider: model, Remote: "fake", Window: 128000}}, []string{"m"}
+	if e.overloaded {
+		models = append(models, &runtime.Model{Name: "busy", Provider: overloadedModel{}, Remote: "busy", Window: 128000})
+		chain = []string{"busy", "m"}
+	}
+	eng, err := runtime.NewEngine(models, map[string][]string{"default": chain}, config.Roles{Chat: "default", Reflect: "default"}, 8)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -134,9 +151,10 @@ func (e *env) start() {
 		if e.ledger, err = tools.NewLedger(db); err != nil {
 			e.t.Fatal(err)
 		}
-		reg, err := tools.New(tools.Options{Workspace: e.workspace, Ledger: e.ledger,
-			Policies: map[string]tools.Policy{"write_file": tools.Allow, "edit_file": tools.Allow, "shell": tools.Ask},
-			Sources:  e.sources, Patterns: e.patterns})
+		pols := map[string]tools.Policy{"write_file": tools.Allow, "edit_file": tools.Allow, "shell": tools.Ask}
+		maps.Copy(pols, e.policies)
+		reg, err := tools.New(tools.Options{Workspace: e.workspace, Ledger: e.ledger, Policies: pols,
+			Sources: e.sources, Patterns: e.patterns})
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -184,6 +184,17 @@ func (sc Scope) SendAttached(ctx context.Context, chat, text, clientID, mode str
 	return sc.s.SendAttached(ctx, chat, text, clientID, mode, sums, sc.origin(o))
 }
 
+// Regenerate asks a message again, in a chat the person may write to.
+func (sc Scope) Regenerate(ctx context.Context, chat, msg, clientID string, o Origin) (Message, error) {
+	if err := sc.need(chat, people.Write); err != nil {
+		return Message{}, err
+	}
+	if err := sc.overDay(); err != nil {
+		return Message{}, err
+	}
+	return sc.s.Regenerate(ctx, chat, msg, clientID, sc.origin(o))
+}
+
 // EditAttached edits a pending message of a chat the person may write to.
 func (sc Scope) EditAttached(ctx context.Context, chat, msg string, text *string, keep []string, o Origin) (Message, error) {
 	if err := sc.need(chat, people.Write); err != nil {
@@ -237,6 +248,28 @@ func (sc Scope) AnswerApproval(ctx context.Context, id string, allow bool, o Ori
 		return fmt.Errorf("approval %s: %w", id, err)
 	}
 	return sc.s.AnswerApproval(ctx, id, allow, sc.origin(o))
+}
+
+// AllowForChat is AnswerApproval allowing, and "Allow for this chat": the
+// same people may answer it.
+func (sc Scope) AllowForChat(ctx context.Context, id string, o Origin) error {
+	chat, ok := ids.ParseApproval(id)
+	if !ok {
+		return fmt.Errorf("approval %q: %w", id, ErrNotFound)
+	}
+	if err := sc.need(chat, people.Write); err != nil {
+		return fmt.Errorf("approval %s: %w", id, err)
+	}
+	return sc.s.AllowForChat(ctx, id, sc.origin(o))
+}
+
+// RevokeTool revokes a tool the chat allowed, in a chat the person may
+// write to.
+func (sc Scope) RevokeTool(ctx context.Context, chat, tool string, o Origin) (Chat, error) {
+	if err := sc.need(chat, people.Write); err != nil {
+		return Chat{}, err
+	}
+	return sc.s.RevokeTool(ctx, chat, tool, sc.origin(o))
 }
 
 // AnswerRecovery answers a recovery of a chat the person may write to.

@@ -436,7 +436,7 @@ func (s *Service) SendAttached(ctx context.Context, chat, text, clientID, mode s
 	toks := tokens.Count(text) // counted once, off the chat's goroutine (o200k_base, unless the chat's model differs)
 	var m Message
 	err = s.do(ctx, chat, func(a *actor) (err error) {
-		m, err = a.send(ctx, text, clientID, mode, atts, o, a.recount(text, toks))
+		m, err = a.send(ctx, text, clientID, mode, atts, o, a.recount(text, toks), "")
 		return
 	})
 	return m, err

@@ -125,7 +125,7 @@ func (h *host) CallStarted(call provider.ToolCall) error {
 	})
 }
 
-func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error) {
+func (h *host) Approve(ctx context.Context, call provider.ToolCall, change *tools.Proposal) (bool, error) {
 	var w *waiting
 	err := h.a.exec(func() error {
 		if err := h.a.usable(); err != nil {
@@ -138,7 +138,7 @@ func (h *host) Approve(ctx context.Context, call provider.ToolCall) (bool, error
 			id = old.ID
 			delete(h.a.reask, call.ID)
 		}
-		w = &waiting{Approval: Approval{ID: id, Call: call, Tool: call.Name, Turn: h.t.id, Time: time.Now().UTC()},
+		w = &waiting{Approval: Approval{ID: id, Call: call, Tool: call.Name, Turn: h.t.id, Time: time.Now().UTC(), Change: change},
 			answer: make(chan bool, 1)}
 		ap := w.Approval
 		h.a.append(&ApprovalRequested{Turn: h.t.id, Approval: &ap}, Origin{})
@@ -245,7 +245,7 @@ func (a *actor) resolveApproval(w *waiting, allow bool, reason string, o Origin)
 	a.append(&ApprovalResolved{Turn: w.Turn, Approval: &ap}, o)
 }
 
-func (a *actor) answerApproval(id string, allow bool, o Origin) error {
+func (a *actor) answerApproval(id string, allow, forChat bool, o Origin) error {
 	if err := a.usable(); err != nil {
 		return err
 	}
@@ -257,6 +257,11 @@ func (a *actor) answerApproval(id string, allow bool, o Origin) error {
 		// Only the person who asked, or an owner, answers: in a shared
 		// chat nobody else allows a call on their behalf.
 		return fmt.Errorf("approval %s: %w", id, ErrNotFound)
+	}
+	if forChat {
+		if err := a.allowForChat(w, o); err != nil {
+			return err
+		}
 	}
 	a.resolveApproval(w, allow, "", o)
 	// The call runs only once its approval is durable: a call sent before
@@ -405,7 +410,7 @@ func (s *Service) AnswerApproval(ctx context.Context, id string, allow bool, o O
 	if !ok {
 		return fmt.Errorf("approval %q: %w", id, ErrNotFound)
 	}
-	return s.do(ctx, chat, func(a *actor) error { return a.answerApproval(id, allow, o) })
+	return s.do(ctx, chat, func(a *actor) error { return a.answerApproval(id, allow, false, o) })
 }
 
 // AnswerRecovery answers an interrupted call with runtime.Repeat or

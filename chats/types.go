@@ -9,6 +9,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
@@ -91,6 +92,10 @@ const (
 	// EvDiagnostic is one provider attempt, hook block or failed command
 	// (Event.Diagnostic): local-only, never part of a request.
 	EvDiagnostic = "diagnostic"
+
+	// EvToolAllowed is a tool allowed for every call of the chat, or that
+	// allowance revoked (issue 19).
+	EvToolAllowed = "tool.allowed"
 )
 
 // MsgStep is the state of an assistant message that asked for tool calls.
@@ -122,6 +127,13 @@ type Approval struct {
 	Time   time.Time         `json:"requested_at"`
 	Allow  *bool             `json:"allow,omitempty"`  // on approval.resolved
 	Reason string            `json:"reason,omitempty"` // why it resolved without an answer
+	// Change is what a file tool's call would change (a diff, or a new
+	// file's head), computed when the approval was asked; nil for other
+	// tools.
+	Change *tools.Proposal `json:"change,omitempty"`
+	// ForChat, on approval.resolved, says the answer also allowed the
+	// tool for every later call of the chat (see tool.allowed).
+	ForChat bool `json:"for_chat,omitempty"`
 }
 
 // Recovery is a tool call that was running when the process died. It belongs
@@ -188,6 +200,10 @@ type Chat struct {
 	// MCPServers are the MCP servers the chat offers the model (/mcp);
 	// absent offers every configured one.
 	MCPServers *[]string `json:"mcp_servers,omitempty"`
+	// AllowedTools are the tools allowed for every call of this chat
+	// ("Allow for this chat" on an approval), sorted; revocable. A deny
+	// (tools.policies, or the asker's role) still refuses them.
+	AllowedTools []string `json:"allowed_tools,omitempty"`
 }
 
 // Message is a user or assistant message as clients see it.
@@ -242,6 +258,15 @@ type Message struct {
 	// not heard (a failed transcription's message.transcribed error): the
 	// model gets it in their place, and snapshots show it.
 	TranscribeError string `json:"transcribe_error,omitempty"`
+	// Model is the configured model that wrote an assistant answer;
+	// Fallback says it was not its chain's first (that one failed or did
+	// not fit).
+	Model    string `json:"model,omitempty"`
+	Fallback bool   `json:"fallback,omitempty"`
+	// Regenerates names the user message a regenerated one repeats
+	// (message.regenerate): the same question asked again, so the record
+	// keeps both answers.
+	Regenerates string `json:"regenerates,omitempty"`
 }
 
 // Running is the turn in progress of a chat.

@@ -92,7 +92,7 @@ func newStackWith(t *testing.T, mutate func(*config.Config), sources []tools.Sou
 		t.Fatal(err)
 	}
 	svc := chats.New(chats.Options{Store: store, Turner: eng, Blobs: blobs, Search: index, UndoDelete: 5 * time.Second})
-	st := serveStack(t, cfg, svc, store, db, Options{MCP: mcpStatus}, index.Close)
+	st := serveStack(t, cfg, svc, store, db, Options{MCP: mcpStatus, Models: eng}, index.Close)
 	st.data = data
 	return st
 }

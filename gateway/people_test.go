@@ -121,17 +121,19 @@ func TestPeopleFramesTable(t *testing.T) {
 	queued := f.aliceSock.expect("message.accepted")["message"].(map[string]any)["id"].(string)
 	yes := true
 	frames := map[string]map[string]any{
-		"chat.open":       {"chat": a},
-		"chat.history":    {"chat": a, "before": 100},
-		"chat.close":      {"chat": a},
-		"message.send":    {"chat": a, "text": "from bob", "client_id": "b1"},
-		"message.edit":    {"chat": a, "message": queued, "text": "edited by bob"},
-		"message.delete":  {"chat": a, "message": queued},
-		"turn.stop":       {"chat": a},
-		"approval.answer": {"approval": f.approval, "allow": yes},
-		"recovery.answer": {"recovery": ids.NewRecovery(a), "action": "skip"},
-		"message.pin":     {"chat": a, "message": queued, "pinned": yes},
-		"chat.command":    {"chat": a, "text": "/clear"},
+		"chat.open":          {"chat": a},
+		"chat.history":       {"chat": a, "before": 100},
+		"chat.close":         {"chat": a},
+		"message.send":       {"chat": a, "text": "from bob", "client_id": "b1"},
+		"message.edit":       {"chat": a, "message": queued, "text": "edited by bob"},
+		"message.delete":     {"chat": a, "message": queued},
+		"turn.stop":          {"chat": a},
+		"approval.answer":    {"approval": f.approval, "allow": yes},
+		"recovery.answer":    {"recovery": ids.NewRecovery(a), "action": "skip"},
+		"message.pin":        {"chat": a, "message": queued, "pinned": yes},
+		"chat.command":       {"chat": a, "text": "/clear"},
+		"tool.revoke":        {"chat": a, "tool": "shell"},
+		"message.regenerate": {"chat": a, "message": queued, "client_id": "b2"},
 	}
 	// Frames that name no chat of anyone: what they answer is checked
 	// below to hold nothing of alice's.

@@ -103,7 +103,11 @@ func (e *Engine) callResult(ctx context.Context, in *TurnInput, call provider.To
 	case tools.Allow:
 		res = e.tools.Run(ctx, call, meta)
 	case tools.Ask:
-		ok, err := in.Host.Approve(ctx, call)
+		if c, ok := in.Host.(ChatAllowance); ok && c.AllowedInChat(call.Name) {
+			res = e.tools.Run(ctx, call, meta) // "Allow for this chat": asked once for every call
+			break
+		}
+		ok, err := in.Host.Approve(ctx, call, e.tools.Propose(call))
 		switch {
 		case err != nil && ctx.Err() != nil:
 			res = fail("Not run: the turn was stopped while waiting for permission.")
@@ -173,6 +177,15 @@ type ProcessJournal interface {
 	CallProcess(call provider.ToolCall, g pgroup.Group) error
 }
 
+// ChatAllowance is a Host whose chat may allow a tool for every call of
+// its turns ("Allow for this chat"): a call its policy would ask about runs
+// without asking. It never lifts a deny, of tools.policies or of the role
+// of the person who asked (people.policies): those calls are refused before
+// the allowance is consulted.
+type ChatAllowance interface {
+	AllowedInChat(tool string) bool
+}
+
 // ProgressReporter is a Host that shows what a running call reports of its
 // progress (an MCP server's progress notifications). CallProgress must not
 // block the call: it is told, not asked.
@@ -186,6 +199,13 @@ type ToolLoopError struct{ Tool string }
 
 func (e *ToolLoopError) Error() string {
 	return fmt.Sprintf("paused: the same %s call kept failing in this turn; look at the tool's error, then tell the assistant how to go on", e.Tool)
+}
+
+// RolePolicy is the policy a role's overlay (people.policies) gives the
+// tool called name, and whether it names one: for the chats to refuse
+// allowing in a chat a tool the person's role denies.
+func RolePolicy(pols map[string]string, name string) (tools.Policy, bool) {
+	return rolePolicy(pols, name)
 }
 
 // rolePolicy is the policy the turn's role gives the tool called name: by

@@ -310,6 +310,7 @@ func (t *turn) account(res provider.Result, model string, est int, last uint64) 
 	t.out.Usage.OutputTokens += res.Usage.OutputTokens
 	t.out.Usage.CachedTokens += res.Usage.CachedTokens
 	t.out.Reply, t.out.Model = res.Text, model
+	t.out.Fallback = len(t.chain) > 0 && model != t.chain[0].Name
 	if res.Usage.InputTokens == 0 {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
@@ -41,8 +42,9 @@ type Journal interface {
 // send to steer the turn, and what they are shown while it waits.
 type Person interface {
 	// Approve asks the person about a call; it blocks until they answer or
-	// ctx is done.
-	Approve(ctx context.Context, call provider.ToolCall) (bool, error)
+	// ctx is done. change is what a file tool's call would change if it
+	// ran now (nil for other tools), for the person to judge.
+	Approve(ctx context.Context, call provider.ToolCall, change *tools.Proposal) (bool, error)
 	// Redirects returns the messages sent to steer the running turn, now
 	// picked up.
 	Redirects() ([]provider.Message, error)
@@ -154,7 +156,10 @@ type TurnResult struct {
 	Reply string // the final answer (on failure or stop: the partial one)
 	Usage provider.Usage
 	Model string
-	Steps int
+	// Fallback says Model is not the chain's first: the first failed (or
+	// did not fit) and a later model of the chain answered.
+	Fallback bool
+	Steps    int
 	// Boundary is the boundary the turn ran, if any.
 	Boundary *Boundary
 	// Measured is what the provider billed for the turn's last request:

@@ -113,6 +113,8 @@ type journal struct {
 	// the turn stores, as a chat's rows do while the turn runs.
 	lands int
 	steps []uint64 // the seqs Step returned
+	// proposals are what each approval was asked with, in order.
+	proposals []*tools.Proposal
 }
 
 func (j *journal) Context(ci ContextInfo, _ []view.Section, _ int) error {
@@ -185,7 +187,10 @@ func (j *journal) Step(string, []provider.ToolCall) (uint64, error) {
 	return seq, nil
 }
 func (j *journal) CallStarted(provider.ToolCall) error { j.calls++; return nil }
-func (j *journal) Approve(context.Context, provider.ToolCall) (bool, error) {
+func (j *journal) Approve(_ context.Context, _ provider.ToolCall, change *tools.Proposal) (bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.proposals = append(j.proposals, change)
 	return true, nil
 }
 func (j *journal) CallFinished(provider.ToolCall, ToolResult) (uint64, error) {

@@ -22,6 +22,7 @@ const (
 	verbDelete   = "d" // delete pending message Msg of Chat
 	verbRedirect = "x" // make pending message Msg of Chat a redirect
 	verbMore     = "m" // send the next page of /chats, after list cursor ID
+	verbForChat  = "a" // allow approval ID, and its tool for every call of the chat
 )
 
 // maxCallbackData is Telegram's limit on a button's callback_data, in bytes
@@ -46,7 +47,7 @@ func pairVerb(verb string) bool { return verb == verbDelete || verb == verbRedir
 
 func knownVerb(verb string) bool {
 	switch verb {
-	case verbAllow, verbDeny, verbRepeat, verbSkip, verbSwitch, verbDelete, verbRedirect, verbMore:
+	case verbAllow, verbDeny, verbRepeat, verbSkip, verbSwitch, verbDelete, verbRedirect, verbMore, verbForChat:
 		return true
 	}
 	return false

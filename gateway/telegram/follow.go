@@ -296,7 +296,7 @@ func (f *follower) apply(d chats.Delivery) error {
 			f.reply, f.dirty = sn.Running.Text, sn.Running.Text != ""
 		}
 		for _, ap := range sn.Approvals {
-			if err := f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), verbAllow, verbDeny, "Allow", "Deny"); err != nil {
+			if err := f.askApproval(&ap); err != nil {
 				return err
 			}
 		}
@@ -414,7 +414,7 @@ func (f *follower) apply(d chats.Delivery) error {
 		return f.transcribed(p)
 	case *chats.ApprovalRequested:
 		if ap := p.Approval; ap != nil {
-			return f.ask(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments), verbAllow, verbDeny, "Allow", "Deny")
+			return f.askApproval(ap)
 		}
 	case *chats.RecoveryRequested:
 		if r := p.Recovery; r != nil {
@@ -426,10 +426,13 @@ func (f *follower) apply(d chats.Delivery) error {
 			switch {
 			case ap.Reason != "":
 				out = "Not answered: " + ap.Reason + "."
+			case ap.Allow != nil && *ap.Allow && ap.ForChat:
+				out = "Allowed, and " + ap.Tool + " is allowed for this chat from now on."
 			case ap.Allow != nil && *ap.Allow:
 				out = "Allowed."
 			}
-			return f.resolve(ap.ID, approvalText(ap.Call.Name, ap.Call.Arguments)+"\n"+out)
+			html, plain := approvalMessage(ap, false)
+			return f.resolveHTML(ap.ID, html+"\n"+escape(out), plain+"\n"+out)
 		}
 	case *chats.RecoveryResolved:
 		if r := p.Recovery; r != nil {
@@ -448,10 +451,6 @@ func (f *follower) redirecting(id string) bool {
 		return nil
 	})
 	return found
-}
-
-func approvalText(name, args string) string {
-	return fmt.Sprintf("The assistant wants to run %s %s\nAllow it?", name, truncate(args, 600))
 }
 
 // recoveryText asks about an interrupted call, saying what became of its
@@ -474,19 +473,35 @@ func truncate(s string, n int) string {
 // ask sends a question with two buttons, the verbs yes and no of id, once
 // per id.
 func (f *follower) ask(id, text, yes, no, yesLabel, noLabel string) error {
+	return f.askHTML(id, escape(text), text, []choice{{yesLabel, press{Verb: yes, ID: id}}, {noLabel, press{Verb: no, ID: id}}})
+}
+
+// askApproval asks about an approval: Allow and Deny, and below them
+// Allow for this chat.
+func (f *follower) askApproval(ap *chats.Approval) error {
+	html, plain := approvalMessage(ap, true)
+	return f.askHTML(ap.ID, html, plain,
+		[]choice{{"Allow", press{Verb: verbAllow, ID: ap.ID}}, {"Deny", press{Verb: verbDeny, ID: ap.ID}}},
+		[]choice{{"Allow for this chat", press{Verb: verbForChat, ID: ap.ID}}})
+}
+
+// askHTML sends a question (html, and plain should Telegram refuse the
+// HTML) with rows of buttons, once per id.
+func (f *follower) askHTML(id, html, text string, rows ...[]choice) error {
 	if _, ok := f.st.Asks[id]; ok {
 		return nil
 	}
-	kb, err := keyboard([]choice{{yesLabel, press{Verb: yes, ID: id}}, {noLabel, press{Verb: no, ID: id}}})
+	kb, err := keyboard(rows...)
 	markup := &kb
 	if err != nil {
 		// An id too long for a button: Telegram would refuse the whole
 		// message, and a retry would fail the same way. Ask without them.
 		f.b.log.Warn("telegram: question buttons", "chat", f.key.chat, "err", err)
-		text += "\n(Answer it in the browser: its buttons do not fit in Telegram.)"
+		const note = "\n(Answer it in the browser: its buttons do not fit in Telegram.)"
+		html, text = html+escape(note), text+note
 		markup = nil
 	}
-	msg, err := f.b.sendTextAt(f.b.ctx, f.key.where, escape(text), text, markup, 0, prioFinal)
+	msg, err := f.b.sendTextAt(f.b.ctx, f.key.where, html, text, markup, 0, prioFinal)
 	if err != nil {
 		return err
 	}
@@ -498,13 +513,16 @@ func (f *follower) ask(id, text, yes, no, yesLabel, noLabel string) error {
 }
 
 // resolve replaces a question's buttons with its outcome.
-func (f *follower) resolve(id, text string) error {
+func (f *follower) resolve(id, text string) error { return f.resolveHTML(id, escape(text), text) }
+
+// resolveHTML is resolve with the outcome as HTML (and plain text).
+func (f *follower) resolveHTML(id, html, text string) error {
 	msg, ok := f.st.Asks[id]
 	if !ok {
 		return f.save()
 	}
 	delete(f.st.Asks, id)
-	if err := f.b.editText(f.b.ctx, f.key.where.tg, msg, escape(text), text, nil); err != nil && !isAPIError(err, errEditNotFound) {
+	if err := f.b.editText(f.b.ctx, f.key.where.tg, msg, html, text, nil); err != nil && !isAPIError(err, errEditNotFound) {
 		return err
 	}
 	return f.save()

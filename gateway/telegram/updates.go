@@ -681,6 +681,16 @@ func (b *Bot) onCallback(q *tgbotapi.CallbackQuery) error {
 		default:
 			b.answerCallback(q.ID, "Denied.")
 		}
+	case verbForChat:
+		err := sc.AllowForChat(ctx, p.ID, chats.Origin{})
+		switch {
+		case errors.Is(err, chats.ErrNotFound):
+			b.answerCallback(q.ID, "This approval is no longer waiting: it was answered already, or its turn ended.")
+		case err != nil:
+			b.answerCallback(q.ID, "Could not answer: "+err.Error())
+		default:
+			b.answerCallback(q.ID, "Allowed for this chat.")
+		}
 	case verbRepeat, verbSkip:
 		action := runtime.Repeat
 		if p.Verb == verbSkip {

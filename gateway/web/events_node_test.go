@@ -57,13 +57,15 @@ const want = {
   'turn.started': { turn: 't5' },
   'reply.delta': { turn: 't5', offset: 7, text: 'more' },
   'quota.wait': { turn: 't5', quota: 30000, usage: 29000, wait_ms: 1500 },
-  'turn.finished': { turn: 't5', reply: 'Done: <b>5 & 6</b>', stopped: true, message: { id: 'm9', stopped: true } },
+  'turn.finished': { turn: 't5', reply: 'Done: <b>5 & 6</b>', stopped: true, model: 'default', fallback: true,
+    message: { id: 'm9', stopped: true, model: 'default', fallback: true } },
   'turn.failed': { turn: 't5', error: 'it broke', class: 'internal', message: { text: 'partial', state: 'failed' } },
   'assistant.message': { turn: 't5', message: { id: 'm6', state: 'step' } },
   'tool.call': { turn: 't5', call: CALL },
   'tool.result': { turn: 't5', callId: 'call_1', failed: true },
-  'approval.requested': { turn: 't5', approval: { id: 'a_c1_x', tool: 'shell', call: CALL } },
-  'approval.resolved': { id: 'a_c1_x' },
+  'approval.requested': { turn: 't5', approval: { id: 'a_c1_x', tool: 'shell', call: CALL,
+    change: { path: 'plan.md', status: 'modified', diff: '@@ -1 +1 @@\n-two\n+TWO\n', added: 1, removed: 1 } } },
+  'approval.resolved': { id: 'a_c1_x', for_chat: true },
   'recovery.requested': { turn: 't5', recovery: { id: 'r_c1_y', process: 'stopped', call: CALL } },
   'recovery.resolved': { id: 'r_c1_y' },
   rewind: { turn: 't3', text: 'Restored 2 files.' },
@@ -84,6 +86,7 @@ const want = {
     outcome: 'overloaded', status: 503, latency_ms: 420, error: '503 Service Unavailable' } },
   'tool.progress': { turn: 't5', text: 'working 1/2', call: { id: 'call_1', name: 'srv__slow' } },
   'file.sent': { turn: 't5', call: CALL, message: { id: 'm12', text: 'Here is the chart', attachments: [{ sha256: 'ef56' }] } },
+  'tool.allowed': { tool: 'shell', allowed: true, approval: 'a_c1_x' },
 };
 // has reports whether got holds every field of w (objects and arrays:
 // recursively).

@@ -788,9 +788,14 @@ type frame struct {
 	Message  string  `json:"message"`
 	Approval string  `json:"approval"`
 	Allow    *bool   `json:"allow"`
-	Recovery string  `json:"recovery"`
-	Action   string  `json:"action"`
-	Pinned   *bool   `json:"pinned"`
+	// ForChat on approval.answer also allows the tool for every later
+	// call of the chat ("Allow for this chat"); Tool names the tool
+	// tool.revoke takes off that list.
+	ForChat  bool   `json:"for_chat"`
+	Tool     string `json:"tool"`
+	Recovery string `json:"recovery"`
+	Action   string `json:"action"`
+	Pinned   *bool  `json:"pinned"`
 	// After and Limit page chat.list: a page's next, and how many (0:
 	// the default page, at most chats.MaxListPage).
 	After string `json:"after"`
@@ -964,8 +969,24 @@ func (c *conn) handle(data []byte) bool {
 			}()
 		}
 	case "approval.answer":
-		if need(f.Approval != "" && f.Allow != nil, "approval and allow") {
+		switch {
+		case !need(f.Approval != "" && f.Allow != nil, "approval and allow"):
+		case f.ForChat && !need(*f.Allow, "allow true with for_chat"):
+		case f.ForChat:
+			err = svc.AllowForChat(ctx, f.Approval, o)
+		default:
 			err = svc.AnswerApproval(ctx, f.Approval, *f.Allow, o)
+		}
+	case "tool.revoke":
+		if need(f.Chat != "" && f.Tool != "", "chat and tool") {
+			var ch chats.Chat
+			if ch, err = svc.RevokeTool(ctx, f.Chat, f.Tool, o); err == nil {
+				c.send(map[string]any{"type": "tool.revoked", "chat": f.Chat, "tool": f.Tool, "allowed_tools": ch.AllowedTools, "req": omit(f.Req)})
+			}
+		}
+	case "message.regenerate":
+		if need(f.Chat != "" && f.Message != "" && f.ClientID != "", "chat, message and client_id") && c.allowSend(f) {
+			_, err = svc.Regenerate(ctx, f.Chat, f.Message, f.ClientID, o)
 		}
 	case "recovery.answer":
 		if need(f.Recovery != "" && f.Action != "", "recovery and action (repeat or skip)") {

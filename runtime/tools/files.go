@@ -207,17 +207,12 @@ func (r *Registry) editFile(_ context.Context, raw []byte, meta CallMeta) (strin
 		if !existed {
 			return nil, fmt.Errorf("%s does not exist; use write_file to create it", quote(a.Path))
 		}
-		text := string(prior)
-		switch n := strings.Count(text, a.Old); n {
-		case 1:
-		case 0:
-			return nil, fmt.Errorf(`"old" was not found in %s; it must match exactly, whitespace and line breaks included (read_file shows the current text)`, quote(shownPath(a.Path)))
-		default:
-			return nil, fmt.Errorf(`"old" matches %d times in %s; it must match exactly once: include surrounding lines to make it unique`, n, quote(shownPath(a.Path)))
+		next, at, err := applyEdit(string(prior), a)
+		if err != nil {
+			return nil, err
 		}
-		i := strings.Index(text, a.Old)
-		line = strings.Count(text[:i], "\n") + 1
-		return []byte(text[:i] + a.New + text[i+len(a.Old):]), nil
+		line = at
+		return []byte(next), nil
 	})
 	if err != nil {
 		return "", true, err

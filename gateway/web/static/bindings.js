@@ -2,8 +2,10 @@
 // keys are in keys.js).
 
 import { answerApproval, answerRecovery, cancelEdit, closeMenu, createChat, deleteMessage, isCommand, loadOlder, pinMessage, removeAttachment, saveEdit, selectChat, sendMessage, showCommandHints, startEdit, stopTurn, toggleExpanded, toggleMenu, transmit } from './actions.js';
+import { allowForChat } from './approvals.js';
 import { initAttach } from './attach.js';
 import { bindKeys } from './keys.js';
+import { messageAction } from './message-actions.js';
 import { closeSidebar, hashChat, openSidebar, setHash } from './nav.js';
 import { dom } from './page.js';
 import { closePanel, drawModel, openPanel, panel, previewText, setCompaction, setContextLimit, showMemory, showModel, showNote, showSettings } from './panels.js';
@@ -90,6 +92,7 @@ export function bind() {
     const msg = btn.closest('[data-message]');
     const id = msg && msg.dataset.message;
     if (id) {
+      if (messageAction(v, id, btn)) return;
       if (btn.classList.contains('msg-menu-btn')) return toggleMenu(v, id);
       if (btn.classList.contains('pin')) return pinMessage(v, id);
       if (btn.classList.contains('edit')) return startEdit(v, id);
@@ -111,6 +114,7 @@ export function bind() {
       return render();
     }
     const ap = btn.closest('.card.approval');
+    if (ap && btn.classList.contains('allow-chat')) return allowForChat(v, ap.dataset.approval);
     if (ap) return answerApproval(v, ap.dataset.approval, btn.classList.contains('allow'));
     const rc = btn.closest('.card.recovery');
     if (rc) return answerRecovery(v, rc.dataset.recovery, btn.classList.contains('repeat') ? 'repeat' : 'skip');

@@ -37,13 +37,14 @@ export const readers = {
   'turn.started': (ev) => ({ turn: str(ev.turn) }),
   'reply.delta': (ev) => ({ turn: str(ev.turn), offset: int(ev.offset), text: str(ev.text) }),
   'quota.wait': (ev) => ({ turn: str(ev.turn), quota: int(ev.quota), usage: int(ev.usage), wait_ms: int(ev.wait_ms) }),
-  'turn.finished': (ev) => ({ turn: str(ev.turn), reply: str(ev.reply), stopped: ev.stopped === true, held: int(ev.held), message: message(ev) }),
+  'turn.finished': (ev) => ({ turn: str(ev.turn), reply: str(ev.reply), stopped: ev.stopped === true, held: int(ev.held), message: message(ev),
+    model: str(ev.model), fallback: ev.fallback === true }),
   'turn.failed': (ev) => ({ turn: str(ev.turn), error: str(ev.error), class: str(ev.class), message: message(ev) }),
   'assistant.message': (ev) => ({ turn: str(ev.turn), message: message(ev) }),
   'tool.call': (ev) => ({ turn: str(ev.turn), call: call(ev.call) }),
   'tool.result': (ev) => ({ turn: str(ev.turn), callId: str(ev.result?.call_id), failed: ev.result?.is_error === true }),
   'approval.requested': (ev) => ({ turn: str(ev.turn), approval: obj(ev.approval) }),
-  'approval.resolved': (ev) => ({ id: str(ev.approval?.id) }),
+  'approval.resolved': (ev) => ({ id: str(ev.approval?.id), for_chat: ev.approval?.for_chat === true }),
   'recovery.requested': (ev) => ({ turn: str(ev.turn), recovery: obj(ev.recovery) }),
   'recovery.resolved': (ev) => ({ id: str(ev.recovery?.id) }),
   rewind: (ev) => ({ turn: str(ev.turn), text: str(ev.text) }),
@@ -64,6 +65,7 @@ export const readers = {
   diagnostic: (ev) => ({ turn: str(ev.turn), diagnostic: obj(ev.diagnostic) }),
   'tool.progress': (ev) => ({ turn: str(ev.turn), call: call(ev.call), text: str(ev.text) }),
   'file.sent': (ev) => ({ message: message(ev), turn: str(ev.turn), call: obj(ev.call) ? call(ev.call) : null }),
+  'tool.allowed': (ev) => ({ tool: str(ev.tool), allowed: ev.allowed === true, approval: str(ev.approval) }),
 };
 
 // readEvent returns the header every event has (type, chat, seq, time) and

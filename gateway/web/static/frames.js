@@ -3,6 +3,7 @@
 // outbox, toasts, the fetches a change needs, and the render.
 
 import { createChat, selectChat, sendMessage, settleOutbox, showCommandHints, subscribe, transmit } from './actions.js';
+import { onToolRevoked } from './approvals.js';
 import { pageChats } from './chatlist.js';
 import { readEvent } from './events.js';
 import { commandNote } from './notes.js';
@@ -37,6 +38,8 @@ export function handleFrame(f) {
       return onError(f);
     case 'recovery.answered':
       return onRecoveryAnswered(f);
+    case 'tool.revoked':
+      return onToolRevoked(f);
     case 'command.result':
       return onCommandResult(f);
     default:
@@ -254,6 +257,14 @@ export function onError(f) {
       if (v) v.opening = false;
       toast(f.code === 'not_found' ? 'That chat was not found.' : msg);
       break;
+    case 'approval': {
+      // Refused (Allow for this chat past the person's role, say): the
+      // card can be answered again.
+      const a = v?.approvals.get(meta.approval);
+      if (a) a._answering = false;
+      toast(msg);
+      break;
+    }
     default:
       toast(msg);
   }

@@ -1,6 +1,7 @@
 // Mirror browser client: the side panel (#panel): memory notes, past
 // handoffs, settings, and the model details with the context settings.
 
+import { chatToolsSection } from './approvals.js';
 import { chatCostSection } from './cost.js';
 import { el as h } from './dom.js';
 import { renderMarkdown } from './markdown.js';
@@ -218,6 +219,8 @@ export function drawModel(m, note) {
   wrap.append(compactionSection(m, note?.for === 'compaction' ? note : null));
   wrap.append(modelQuotaSection(h, m, panel.quotas));
   wrap.append(chatCostSection(h, S.current));
+  const allowed = chatToolsSection();
+  if (allowed) wrap.append(allowed);
   panelState(title, wrap);
 }
 

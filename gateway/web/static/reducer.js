@@ -46,6 +46,7 @@ export function newView(id) {
     before: 0, // older messages exist before this seq: chat.history loads them
     loadingOlder: false, // a chat.history is in flight
     wantTitles: false, // a boundary with notes came: frames.js loads the notes' titles
+    allowedTools: [], // tools allowed for every call of the chat (CHAT.allowed_tools, tool.allowed)
   };
 }
 
@@ -97,8 +98,12 @@ export function applySnapshot(st, v, f) {
   if (v.running && f.running.wait) v.running.wait = waitFrom(f.running.wait);
   v.approvals = listToMap(f.approvals);
   v.recoveries = listToMap(f.recoveries);
+  v.allowedTools = toolList(f.chat);
   reconcileEditing(v);
 }
+
+// toolList is a CHAT's allowed_tools, sorted.
+const toolList = (c) => (Array.isArray(c?.allowed_tools) ? c.allowed_tools.filter((t) => typeof t === 'string').sort() : []);
 
 // applyHistory puts an older page of the transcript (chat.history) above
 // what the view holds.
@@ -144,6 +149,7 @@ export function applyResumed(st, v, f) {
   }
   if (Array.isArray(f.approvals)) v.approvals = listToMap(f.approvals);
   if (Array.isArray(f.recoveries)) v.recoveries = listToMap(f.recoveries);
+  if (f.chat && typeof f.chat === 'object') v.allowedTools = toolList(f.chat);
   reconcileEditing(v);
 }
 
@@ -300,6 +306,10 @@ export const APPLY = {
   },
   'approval.resolved'(st, v, ev) {
     v.approvals.delete(ev.id);
+  },
+  'tool.allowed'(st, v, ev) {
+    const rest = v.allowedTools.filter((t) => t !== ev.tool);
+    v.allowedTools = ev.allowed && ev.tool ? [...rest, ev.tool].sort() : rest;
   },
   'recovery.requested'(st, v, { recovery: r }) {
     if (r && r.id) v.recoveries.set(r.id, r);

@@ -2,15 +2,17 @@
 // streaming reply, errors, diagnostics, dividers, boundaries, cards).
 
 import { loadOlder } from './actions.js';
+import { allowChatButton, approvalDetail } from './approvals.js';
 import { el as h } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { renderNote } from './notes.js';
 import { attachmentsEl } from './media.js';
+import { menuItems, modelMark, regenMark } from './message-actions.js';
 import { dom } from './page.js';
 import { hasOutbox, outboxItem, pendingItem } from './queue.js';
 import { waitNotice } from './quota.js';
 import { num } from './reducer.js';
-import { applyRekeys, clip, emptyItem, reconcile, render, shortTime } from './render.js';
+import { applyRekeys, emptyItem, reconcile, render, shortTime } from './render.js';
 import { currentView, S } from './state.js';
 
 export function renderConversation() {
@@ -136,6 +138,7 @@ export function messageItem(v, m) {
       const meta = h('div', { class: 'meta' });
       if (m.stopped) meta.append(h('span', { class: 'stopped-mark' }, 'Stopped'));
       if (failed) meta.append(h('span', { class: 'failed-mark' }, 'Incomplete'));
+      for (const mark of [modelMark(m), regenMark(m)]) if (mark) meta.append(mark);
       if (m.time) meta.append(h('time', { datetime: m.time }, shortTime(m.time)));
       let menu = null;
       if (menuable) {
@@ -144,6 +147,7 @@ export function messageItem(v, m) {
           'aria-expanded': String(menuOpen), 'aria-controls': menuOpen ? menuId : null, title: 'Message actions' }, '⋯'));
         if (menuOpen) {
           menu = h('div', { class: 'msg-menu', role: 'menu', id: menuId, 'aria-label': 'Message actions' },
+            ...menuItems(v.history.filter((e) => e.kind === 'msg').map((e) => e.m), m),
             h('button', { class: 'pin', type: 'button', role: 'menuitem' }, m.pinned ? 'Unpin from agent context' : 'Pin to agent context'));
         }
       }
@@ -399,13 +403,13 @@ export function approvalItem(v, id, a) {
     render(el) {
       el.className = 'card approval';
       el.dataset.approval = id;
-      // APPROVAL: {id, call: CALL, tool, turn, requested_at}.
+      // APPROVAL: {id, call: CALL, tool, turn, requested_at, change?}.
       const tool = a.tool || a.call?.name || 'a tool';
-      const args = typeof a.call?.arguments === 'string' ? a.call.arguments : '';
       const parts = [h('p', { class: 'card-title' }, 'Permission needed'), h('p', null, 'The assistant wants to use ', h('code', null, String(tool)), '.')];
-      if (args) parts.push(h('pre', { class: 'card-args' }, clip(args, 2000)));
+      parts.push(approvalDetail(a));
       parts.push(h('div', { class: 'card-actions' },
         h('button', { class: 'deny btn btn-ghost btn-sm', type: 'button', disabled: Boolean(a._answering) }, 'Deny'),
+        allowChatButton(a, a._answering),
         h('button', { class: 'allow btn btn-primary btn-sm', type: 'button', disabled: Boolean(a._answering) }, 'Allow')));
       el.replaceChildren(...parts);
     },

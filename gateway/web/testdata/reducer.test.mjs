@@ -216,6 +216,31 @@ const cases = [
       assert.deepEqual(v.history.filter((e) => e.kind === 'error').map((e) => e.text), ['it broke']);
     },
   },
+  {
+    name: 'tools allowed for the chat, from the snapshot and tool.allowed',
+    frames: [
+      snapshot(1, [], { chat: { id: CHAT, seq: 1, allowed_tools: ['write_file'] } }),
+      { type: 'tool.allowed', seq: 2, tool: 'shell', allowed: true, approval: 'a1' },
+      { type: 'tool.allowed', seq: 3, tool: 'shell', allowed: true },
+      { type: 'tool.allowed', seq: 4, tool: 'write_file', allowed: false },
+    ],
+    check(v) {
+      assert.deepEqual(v.allowedTools, ['shell']);
+    },
+  },
+  {
+    name: 'an answer keeps its model and fallback',
+    frames: [
+      snapshot(1, [msg('m1', 'picked', { turn: 't1' })]),
+      { type: 'turn.finished', seq: 2, turn: 't1', reply: 'hi', model: 'b', fallback: true,
+        message: { id: 'm2', role: 'assistant', text: 'hi', state: 'done', turn: 't1', model: 'b', fallback: true } },
+    ],
+    check(v) {
+      const m = v.index.get('m2').m;
+      assert.equal(m.model, 'b');
+      assert.equal(m.fallback, true);
+    },
+  },
 ];
 
 for (const c of cases) {
