@@ -28,9 +28,7 @@ func isTranscript(m Message) bool {
 // Only messages of the transcript can be pinned; pending ones are not in the
 // view yet.
 func (s *Service) Pin(ctx context.Context, chat, msg string, pinned bool, o Origin) (Message, error) {
-	var m Message
-	err := s.do(ctx, chat, func(a *actor) (err error) { m, err = a.pin(msg, pinned, o); return })
-	return m, err
+	return doValue(ctx, s, chat, func(a *actor) (Message, error) { return a.pin(msg, pinned, o) })
 }
 
 func (a *actor) pin(id string, pinned bool, o Origin) (Message, error) {
@@ -150,9 +148,8 @@ func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (out
 	return c.run(s, ctx, chat, fields, text, o)
 }
 
-func (s *Service) cmdStatus(ctx context.Context, chat string, _ []string, _ string, _ Origin) (out string, err error) {
-	err = s.do(ctx, chat, func(a *actor) error { out = a.status(); return nil })
-	return out, err
+func (s *Service) cmdStatus(ctx context.Context, chat string, _ []string, _ string, _ Origin) (string, error) {
+	return doValue(ctx, s, chat, func(a *actor) (string, error) { return a.status(), nil })
 }
 
 func (s *Service) cmdMCP(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
@@ -188,8 +185,8 @@ func (s *Service) cmdClear(ctx context.Context, chat string, _ []string, _ strin
 }
 
 func (s *Service) cmdNew(ctx context.Context, chat string, fields []string, _ string, o Origin) (string, error) {
-	var from Chat
-	if err := s.do(ctx, chat, func(a *actor) error { from = a.info(); return nil }); err != nil {
+	from, err := s.Get(ctx, chat)
+	if err != nil {
 		return "", err
 	}
 	c, err := s.Create(ctx, strings.Join(fields[1:], " "), from.Chain, Origin{By: o.By}) // the asker's chat

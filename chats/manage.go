@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -98,26 +99,20 @@ func sameTime(a, b *time.Time) bool {
 // manageChat changes a chat's metadata on its goroutine with change,
 // commits it, and tells the list watchers.
 func (s *Service) manageChat(ctx context.Context, id string, change func(a *actor) error) (Chat, error) {
-	var c Chat
-	err := s.do(ctx, id, func(a *actor) error {
+	return doValue(ctx, s, id, func(a *actor) (Chat, error) {
 		if a.broken != nil {
-			return a.broken
+			return Chat{}, a.broken
 		}
 		if err := change(a); err != nil {
-			return err
+			return Chat{}, err
 		}
 		a.b.dirty = true
 		if err := a.flush(); err != nil {
-			return err
+			return Chat{}, err
 		}
 		a.announce()
-		c = a.info()
-		return nil
+		return a.info(), nil
 	})
-	if err != nil {
-		return Chat{}, err // not c: the actor may still be writing it
-	}
-	return c, nil
 }
 
 // Rename sets a chat's title. A chat renamed keeps its title: the first
@@ -277,18 +272,17 @@ var errNotYet = errors.New("the undo window is still open")
 // goroutine, so nothing can write to it meanwhile; the actor then leaves
 // the registry and every later request finds no chat.
 func (s *Service) purge(ctx context.Context, id string) error {
-	gone := false
-	err := s.do(ctx, id, func(a *actor) error {
+	gone, err := doValue(ctx, s, id, func(a *actor) (bool, error) {
 		switch {
 		case a.meta.DeleteAt == nil:
-			return nil // restored
+			return false, nil // restored
 		case time.Now().Before(*a.meta.DeleteAt):
-			return errNotYet
+			return false, errNotYet
 		case a.turn != nil || len(a.pending) > 0 || !a.b.empty():
-			return busyError{id}
+			return false, busyError{id}
 		}
 		if err := s.store.Write(ctx, func(tx *bolt.Tx) error { return s.removeChatTx(tx, id) }); err != nil {
-			return err
+			return false, err
 		}
 		a.broken = fmt.Errorf("chat %s was deleted: %w", id, ErrNotFound)
 		s.evict(a)
@@ -296,8 +290,7 @@ func (s *Service) purge(ctx context.Context, id string) error {
 			sub.Deliver(Delivery{Closed: id})
 		}
 		a.subs = map[Subscriber]struct{}{}
-		gone = true
-		return nil
+		return true, nil
 	})
 	if errors.Is(err, errNotYet) {
 		var at time.Time
@@ -378,22 +371,20 @@ func (s *Service) createReusing(ctx context.Context, chain string, o Origin, min
 // pages show them, before and after boundaries). It reads the record page
 // by page in short read transactions, so a long export holds nothing open.
 func (s *Service) Export(ctx context.Context, id string, head func(Chat), fn func(Message) error) (Chat, error) {
-	var c Chat
-	var pins map[string]bool
-	err := s.do(ctx, id, func(a *actor) error {
+	type start struct {
+		c    Chat
+		pins map[string]bool
+	}
+	h, err := doValue(ctx, s, id, func(a *actor) (start, error) {
 		if a.meta.DeleteAt != nil {
-			return fmt.Errorf("chat %s was deleted: %w", id, ErrNotFound)
+			return start{}, fmt.Errorf("chat %s was deleted: %w", id, ErrNotFound)
 		}
-		c = a.info()
-		pins = make(map[string]bool, len(a.pins))
-		for k, v := range a.pins {
-			pins[k] = v
-		}
-		return nil
+		return start{a.info(), maps.Clone(a.pins)}, nil
 	})
 	if err != nil {
 		return Chat{}, err
 	}
+	c, pins := h.c, h.pins
 	if head != nil {
 		head(c)
 	}

@@ -43,11 +43,10 @@ func (a *actor) toolsLine() string {
 func (s *Service) mcpCommand(ctx context.Context, chat string, fields []string, o Origin) (string, error) {
 	known := s.opt.MCPServers
 	usage := fmt.Errorf("%w: usage: /mcp [all | none | on NAME... | off NAME...]; servers: %s", ErrBadInput, orNone(known))
-	var out string
-	err := s.do(ctx, chat, func(a *actor) error {
+	return doValue(ctx, s, chat, func(a *actor) (string, error) {
 		if len(fields) > 1 {
 			if err := a.usable(); err != nil {
-				return err
+				return "", err
 			}
 			cur := a.servers()
 			if cur == nil {
@@ -57,21 +56,21 @@ func (s *Service) mcpCommand(ctx context.Context, chat string, fields []string, 
 			switch fields[1] {
 			case "all":
 				if len(fields) != 2 {
-					return usage
+					return "", usage
 				}
 				next = nil
 			case "none":
 				if len(fields) != 2 {
-					return usage
+					return "", usage
 				}
 				next = []string{}
 			case "on", "off":
 				if len(fields) < 3 {
-					return usage
+					return "", usage
 				}
 				for _, n := range fields[2:] {
 					if !slices.Contains(known, n) {
-						return fmt.Errorf("%w: no MCP server %q in runtime.yaml; servers: %s", ErrBadInput, n, orNone(known))
+						return "", fmt.Errorf("%w: no MCP server %q in runtime.yaml; servers: %s", ErrBadInput, n, orNone(known))
 					}
 				}
 				for _, n := range known {
@@ -90,7 +89,7 @@ func (s *Service) mcpCommand(ctx context.Context, chat string, fields []string, 
 					next = nil // every server: new ones configured later are offered too
 				}
 			default:
-				return usage
+				return "", usage
 			}
 			if next == nil {
 				a.meta.MCPServers = nil
@@ -99,13 +98,11 @@ func (s *Service) mcpCommand(ctx context.Context, chat string, fields []string, 
 			}
 			a.b.dirty = true
 			if err := a.flush(); err != nil {
-				return err
+				return "", err
 			}
 		}
-		out = a.describeServers(known)
-		return nil
+		return a.describeServers(known), nil
 	})
-	return out, err
 }
 
 func (a *actor) describeServers(known []string) string {

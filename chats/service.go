@@ -366,9 +366,7 @@ func (s *Service) Open(ctx context.Context, chat string, since *uint64, sub Subs
 // at the switch. false means more events were committed meanwhile: read on.
 // An after beyond the chat's latest seq gets a chat.snapshot instead.
 func (s *Service) CatchUp(ctx context.Context, chat string, after uint64, sub Subscriber, req string) (bool, error) {
-	var done bool
-	err := s.do(ctx, chat, func(a *actor) (err error) { done, err = a.catchUp(after, sub, req); return })
-	return done, err
+	return doValue(ctx, s, chat, func(a *actor) (bool, error) { return a.catchUp(after, sub, req) })
 }
 
 // Events reads a page of chat's stored events after seq after, oldest
@@ -393,9 +391,7 @@ func (s *Service) Events(ctx context.Context, chat string, after uint64, maxByte
 // History returns the page of chat's transcript before seq before (a
 // snapshot's or the previous page's Before), within PageBytes.
 func (s *Service) History(ctx context.Context, chat string, before uint64, req string) (*History, error) {
-	var h *History
-	err := s.do(ctx, chat, func(a *actor) (err error) { h, err = a.history(before, req); return })
-	return h, err
+	return doValue(ctx, s, chat, func(a *actor) (*History, error) { return a.history(before, req) })
 }
 
 // Unsubscribe stops live events of chat to sub. Whatever was delivered
@@ -434,12 +430,9 @@ func (s *Service) SendAttached(ctx context.Context, chat, text, clientID, mode s
 		return Message{}, fmt.Errorf("%w: mode must be queue or redirect", ErrBadInput)
 	}
 	toks := tokens.Count(text) // counted once, off the chat's goroutine (o200k_base, unless the chat's model differs)
-	var m Message
-	err = s.do(ctx, chat, func(a *actor) (err error) {
-		m, err = a.send(ctx, text, clientID, mode, atts, o, a.recount(text, toks), "")
-		return
+	return doValue(ctx, s, chat, func(a *actor) (Message, error) {
+		return a.send(ctx, text, clientID, mode, atts, o, a.recount(text, toks), "")
 	})
-	return m, err
 }
 
 // Edit changes a pending message's text; once picked up it fails with ErrInUse.
@@ -461,12 +454,9 @@ func (s *Service) EditAttached(ctx context.Context, chat, msg string, text *stri
 	if text != nil {
 		toks = tokens.Count(*text)
 	}
-	var m Message
-	err := s.do(ctx, chat, func(a *actor) (err error) {
-		m, err = a.edit(ctx, msg, text, keep, o, toks)
-		return
+	return doValue(ctx, s, chat, func(a *actor) (Message, error) {
+		return a.edit(ctx, msg, text, keep, o, toks)
 	})
-	return m, err
 }
 
 // Delete removes a pending message; once picked up it fails with ErrInUse.
@@ -477,8 +467,7 @@ func (s *Service) Delete(ctx context.Context, chat, msg string, o Origin) error 
 // Stop ends the running turn; its partial reply is kept, marked stopped.
 // It returns when the turn has finished; ErrNoTurn when none runs.
 func (s *Service) Stop(ctx context.Context, chat string, o Origin) error {
-	var wait chan struct{}
-	err := s.do(ctx, chat, func(a *actor) (err error) { wait, err = a.stop(o); return })
+	wait, err := doValue(ctx, s, chat, func(a *actor) (chan struct{}, error) { return a.stop(o) })
 	if err != nil {
 		return err
 	}
@@ -492,12 +481,7 @@ func (s *Service) Stop(ctx context.Context, chat string, o Origin) error {
 
 // Get returns a chat's list entry.
 func (s *Service) Get(ctx context.Context, chat string) (Chat, error) {
-	var c Chat
-	if err := s.do(ctx, chat, func(a *actor) error { c = a.info(); return nil }); err != nil {
-		// Not c: when ctx ended first the actor may still be writing it.
-		return Chat{}, err
-	}
-	return c, nil
+	return doValue(ctx, s, chat, func(a *actor) (Chat, error) { return a.info(), nil })
 }
 
 func checkText(text string) error {
@@ -515,24 +499,38 @@ func checkText(text string) error {
 // do runs f on the chat's actor goroutine and returns its error. The chat is
 // loaded when it is not in memory.
 func (s *Service) do(ctx context.Context, id string, f func(a *actor) error) error {
+	_, err := doValue(ctx, s, id, func(a *actor) (struct{}, error) { return struct{}{}, f(a) })
+	return err
+}
+
+// doValue is do for a task that answers a value. The value travels with
+// the error over the reply channel, so a caller whose ctx ended first gets
+// the zero value and never reads one the actor is still writing: tasks
+// must not hand results out through captured variables.
+func doValue[T any](ctx context.Context, s *Service, id string, f func(a *actor) (T, error)) (T, error) {
+	type reply struct {
+		v   T
+		err error
+	}
+	var zero T
 	for {
 		a, err := s.get(id)
 		if err != nil {
-			return err
+			return zero, err
 		}
-		res := make(chan error, 1)
+		res := make(chan reply, 1)
 		select {
-		case a.inbox <- func() { res <- f(a) }:
+		case a.inbox <- func() { v, err := f(a); res <- reply{v, err} }:
 		case <-a.done:
 			continue // evicted meanwhile: load it again
 		case <-ctx.Done():
-			return ctx.Err()
+			return zero, ctx.Err()
 		}
 		select {
-		case err := <-res:
-			return err
+		case r := <-res:
+			return r.v, r.err
 		case <-ctx.Done():
-			return ctx.Err()
+			return zero, ctx.Err()
 		}
 	}
 }

@@ -451,13 +451,10 @@ func (s *Service) cmdChanges(ctx context.Context, chat string, _ []string, _ str
 	if s.opt.Ledger == nil {
 		return "No file tools are configured, so there are no changes.", nil
 	}
-	var out string
-	err := s.do(ctx, chat, func(a *actor) error {
+	return doValue(ctx, s, chat, func(a *actor) (string, error) {
 		list, err := s.opt.Ledger.Changes(a.id)
-		out = describeChanges(list)
-		return err
+		return describeChanges(list), err
 	})
-	return out, err
 }
 
 // cmdRewind is /rewind N: the workspace goes back to before turn N.
@@ -472,20 +469,18 @@ func (s *Service) cmdRewind(ctx context.Context, chat string, fields []string, _
 	if s.opt.Ledger == nil {
 		return "", fmt.Errorf("%w: no file tools are configured", ErrBadInput)
 	}
-	var out string
-	err := s.do(ctx, chat, func(a *actor) error {
+	return doValue(ctx, s, chat, func(a *actor) (string, error) {
 		if a.turn != nil {
-			return fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
+			return "", fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
 		}
 		report, err := s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
 		if err != nil {
-			return err
+			return "", err
 		}
-		out = describeRewind(report)
+		out := describeRewind(report)
 		a.append(&Rewound{Turn: ids.Turn(n), Text: out}, o)
-		return a.flush()
+		return out, a.flush()
 	})
-	return out, err
 }
 
 // cmdStop is /stop.
@@ -515,20 +510,15 @@ func (s *Service) cmdContinue(ctx context.Context, chat string, _ []string, _ st
 // Continue lets the queue a Stop held run again and returns how many
 // messages it released (0: nothing was held).
 func (s *Service) Continue(ctx context.Context, chat string) (int, error) {
-	var n int
-	err := s.do(ctx, chat, func(a *actor) error {
+	return doValue(ctx, s, chat, func(a *actor) (int, error) {
 		if !a.meta.Paused {
-			return nil
+			return 0, nil
 		}
-		n = len(a.pending)
+		n := len(a.pending)
 		a.release()
 		a.maybeStart()
-		return a.flush()
+		return n, a.flush()
 	})
-	if err != nil {
-		return 0, err // not n: the actor may still be writing it
-	}
-	return n, nil
 }
 
 func queuedCount(n int) string {
