@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -204,5 +207,63 @@ func TestListPages(t *testing.T) {
 		if _, err := e.svc.ListPage(bg, bad, 3); !errors.Is(err, ErrBadInput) {
 			t.Errorf("cursor %q: %v, want ErrBadInput", bad, err)
 		}
+	}
+}
+
+// Chats updated at the same instant keep one order (newest first, then by
+// id, descending): pages of any size over them list each chat once, none
+// skipped, none twice.
+func TestListPagesWithTiedTimes(t *testing.T) {
+	e := newEnv(t, newGate(true))
+	base := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	var all []Chat
+	err := e.db.Update(func(tx *bolt.Tx) error {
+		for i := range 12 {
+			at := base.Add(time.Duration(i/4) * time.Nanosecond) // three instants, four chats each
+			c := Chat{ID: ids.NewChat(), Title: fmt.Sprint("tied ", i), State: StateIdle, CreatedAt: at, UpdatedAt: at, Seq: 1}
+			meta, err := json.Marshal(c)
+			if err != nil {
+				return err
+			}
+			if err := putMeta(tx, time.Time{}, &c, meta); err != nil {
+				return err
+			}
+			all = append(all, c)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(all, func(a, b Chat) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	var want []string
+	for _, c := range all {
+		want = append(want, c.ID)
+	}
+	for _, limit := range []int{1, 2, 3, 4, 5, 7, 12} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			var got []string
+			after := ""
+			for range len(want) + 1 {
+				p, err := e.svc.ListPage(bg, after, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range p.Chats {
+					got = append(got, c.ID)
+				}
+				if after = p.Next; after == "" {
+					break
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("pages of %d listed %q, want %q", limit, got, want)
+			}
+		})
 	}
 }
