@@ -10,7 +10,7 @@ import { commandNote } from './notes.js';
 import { hashChat, setHash } from './nav.js';
 import { dom } from './page.js';
 import { applyHistory, applyResumed, applySnapshot, IN_USE_TEXT, markInUse, num, reduceEvent } from './reducer.js';
-import { byActivity, render, renderList, setStatus, toast } from './render.js';
+import { render, renderList, setStatus, toast } from './render.js';
 import { getJSON, goLogin, takeReq } from './socket.js';
 import { mostRecentChat, S, saveOutbox, upsertChat } from './state.js';
 
@@ -71,7 +71,11 @@ export function onWelcome(f) {
   const chats = new Map();
   for (const c of Array.isArray(f.chats) ? f.chats : []) if (c && c.id) chats.set(c.id, c);
   S.chats = chats;
-  S.order = byActivity([...chats.values()]).map((c) => c.id);
+  // The server's order, as sent: its index orders by update time to the
+  // nanosecond, then by id. Sorting again here by Date.parse (milliseconds)
+  // would reorder chats updated within one millisecond, and the pages that
+  // follow continue the server's order, not ours.
+  S.order = [...chats.keys()];
   for (const id of [...S.views.keys()]) if (!chats.has(id)) S.views.delete(id);
   // Older chats load page by page below these as the list scrolls (chatlist.js).
   pageChats(dom.list, f.next, (more) => {

@@ -41,16 +41,6 @@ export function sortedChats() {
   return S.order.map((id) => S.chats.get(id)).filter((c) => c && !c.archived && !c.delete_at);
 }
 
-export function byActivity(list) {
-  const t = (c) => Date.parse(c.updated_at || '') || 0;
-  return list.sort((a, b) => {
-    const ta = t(a);
-    const tb = t(b);
-    if (ta !== tb) return tb - ta;
-    return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
-  });
-}
-
 export function chatName(c) {
   return (c && c.title && String(c.title).trim()) || 'New chat';
 }
