@@ -69,10 +69,9 @@ func (s *Service) AllowForChat(ctx context.Context, id string, o Origin) error {
 // asked about again. Revoking a tool the chat does not allow changes
 // nothing and is no error.
 func (s *Service) RevokeTool(ctx context.Context, chat, tool string, o Origin) (Chat, error) {
-	var c Chat
-	err := s.do(ctx, chat, func(a *actor) error {
+	return doValue(ctx, s, chat, func(a *actor) (Chat, error) {
 		if err := a.usable(); err != nil {
-			return err
+			return Chat{}, err
 		}
 		if i := slices.Index(a.meta.AllowedTools, tool); i >= 0 {
 			a.meta.AllowedTools = slices.Delete(a.meta.AllowedTools, i, i+1)
@@ -82,11 +81,9 @@ func (s *Service) RevokeTool(ctx context.Context, chat, tool string, o Origin) (
 			a.b.dirty = true
 			a.append(&ToolAllowed{Tool: tool, Allowed: false}, o)
 			if err := a.flush(); err != nil {
-				return err
+				return Chat{}, err
 			}
 		}
-		c = a.info()
-		return nil
+		return a.info(), nil
 	})
-	return c, err
 }

@@ -18,25 +18,24 @@ func (s *Service) Regenerate(ctx context.Context, chat, msg, clientID string, o 
 	if clientID == "" || len(clientID) > MaxClientID {
 		return Message{}, fmt.Errorf("%w: client_id must be 1 to %d bytes", ErrBadInput, MaxClientID)
 	}
-	var m Message
-	err := s.do(ctx, chat, func(a *actor) error {
+	return doValue(ctx, s, chat, func(a *actor) (Message, error) {
 		orig := a.findPicked(msg)
 		if orig == nil {
 			sm, err := a.storedMessage(msg)
 			if err != nil {
-				return err
+				return Message{}, err
 			}
 			orig = sm
 		}
 		switch {
 		case orig == nil:
-			return fmt.Errorf("message %s: %w", msg, ErrNotFound)
+			return Message{}, fmt.Errorf("message %s: %w", msg, ErrNotFound)
 		case orig.Role != provider.RoleUser:
-			return fmt.Errorf("%w: message %s is not a person's message; regenerate the message it answers", ErrBadInput, msg)
+			return Message{}, fmt.Errorf("%w: message %s is not a person's message; regenerate the message it answers", ErrBadInput, msg)
 		case orig.State == MsgPending:
-			return fmt.Errorf("%w: message %s is not answered yet", ErrBadInput, msg)
+			return Message{}, fmt.Errorf("%w: message %s is not answered yet", ErrBadInput, msg)
 		case orig.State == MsgDeleted:
-			return fmt.Errorf("message %s was deleted: %w", msg, ErrNotFound)
+			return Message{}, fmt.Errorf("message %s was deleted: %w", msg, ErrNotFound)
 		}
 		sums := make([]string, 0, len(orig.Attachments))
 		for _, at := range orig.Attachments {
@@ -44,10 +43,8 @@ func (s *Service) Regenerate(ctx context.Context, chat, msg, clientID string, o 
 		}
 		atts, err := s.attachments(sums)
 		if err != nil {
-			return err
+			return Message{}, err
 		}
-		m, err = a.send(ctx, orig.Text, clientID, ModeQueue, atts, o, a.count(orig.Text), orig.ID)
-		return err
+		return a.send(ctx, orig.Text, clientID, ModeQueue, atts, o, a.count(orig.Text), orig.ID)
 	})
-	return m, err
 }
