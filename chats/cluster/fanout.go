@@ -314,7 +314,7 @@ func (fd *feed) fill(ctx context.Context, ws []*Watcher, upto uint64) error {
 }
 
 // catchUp looks at the record's last stored seq every period until the
-// subscription ends, and fills the watchers that still lack what the
+// subscription (or the node) ends, and fills the watchers that still lack what the
 // record held one look earlier: that event was lost on the way and, when
 // it is the chat's last, nothing else would show the gap. Waiting one
 // period first leaves the owner's message time to arrive live.
@@ -325,6 +325,8 @@ func (fd *feed) catchUp(every time.Duration) {
 	for {
 		select {
 		case <-fd.stop:
+			return
+		case <-fd.f.n.done: // the node closed
 			return
 		case <-t.C:
 		}
