@@ -142,9 +142,22 @@ func TestFanoutAcrossNodes(t *testing.T) {
 	if n, ws := fb.Watched(); n != 1 || ws != 2 {
 		t.Fatalf("watched %d chats, %d watchers: want one subscription for two watchers", n, ws)
 	}
+	// The fill that the live text of 8 starts reads the record only
+	// once 9 is stored too: the fill must not supersede that text.
+	stored9 := make(chan struct{})
+	var held atomic.Bool
+	fb.beforeFill = func(from uint64) {
+		if from == 8 && held.CompareAndSwap(false, true) {
+			select {
+			case <-stored9:
+			case <-time.After(20 * time.Second):
+			}
+		}
+	}
 	o.store(chat, 8, 8) // lost on its way to b; the live text after it is not
 	o.live(chat, 8, "lo")
 	o.store(chat, 9, 9)
+	close(stored9)
 	if got := g1.wait(t, 11); fmt.Sprint(got[8:]) != "[8 8~lo 9]" || len(got) != 11 {
 		t.Fatalf("watcher 1: %v", got)
 	}
@@ -185,6 +198,49 @@ func TestFanoutAcrossNodes(t *testing.T) {
 	w3.Close()
 	if n, ws := fb.Watched(); n != 0 || ws != 0 {
 		t.Fatalf("watched %d, %d after the last close: want no subscription", n, ws)
+	}
+}
+
+// TestFanoutCatchesUpLostLast: when the chat's last stored event is lost
+// on its way to a node, nothing later shows the gap; the feed's look at
+// the record's last seq still delivers it, once and in order.
+func TestFanoutCatchesUpLostLast(t *testing.T) {
+	tc := newCluster(t, 2)
+	const chat = "c_fan00002"
+	a, b := tc.nodes[0], tc.nodes[1]
+	fo := newFakeOwner(a)
+	ra, rb := a.NewRouter(fo), b.NewRouter(nil)
+	t.Cleanup(func() { ra.Close(); rb.Close() })
+	if _, err := ra.take(ctx(t), chat); err != nil {
+		t.Fatal(err)
+	}
+	o := &owner{t: t, fan: a.NewFanout(ra), n: a, at: fo.chats[chat].at}
+	fb := b.NewFanout(rb)
+	fb.every = 50 * time.Millisecond
+	var dropped atomic.Bool
+	fb.drop = func(e *chats.Event) bool {
+		_, stored := e.Payload.(*chats.TurnFailed)
+		return stored && e.Seq == 3 && dropped.CompareAndSwap(false, true)
+	}
+	g := newGot()
+	w, err := fb.Watch(ctx(t), chat, 0, g.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	o.store(chat, 1, 3) // 3 is lost on its way to b, and nothing follows it
+	if got := g.wait(t, 3); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("watcher: %v", got)
+	}
+	if !dropped.Load() {
+		t.Fatal("3 was not dropped")
+	}
+	o.store(chat, 4, 4) // once each: a second 3 would come before it
+	if got := g.wait(t, 4); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("watcher: %v", got)
+	}
+	if w.Last() != 4 {
+		t.Fatalf("last %d, want 4", w.Last())
 	}
 }
 
