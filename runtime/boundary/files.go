@@ -155,18 +155,9 @@ func writeNew(dir, base, ext string, data []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return name, syncDir(dir)
+		return name, datadir.SyncDir(dir)
 	}
 	return "", fmt.Errorf("no free name for %s%s", base, ext)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Slug makes a title a file name part: lowercase ASCII letters and digits,
