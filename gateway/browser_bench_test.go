@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/runtime"
 )
 
 // benchChat serves a gateway (the builtin model, no tools) whose one chat
@@ -23,18 +21,7 @@ func benchChat(b *testing.B, n int) (string, string) {
 	cfg := config.Default()
 	zero := time.Duration(0)
 	cfg.Providers[0].Delay = &zero
-	db, err := chats.OpenDB(filepath.Join(b.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	store, err := chats.NewStore(db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := runtime.New(cfg, func(string) string { return "" })
-	if err != nil {
-		b.Fatal(err)
-	}
+	db, store, eng := openStack(b, cfg)
 	svc := chats.New(chats.Options{Store: store, Turner: eng})
 	srv := httptest.NewUnstartedServer(nil)
 	gw := New(Options{Config: cfg, Chats: svc, Token: testToken, Addr: srv.Listener.Addr().String()})

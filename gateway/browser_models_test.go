@@ -31,18 +31,7 @@ func newWideStack(t *testing.T) *stack {
 	zero := time.Duration(0)
 	cfg.Providers[0].Delay = &zero
 	cfg.Models[0].Window = 1_000_000
-	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := chats.NewStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := runtime.New(cfg, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, store, eng := openStack(t, cfg)
 	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
 	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
 	if err != nil {

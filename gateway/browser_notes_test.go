@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/runtime"
 )
 
 // heldStack is the gateway on the held fake model.
@@ -104,18 +102,7 @@ func TestBrowserNoStaleErrorAfterARecoveredRestart(t *testing.T) {
 	cfg.Providers[0].Delay = &zero
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: "fake", Kind: "openai", BaseURL: model.srv.URL + "/v1"})
 	cfg.Models[0].Provider, cfg.Models[0].Model = "fake", "fake-model"
-	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := chats.NewStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := runtime.New(cfg, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, store, eng := openStack(t, cfg)
 	first := chats.New(chats.Options{Store: store, Turner: eng})
 	c, err := first.Create(t.Context(), "Restarted", "", chats.Origin{})
 	if err != nil {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -66,18 +65,7 @@ func newQuotaStack(t *testing.T, clock *quotaClock) (*stack, *quota.Book, *runti
 	cfg := config.Default()
 	zero := time.Duration(0)
 	cfg.Providers[0].Delay = &zero
-	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := chats.NewStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := runtime.New(cfg, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, store, eng := openStack(t, cfg)
 	book := quota.New(quota.Options{Clock: clock.Now, NewTimer: clock.NewTimer, Store: quota.NewBoltStore(db)})
 	if err := eng.Provision(runtime.Options{Settings: db, Quota: book}); err != nil {
 		t.Fatal(err)

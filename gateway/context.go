@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -27,11 +26,9 @@ import (
 // with a path separator, without .md, hidden, or naming anything but a
 // private regular file (a symlink is never followed) is not found.
 
-// maxNotes bounds the memory listing; maxNoteBytes bounds one note read.
-const (
-	maxNotes     = 2000
-	maxNoteBytes = 4 << 20
-)
+// maxNoteBytes bounds one note read (boundary.ListNotes bounds the
+// listing).
+const maxNoteBytes = 4 << 20
 
 // MemoryNote is one entry of GET /api/memory.
 type MemoryNote struct {
@@ -104,45 +101,22 @@ func (s *Server) memoryDirUsable() (string, error) {
 
 func (s *Server) apiMemory(w http.ResponseWriter, r *http.Request) {
 	notes := []MemoryNote{}
-	dir, err := s.memoryDirUsable()
-	if errors.Is(err, fs.ErrNotExist) {
+	if s.opt.DataDir == "" {
 		writeJSON(w, http.StatusOK, map[string]any{"notes": notes})
 		return
 	}
-	if err != nil {
-		s.log.Error("memory dir", "err", err)
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the memory notes"})
-		return
-	}
-	entries, err := os.ReadDir(dir) // types come from lstat: a symlink is not regular
-	if err != nil {
-		s.log.Error("memory dir", "err", err)
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the memory notes"})
-		return
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !validNoteName(e.Name()) {
-			continue
-		}
-		n, err := readNoteHead(dir, e.Name())
-		if err != nil {
-			continue // unsafe or gone meanwhile: not listed
-		}
-		if !s.noteVisible(r, n) {
-			continue // another person's note
-		}
-		notes = append(notes, n)
-	}
-	sort.Slice(notes, func(i, j int) bool {
-		if !notes[i].Modified.Equal(notes[j].Modified) {
-			return notes[i].Modified.After(notes[j].Modified)
-		}
-		return notes[i].Name > notes[j].Name
+	// Entries that are not notes, unsafe or gone meanwhile are not
+	// listed; nor is another person's note.
+	listed, err := boundary.ListNotes(s.opt.DataDir, func(n boundary.NoteFile) (MemoryNote, bool) {
+		m := memoryNote(n)
+		return m, s.noteVisible(r, m)
 	})
-	if len(notes) > maxNotes {
-		notes = notes[:maxNotes]
+	if err != nil {
+		s.log.Error("memory dir", "err", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the memory notes"})
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"notes": notes})
+	writeJSON(w, http.StatusOK, map[string]any{"notes": append(notes, listed...)})
 }
 
 // readNoteHead opens a note the data dir's way (O_NOFOLLOW, a private
@@ -152,7 +126,12 @@ func readNoteHead(dir, name string) (MemoryNote, error) {
 	if err != nil {
 		return MemoryNote{}, err
 	}
-	return MemoryNote{Name: n.Name, Title: n.Title, Modified: n.Modified, Size: n.Size, Chat: n.Chat, Through: n.Through, Person: n.Person}, nil
+	return memoryNote(n), nil
+}
+
+// memoryNote is what /api/memory shows of a note: its head, not its text.
+func memoryNote(n boundary.NoteFile) MemoryNote {
+	return MemoryNote{Name: n.Name, Title: n.Title, Modified: n.Modified, Size: n.Size, Chat: n.Chat, Through: n.Through, Person: n.Person}
 }
 
 func (s *Server) apiMemoryNote(w http.ResponseWriter, r *http.Request) {

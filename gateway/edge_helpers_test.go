@@ -25,6 +25,7 @@ import (
 	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/tools"
+	bolt "go.etcd.io/bbolt"
 )
 
 // edge is a whole gateway served by the http.Server HTTPServer returns (the
@@ -74,18 +75,7 @@ func newEdge(t *testing.T, o edgeOpts) *edge {
 		cfg.Providers = append(cfg.Providers, config.Provider{Name: "fake", Kind: "openai", BaseURL: o.model.srv.URL + "/v1"})
 		cfg.Models[0].Provider, cfg.Models[0].Model = "fake", "fake-model"
 	}
-	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := chats.NewStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := runtime.New(cfg, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, store, eng := openStack(t, cfg)
 	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
 	reg, err := tools.New(tools.OptionsFrom(cfg, nil))
 	if err != nil {
@@ -380,4 +370,23 @@ func (e *edge) pairings() []telegram.Pairing {
 		e.t.Fatalf("pairing list: %d %s", code, body)
 	}
 	return out.Pairings
+}
+
+// openStack opens a fresh database under t's temp dir, its chat store, and
+// a runtime engine for cfg (no environment): the base of every test stack.
+func openStack(t testing.TB, cfg *config.Config) (*bolt.DB, *chats.Store, *runtime.Engine) {
+	t.Helper()
+	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := chats.NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := runtime.New(cfg, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, store, eng
 }

@@ -56,18 +56,7 @@ func newStackWith(t *testing.T, mutate func(*config.Config), sources []tools.Sou
 	if mutate != nil {
 		mutate(cfg)
 	}
-	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := chats.NewStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := runtime.New(cfg, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, store, eng := openStack(t, cfg)
 	cfg.Tools.Workspace = filepath.Join(t.TempDir(), "workspace")
 	topt := tools.OptionsFrom(cfg, nil)
 	topt.Sources = sources

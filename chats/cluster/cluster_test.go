@@ -45,7 +45,17 @@ type testCluster struct {
 
 func newCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, lost: make(chan string, 16)}
+	return startCluster(t, n, testTTL, 16, func(tc *testCluster, _ int) func(string) {
+		return func(chat string) { tc.lost <- chat }
+	})
+}
+
+// startCluster starts n nodes, routed to each other, with lease TTL ttl,
+// room for lost chats on tc.lost, and onLost(tc, i) as node i's OnLost;
+// it waits until they are ready and closes them when t ends.
+func startCluster(t testing.TB, n int, ttl time.Duration, lost int, onLost func(tc *testCluster, i int) func(string)) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, lost: make(chan string, lost)}
 	routes := make([]string, n)
 	for i := range routes {
 		routes[i] = freeAddr(t)
@@ -59,8 +69,8 @@ func newCluster(t testing.TB, n int) *testCluster {
 			}
 		}
 		tc.opts = append(tc.opts, Options{Name: fmt.Sprintf("n%d", i+1), Listen: "127.0.0.1:0", Routes: routes[i], Peers: peers,
-			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Replicas: min(n, 3), LeaseTTL: testTTL, Secret: RouteSecret("test-token"),
-			OnLost: func(chat string) { tc.lost <- chat }, Log: testLog})
+			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Replicas: min(n, 3), LeaseTTL: ttl, Secret: RouteSecret("test-token"),
+			OnLost: onLost(tc, i), Log: testLog})
 	}
 	tc.nodes = make([]*Node, n)
 	for i := range n {

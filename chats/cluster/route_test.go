@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,44 +119,16 @@ type routed struct {
 // does not move the chat in tests that count its owners.
 func newRouted(t *testing.T, n int, ttl time.Duration) *routed {
 	t.Helper()
-	tc := &testCluster{t: t, lost: make(chan string, 1024)}
 	// OnLost calls the node's router, as the gateway wires it; set before
 	// the node starts, the router is made after.
 	wired := make([]atomic.Pointer[Router], n)
-	routes := make([]string, n)
-	for i := range routes {
-		routes[i] = freeAddr(t)
-	}
-	base := t.TempDir()
-	for i := range n {
-		var peers []string
-		for j, r := range routes {
-			if j != i {
-				peers = append(peers, r)
+	tc := startCluster(t, n, ttl, 1024, func(_ *testCluster, i int) func(string) {
+		return func(chat string) {
+			if r := wired[i].Load(); r != nil {
+				r.Lost(chat)
 			}
 		}
-		tc.opts = append(tc.opts, Options{Name: fmt.Sprintf("n%d", i+1), Listen: "127.0.0.1:0", Routes: routes[i], Peers: peers,
-			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Replicas: min(n, 3), LeaseTTL: ttl, Secret: RouteSecret("test-token"), Log: testLog,
-			OnLost: func(chat string) {
-				if r := wired[i].Load(); r != nil {
-					r.Lost(chat)
-				}
-			}})
-	}
-	tc.nodes = make([]*Node, n)
-	for i := range n {
-		tc.start(i)
-	}
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, nd := range tc.nodes {
-			if nd != nil {
-				wg.Go(func() { nd.Close() })
-			}
-		}
-		wg.Wait()
 	})
-	tc.waitReady()
 	rc := &routed{testCluster: tc, wired: wired}
 	for i, nd := range rc.nodes {
 		o := newFakeOwner(nd)

@@ -24,6 +24,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/mirror-gateway/mirror/config/datadir"
 )
 
 // Document kinds.
@@ -167,7 +169,7 @@ func openIndex(dir string) (bleve.Index, bool, error) {
 		idx.Close()
 		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := datadir.SyncDir(dir); err != nil {
 		idx.Close()
 		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
 	}
@@ -212,16 +214,7 @@ func (x *Index) Close() error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(x.dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return datadir.SyncDir(x.dir)
 }
 
 func markKey(chat string) []byte { return []byte("hw/" + chat) }

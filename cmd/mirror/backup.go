@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats/dbcheck"
@@ -201,20 +200,15 @@ func askGateway(ctx context.Context, cfg *config.Config, getenv func(string) str
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, root+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
 	// No overall deadline (a big copy takes its time), but a gateway that
 	// does not start answering is given up on.
 	client := &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 30 * time.Second}}
-	resp, err := client.Do(req)
+	resp, err := callGateway(ctx, client, cfg.Listen, root, tok, http.MethodGet, path, nil)
+	if errors.Is(err, errNoGateway) {
+		return nil, fmt.Errorf(errHeldNoGateway, cfg.Listen)
+	}
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("the database is held by another process, and no gateway answers at %s", cfg.Listen)
-		}
-		return nil, fmt.Errorf("ask the gateway at %s: %w", cfg.Listen, err)
+		return nil, err
 	}
 	if resp.StatusCode == http.StatusOK {
 		return resp, nil
@@ -225,8 +219,6 @@ func askGateway(ctx context.Context, cfg *config.Config, getenv func(string) str
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body)
 	switch resp.StatusCode {
-	case http.StatusUnauthorized:
-		return nil, fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", cfg.Listen)
 	case http.StatusNotFound:
 		return nil, fmt.Errorf("the gateway at %s has no %s (an older mirror? stop it, then run this again)", cfg.Listen, path)
 	}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -110,17 +109,12 @@ func clusterOverHTTP(ctx context.Context, cfg *config.Config, tok string) ([]byt
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, root+"/api/cluster", nil)
+	resp, err := callGateway(ctx, http.DefaultClient, cfg.Listen, root, tok, http.MethodGet, "/api/cluster", nil)
+	if errors.Is(err, errNoGateway) {
+		return nil, fmt.Errorf("no gateway answers at %s (start it with mirror serve --cluster)", cfg.Listen)
+	}
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("no gateway answers at %s (start it with mirror serve --cluster)", cfg.Listen)
-		}
-		return nil, fmt.Errorf("ask the gateway at %s: %w", cfg.Listen, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
@@ -130,8 +124,6 @@ func clusterOverHTTP(ctx context.Context, cfg *config.Config, tok string) ([]byt
 	switch resp.StatusCode {
 	case http.StatusOK:
 		return body, nil
-	case http.StatusUnauthorized:
-		return nil, fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", cfg.Listen)
 	case http.StatusForbidden:
 		return nil, fmt.Errorf("the gateway at %s answers the cluster's status to owners only", cfg.Listen)
 	case http.StatusNotFound:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,6 +79,10 @@ func pair(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 
 var errNoGateway = errors.New("no gateway answers")
 
+// errHeldNoGateway is what a subcommand that has no fallback says when the
+// database is locked yet no gateway answers at the listen address.
+const errHeldNoGateway = "the database is held by another process, and no gateway answers at %s"
+
 // ListenFile, in the data dir, holds the address a running gateway listens
 // on (written once it accepts connections, removed when it stops).
 const ListenFile = "listen"
@@ -115,33 +120,63 @@ func gatewayURL(cfg *config.Config) (string, error) {
 	return "http://" + net.JoinHostPort(host, port), nil
 }
 
+// errRefused is what callGateway says when the gateway answers 401.
+const errRefused = "the gateway at %s refused the access token (is it another instance, with another data dir?)"
+
+// callGateway sends one request to the running gateway at root with the
+// access token (body, when not nil, as JSON), so that every subcommand that
+// talks to a running gateway asks and fails alike: errNoGateway when nothing
+// listens, the refusal when it answers 401; any other answer is the
+// caller's, to read and close. where names the gateway in errors.
+func callGateway(ctx context.Context, client *http.Client, where, root, tok, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, root+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, errNoGateway
+		}
+		return nil, fmt.Errorf("ask the gateway at %s: %w", where, err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		resp.Body.Close()
+		return nil, fmt.Errorf(errRefused, where)
+	}
+	return resp, nil
+}
+
 // pairOverHTTP asks the running gateway; errNoGateway when none listens.
 func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code, person string) (string, error) {
 	root, err := gatewayURL(cfg)
 	if err != nil {
 		return "", err
 	}
-	base := root + "/api/telegram/pairing"
-	method, u := http.MethodGet, base
+	method, path := http.MethodGet, "/api/telegram/pairing"
 	if sub == "approve" {
-		method, u = http.MethodPost, base+"/"+url.PathEscape(code)+"/approve"
+		method, path = http.MethodPost, path+"/"+url.PathEscape(code)+"/approve"
 		if person != "" {
-			u += "?person=" + url.QueryEscape(person)
+			path += "?person=" + url.QueryEscape(person)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	resp, err := callGateway(ctx, http.DefaultClient, cfg.Listen, root, tok, method, path, nil)
 	if err != nil {
 		return "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return "", errNoGateway
-		}
-		return "", fmt.Errorf("ask the gateway at %s: %w", cfg.Listen, err)
 	}
 	defer resp.Body.Close()
 	var body struct {
@@ -151,8 +186,6 @@ func pairOverHTTP(ctx context.Context, cfg *config.Config, tok, sub, code, perso
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body)
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return "", fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", cfg.Listen)
 	case resp.StatusCode == http.StatusNotFound && body.Error == "":
 		return "", fmt.Errorf("the gateway at %s does not run Telegram (telegram.enabled is false there)", cfg.Listen)
 	case resp.StatusCode != http.StatusOK:

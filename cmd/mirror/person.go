@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -117,7 +115,7 @@ type personAnswer struct {
 }
 
 func personOverHTTP(ctx context.Context, root, tok string, a personArgs) (string, error) {
-	method, u := http.MethodGet, root+"/api/people"
+	method, u := http.MethodGet, "/api/people"
 	var body any
 	switch a.sub {
 	case "add":
@@ -127,34 +125,16 @@ func personOverHTTP(ctx context.Context, root, tok string, a personArgs) (string
 	case "revoke":
 		method, u = http.MethodPost, u+"/"+url.PathEscape(a.name)+"/revoke"
 	}
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, err := callGateway(ctx, http.DefaultClient, root, root, tok, method, u, body)
 	if err != nil {
 		return "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return "", errNoGateway
-		}
-		return "", fmt.Errorf("ask the gateway at %s: %w", root, err)
 	}
 	defer resp.Body.Close()
 	var ans personAnswer
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans)
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return "", fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", root)
 	case resp.StatusCode >= 300:
 		if ans.Error == "" {
 			ans.Error = resp.Status

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -99,17 +98,12 @@ func replayOverHTTP(ctx context.Context, cfg *config.Config, chat string, stdout
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, root+"/api/chats/"+url.PathEscape(chat)+"/replay", nil)
+	resp, err := callGateway(ctx, http.DefaultClient, cfg.Listen, root, tok, http.MethodGet, "/api/chats/"+url.PathEscape(chat)+"/replay", nil)
+	if errors.Is(err, errNoGateway) {
+		return fmt.Errorf(errHeldNoGateway, cfg.Listen)
+	}
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("the database is held by another process, and no gateway answers at %s", cfg.Listen)
-		}
-		return fmt.Errorf("ask the gateway at %s: %w", cfg.Listen, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -117,8 +111,6 @@ func replayOverHTTP(ctx context.Context, cfg *config.Config, chat string, stdout
 	case http.StatusOK:
 		_, err = stdout.Write(body)
 		return err
-	case http.StatusUnauthorized:
-		return fmt.Errorf("the gateway at %s refused the access token (is it another instance, with another data dir?)", cfg.Listen)
 	}
 	return fmt.Errorf("replay %s: %s", chat, strings.TrimSpace(string(body)))
 }

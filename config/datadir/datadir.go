@@ -196,3 +196,14 @@ func CheckName(name string) error {
 	}
 	return nil
 }
+
+// SyncDir fsyncs the directory dir, so that a file just created or renamed
+// in it survives a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -21,6 +21,20 @@ type asset struct {
 	etag    string
 }
 
+// body is what to send of a for r: gzipped when a has a gzipped form and r
+// accepts it (setting Vary and Content-Encoding in h), else raw.
+func (a *asset) body(h http.Header, r *http.Request) []byte {
+	if a.gz == nil {
+		return a.raw
+	}
+	h.Add("Vary", "Accept-Encoding")
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		h.Set("Content-Encoding", "gzip")
+		return a.gz
+	}
+	return a.raw
+}
+
 var (
 	assetsOnce sync.Once
 	assets     map[string]*asset
@@ -82,14 +96,7 @@ func StaticHandler() http.Handler {
 		h := w.Header()
 		h.Set("ETag", a.etag)
 		h.Set("Cache-Control", "no-cache")
-		body := a.raw
-		if a.gz != nil {
-			h.Add("Vary", "Accept-Encoding")
-			if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-				h.Set("Content-Encoding", "gzip")
-				body = a.gz
-			}
-		}
+		body := a.body(h, r)
 		// ServeContent sets the type from the name, answers If-None-Match
 		// with 304, and HEAD; a Range applies to the bytes sent.
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(body))
@@ -108,14 +115,7 @@ func WritePage(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	body := a.raw
-	if a.gz != nil {
-		h.Add("Vary", "Accept-Encoding")
-		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-			h.Set("Content-Encoding", "gzip")
-			body = a.gz
-		}
-	}
+	body := a.body(h, r)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)

@@ -155,18 +155,9 @@ func writeNew(dir, base, ext string, data []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return name, syncDir(dir)
+		return name, datadir.SyncDir(dir)
 	}
 	return "", fmt.Errorf("no free name for %s%s", base, ext)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Slug makes a title a file name part: lowercase ASCII letters and digits,
@@ -226,16 +217,7 @@ func RemoveWorkstream(dataDir, chat string) error {
 // Workstreams lists the chat ids that have a folder under
 // data_dir/workstreams; names that could not be a chat are left out.
 func Workstreams(dataDir string) ([]string, error) {
-	ws := filepath.Join(dataDir, WorkstreamsDir)
-	for _, d := range []string{dataDir, ws} {
-		if err := datadir.CheckDir(d); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, nil
-			}
-			return nil, err
-		}
-	}
-	entries, err := os.ReadDir(ws)
+	entries, err := readDataSubdir(dataDir, WorkstreamsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -246,4 +228,19 @@ func Workstreams(dataDir string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// readDataSubdir lists data_dir/sub once both pass the data dir's rules;
+// nil, nil when either is missing.
+func readDataSubdir(dataDir, sub string) ([]os.DirEntry, error) {
+	dir := filepath.Join(dataDir, sub)
+	for _, d := range []string{dataDir, dir} {
+		if err := datadir.CheckDir(d); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, nil
+			}
+			return nil, err
+		}
+	}
+	return os.ReadDir(dir)
 }

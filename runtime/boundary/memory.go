@@ -6,7 +6,6 @@ package boundary
 // listed by the gateway's /api/memory.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime/provider"
-	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
 // ToolRecallMemory is the name of the tool that searches the person's
@@ -56,21 +54,7 @@ var RecallMemoryTool = provider.Tool{
 // ParseRecallMemory reads recall_memory arguments; errors are
 // *tools.ArgError.
 func ParseRecallMemory(raw []byte) (Recall, error) {
-	p := newArgs(ToolRecallMemory, raw, "query", "limit")
-	q := p.text("query", 1, maxQuery)
-	l := p.integer("limit", 1, maxMemoryHits)
-	if err := p.err(); err != nil {
-		return Recall{}, err
-	}
-	r := Recall{Query: strings.TrimSpace(*q), Limit: defaultMemory}
-	if l != nil {
-		r.Limit = int(*l)
-	}
-	if len(Terms(r.Query)) == 0 {
-		return Recall{}, &tools.ArgError{Tool: ToolRecallMemory, Problems: []string{
-			`argument "query" has no word to search for (only punctuation or common words such as "the")`}}
-	}
-	return r, nil
+	return parseRecall(ToolRecallMemory, raw, maxMemoryHits, defaultMemory)
 }
 
 // NoteFile is a memory note as read back from its file.
@@ -161,36 +145,48 @@ func ReadNote(dir, name string) (NoteFile, error) {
 // 2000; a missing memory dir has none. Entries that are not notes, or that
 // the data dir's rules refuse, are left out.
 func ReadNotes(dataDir string) ([]NoteFile, error) {
+	return ListNotes(dataDir, func(n NoteFile) (NoteFile, bool) { return n, true })
+}
+
+// ListNotes is ReadNotes for a caller that keeps only some notes, or less
+// of each: keep turns a note into what is listed, ok false leaves it out
+// (before the bound of 2000), and the note's text is not held past it.
+func ListNotes[T any](dataDir string, keep func(NoteFile) (T, bool)) ([]T, error) {
 	dir := filepath.Join(dataDir, MemoryDir)
-	for _, d := range []string{dataDir, dir} {
-		if err := datadir.CheckDir(d); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, nil
-			}
-			return nil, err
-		}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
+	entries, err := readDataSubdir(dataDir, MemoryDir)
+	if err != nil || entries == nil {
 		return nil, err
 	}
-	var out []NoteFile
+	type listed struct {
+		name     string
+		modified time.Time
+		v        T
+	}
+	var found []listed
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !ValidNoteName(e.Name()) {
 			continue
 		}
-		if n, err := ReadNote(dir, e.Name()); err == nil {
-			out = append(out, n)
+		n, err := ReadNote(dir, e.Name())
+		if err != nil {
+			continue // unsafe or gone meanwhile: not listed
+		}
+		if v, ok := keep(n); ok {
+			found = append(found, listed{n.Name, n.Modified, v})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Modified.Equal(out[j].Modified) {
-			return out[i].Modified.After(out[j].Modified)
+	sort.Slice(found, func(i, j int) bool {
+		if !found[i].modified.Equal(found[j].modified) {
+			return found[i].modified.After(found[j].modified)
 		}
-		return out[i].Name > out[j].Name
+		return found[i].name > found[j].name
 	})
-	if len(out) > maxMemoryFiles {
-		out = out[:maxMemoryFiles]
+	if len(found) > maxMemoryFiles {
+		found = found[:maxMemoryFiles]
+	}
+	var out []T
+	for _, f := range found {
+		out = append(out, f.v)
 	}
 	return out, nil
 }

@@ -195,18 +195,25 @@ type Recall struct {
 
 // ParseRecall reads recall_history arguments; errors are *tools.ArgError.
 func ParseRecall(raw json.RawMessage) (Recall, error) {
-	p := newArgs(ToolRecallHistory, raw, "query", "limit")
+	return parseRecall(ToolRecallHistory, raw, maxRecall, defaultLimit)
+}
+
+// parseRecall reads the arguments recall_history and recall_memory share:
+// a query with at least one word to search for, and a limit of 1..most
+// (def when left out).
+func parseRecall(tool string, raw []byte, most int64, def int) (Recall, error) {
+	p := newArgs(tool, raw, "query", "limit")
 	q := p.text("query", 1, maxQuery)
-	l := p.integer("limit", 1, maxRecall)
+	l := p.integer("limit", 1, most)
 	if err := p.err(); err != nil {
 		return Recall{}, err
 	}
-	r := Recall{Query: strings.TrimSpace(*q), Limit: defaultLimit}
+	r := Recall{Query: strings.TrimSpace(*q), Limit: def}
 	if l != nil {
 		r.Limit = int(*l)
 	}
 	if len(Terms(r.Query)) == 0 {
-		return Recall{}, &tools.ArgError{Tool: ToolRecallHistory, Problems: []string{
+		return Recall{}, &tools.ArgError{Tool: tool, Problems: []string{
 			`argument "query" has no word to search for (only punctuation or common words such as "the")`}}
 	}
 	return r, nil

@@ -121,13 +121,25 @@ export function onChatCreated(f) {
   render();
 }
 
-export function onSnapshot(f) {
+// subscribedView settles a chat.snapshot or chat.resumed frame's request
+// and files its chat; it returns the view the frame is for when that chat
+// is open and subscribed, else null (having rendered the list).
+function subscribedView(f) {
   takeReq(f);
   const id = f.chat && f.chat.id;
-  if (!id) return;
+  if (!id) return null;
   upsertChat(f.chat);
   const v = S.views.get(id);
-  if (!v || id !== S.current || !v.subscribed) return render();
+  if (!v || id !== S.current || !v.subscribed) {
+    render();
+    return null;
+  }
+  return v;
+}
+
+export function onSnapshot(f) {
+  const v = subscribedView(f);
+  if (!v) return;
   applySnapshot(S, v, f);
   fetchWanted(v);
   fetchBoundaryMeta(v);
@@ -152,12 +164,8 @@ export function onHistory(f) {
 }
 
 export function onResumed(f) {
-  takeReq(f);
-  const id = f.chat && f.chat.id;
-  if (!id) return;
-  upsertChat(f.chat);
-  const v = S.views.get(id);
-  if (!v || id !== S.current || !v.subscribed) return render();
+  const v = subscribedView(f);
+  if (!v) return;
   applyResumed(S, v, f);
   render();
 }

@@ -11,7 +11,7 @@ import { applyLimits, limitsFor } from './limits.js';
 import { num } from './reducer.js';
 import { chatName, render } from './render.js';
 import { settingsView } from './settings.js';
-import { getJSON, goLogin, request } from './socket.js';
+import { getJSON, goLogin, putJSON, request } from './socket.js';
 import { currentView, S } from './state.js';
 import { noteTitle } from './transcript.js';
 
@@ -347,17 +347,7 @@ export async function setCompaction(form) {
   for (const el of form.querySelectorAll('input, button')) el.disabled = true;
   status.textContent = 'Saving…';
   err.hidden = true;
-  let r = null;
-  let body = null;
-  try {
-    r = await fetch(`/api/models/${encodeURIComponent(name)}/compaction`, {
-      method: 'PUT', credentials: 'same-origin', cache: 'no-store',
-      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ soft_ratio: soft, hard_ratio: hard }),
-    });
-    body = await r.json().catch(() => null);
-  } catch {
-    r = null;
-  }
+  const { r, body } = await putJSON(`/api/models/${encodeURIComponent(name)}/compaction`, { soft_ratio: soft, hard_ratio: hard });
   if (r?.status === 401) return goLogin();
   if (seq !== panel.seq || !dom.panel.open) return;
   if (r?.ok && body?.model) {
@@ -366,7 +356,7 @@ export async function setCompaction(form) {
     applySaved(nm);
     drawModel(nm, { for: 'compaction', ok: `Saved: soft ${pct(nm.soft_ratio)} %, hard ${pct(nm.hard_ratio)} %. From the next request on: soft at ${tokens(nm.soft)}, hard at ${tokens(nm.hard)}.` });
   } else {
-    const why = body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');
+    const why = refusedWhy(r, body);
     if (m) drawModel(m, { for: 'compaction', error: `The limits were not changed: ${why}` });
     else {
       for (const el of form.querySelectorAll('input, button')) el.disabled = false;
@@ -376,6 +366,12 @@ export async function setCompaction(form) {
     }
   }
   dom.panelBody.querySelector('.compaction-save')?.focus();
+}
+
+// refusedWhy says why a putJSON did not save: the gateway's error, its
+// status, or that it could not be reached.
+function refusedWhy(r, body) {
+  return body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');
 }
 
 // setContextLimit PUTs the model's context limit and shows the budget the
@@ -388,17 +384,7 @@ export async function setContextLimit(name, limit) {
   if (sel) sel.disabled = true;
   const status = dom.panelBody.querySelector('.model-status');
   if (status) status.textContent = 'Saving…';
-  let r = null;
-  let body = null;
-  try {
-    r = await fetch(`/api/models/${encodeURIComponent(name)}/context_limit`, {
-      method: 'PUT', credentials: 'same-origin', cache: 'no-store',
-      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ context_limit: limit }),
-    });
-    body = await r.json().catch(() => null);
-  } catch {
-    r = null;
-  }
+  const { r, body } = await putJSON(`/api/models/${encodeURIComponent(name)}/context_limit`, { context_limit: limit });
   if (r?.status === 401) return goLogin();
   if (seq !== panel.seq || !dom.panel.open) return;
   if (r?.ok && body?.model) {
@@ -407,7 +393,7 @@ export async function setContextLimit(name, limit) {
     applySaved(nm);
     drawModel(nm, { ok: `Saved: ${limitName(nm.budget?.limit || limit)}. The next turn uses a request ceiling of ${tokens(nm.budget?.ceiling)}.` });
   } else {
-    const why = body?.error || (r ? `the gateway answered ${r.status}` : 'the gateway could not be reached');
+    const why = refusedWhy(r, body);
     drawModel(m, { error: `The context limit was not changed: ${why}` });
   }
   dom.panelBody.querySelector('#context-limit')?.focus();

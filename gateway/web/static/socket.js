@@ -121,6 +121,20 @@ export function takeReq(f) {
   return m;
 }
 
+// putJSON PUTs payload as JSON; r is the response (null when the gateway
+// could not be reached) and body its JSON (null when it sent none).
+export async function putJSON(url, payload) {
+  try {
+    const r = await fetch(url, {
+      method: 'PUT', credentials: 'same-origin', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(payload),
+    });
+    return { r, body: await r.json().catch(() => null) };
+  } catch {
+    return { r: null, body: null };
+  }
+}
+
 export async function getJSON(url) {
   try {
     const r = await fetch(url, { credentials: 'same-origin', cache: 'no-store' });
