@@ -14,19 +14,18 @@ func (s *Service) recallMemory(chat string, r boundary.Recall) (string, error) {
 	if s.opt.DataDir == "" {
 		return "No memory is kept here (no data dir).", nil
 	}
-	notes, err := boundary.ReadNotes(s.opt.DataDir)
-	if err != nil {
-		return "", err
-	}
+	// The filter runs inside the listing, before its bound of 2000 notes,
+	// so other people's notes never crowd out the owner's own.
+	keep := func(n boundary.NoteFile) (boundary.NoteFile, bool) { return n, true }
 	if reg := s.opt.People; reg != nil {
 		owner := reg.Creator(chat)
-		mine := notes[:0]
-		for _, n := range notes {
-			if reg.NoteOwner(n.Person, n.Chat) == owner {
-				mine = append(mine, n)
-			}
+		keep = func(n boundary.NoteFile) (boundary.NoteFile, bool) {
+			return n, reg.NoteOwner(n.Person, n.Chat) == owner
 		}
-		notes = mine
+	}
+	notes, err := boundary.ListNotes(s.opt.DataDir, keep)
+	if err != nil {
+		return "", err
 	}
 	return boundary.SearchNotes(r, notes), nil
 }
