@@ -46,7 +46,9 @@ func (n *Node) acquire(ctx context.Context, key string) (*Lease, error) {
 	}
 	start := time.Now()
 	rev, err := leases.Create(ctx, key, []byte(n.o.Name), jetstream.KeyTTL(n.o.LeaseTTL))
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if errors.Is(err, jetstream.ErrKeyExists) || wrongLastSeq(err) {
+		// A replicated bucket answers a create that lost the race with
+		// "wrong last sequence" rather than "key exists".
 		return nil, fmt.Errorf("%w (%s)", ErrHeld, key)
 	}
 	if err != nil {

@@ -381,11 +381,6 @@ func (r *Router) take(ctx context.Context, chat string) (*ownedChat, error) {
 	}()
 
 	c, at, err := r.n.ClaimChat(ctx, chat)
-	if wrongLastSeq(err) {
-		// Another node created the lease key first: a replicated
-		// bucket says so with this code rather than "key exists".
-		err = fmt.Errorf("%w (chat.%s): %w", ErrHeld, chat, err)
-	}
 	if err != nil {
 		return nil, err
 	}
