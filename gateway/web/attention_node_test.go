@@ -1,10 +1,6 @@
 package web
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -14,15 +10,10 @@ import (
 // wait begun, a reply finished or failed; never a stop, never a change
 // that is no ending). Without node it skips.
 func TestAttentionInNode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not installed")
-	}
-	dir := t.TempDir()
+	files := map[string][]byte{}
 	for _, f := range []string{"attention", "notify"} {
-		if err := os.WriteFile(filepath.Join(dir, f+".mjs"), []byte(readStatic(t, f+".js")), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		name, b := asModule(t, f)
+		files[name] = b
 	}
 	script := `
 import { waitingKind, waitingCount, titleWith } from './attention.mjs';
@@ -53,12 +44,6 @@ const cases = [
 for (const [what, before, after, want] of cases) check(what, transition(before, after), want);
 process.exit(bad ? 1 : 0);
 `
-	if err := os.WriteFile(filepath.Join(dir, "run.mjs"), []byte(script), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, "run.mjs")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, strings.TrimSpace(string(out)))
-	}
+	files["run.mjs"] = []byte(script)
+	runNode(t, files, "run.mjs")
 }

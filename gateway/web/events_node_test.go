@@ -3,7 +3,6 @@ package web
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,16 +16,12 @@ import (
 // the wire that the client does not follow fails here. Without node it
 // skips.
 func TestEventReadersReadTheGoldens(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not installed")
-	}
-	files, err := filepath.Glob(filepath.Join("..", "..", "chats", "testdata", "events", "*.json"))
-	if err != nil || len(files) == 0 {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "chats", "testdata", "events", "*.json"))
+	if err != nil || len(paths) == 0 {
 		t.Fatalf("no goldens (%v)", err)
 	}
 	goldens := map[string]json.RawMessage{}
-	for _, f := range files {
+	for _, f := range paths {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -34,13 +29,8 @@ func TestEventReadersReadTheGoldens(t *testing.T) {
 		goldens[strings.TrimSuffix(filepath.Base(f), ".json")] = json.RawMessage(b)
 	}
 	all, _ := json.Marshal(goldens)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "events.mjs"), []byte(readStatic(t, "events.js")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "goldens.json"), all, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	name, events := asModule(t, "events")
+	files := map[string][]byte{name: events, "goldens.json": all}
 	script := `
 import { readFileSync } from 'node:fs';
 import { readers, readEvent } from './events.mjs';
@@ -108,12 +98,6 @@ for (const [t, ev] of Object.entries(goldens)) {
 if (readEvent({ type: 'no.such.type', chat: 'c', seq: 1 }) !== null) fail('an unknown type was read');
 process.exit(bad ? 1 : 0);
 `
-	if err := os.WriteFile(filepath.Join(dir, "run.mjs"), []byte(script), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, "run.mjs")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, strings.TrimSpace(string(out)))
-	}
+	files["run.mjs"] = []byte(script)
+	runNode(t, files, "run.mjs")
 }

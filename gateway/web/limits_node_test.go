@@ -3,10 +3,6 @@ package web
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/mirror-gateway/mirror/runtime/boundary"
@@ -18,10 +14,6 @@ import (
 // used), the ring scales to the limit the reading is nearer to, and
 // applyLimits moves a reading to saved limits. Without node it skips.
 func TestLimitsInNode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not installed")
-	}
 	type limCase struct {
 		Window   int     `json:"window"`
 		S        float64 `json:"s"`
@@ -40,10 +32,8 @@ func TestLimitsInNode(t *testing.T) {
 		}
 	}
 	table, _ := json.Marshal(cases)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "limits.mjs"), []byte(readStatic(t, "limits.js")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	name, limits := asModule(t, "limits")
+	files := map[string][]byte{name: limits}
 	script := fmt.Sprintf(`
 import { limitsFor, ringScale, applyLimits } from './limits.mjs';
 let bad = 0;
@@ -69,12 +59,6 @@ check('applied', [moved.soft, moved.hard, moved.ceiling, moved.next_checkpoint, 
 check('other model untouched', applyLimits({ ...small, model: 'other' }, m).hard, 32000);
 process.exit(bad ? 1 : 0);
 `, table)
-	if err := os.WriteFile(filepath.Join(dir, "run.mjs"), []byte(script), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, "run.mjs")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, strings.TrimSpace(string(out)))
-	}
+	files["run.mjs"] = []byte(script)
+	runNode(t, files, "run.mjs")
 }

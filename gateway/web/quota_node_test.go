@@ -1,10 +1,6 @@
 package web
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -12,15 +8,8 @@ import (
 // browser needed): the token shorthand, the wait's words with its
 // countdown, and the Chains facts of a quota row. Without node it skips.
 func TestQuotaWordsInNode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not installed")
-	}
-	dir := t.TempDir()
-	// Node reads the file as a module only with .mjs beside it.
-	if err := os.WriteFile(filepath.Join(dir, "quota.mjs"), []byte(readStatic(t, "quota.js")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	name, quota := asModule(t, "quota")
+	files := map[string][]byte{name: quota}
 	script := `
 import { compactTokens, waitFrom, waitText, quotaFacts } from './quota.mjs';
 const cases = [
@@ -44,13 +33,6 @@ let bad = 0;
 for (const [got, want] of cases) if (got !== want) { bad++; console.log('got  ' + JSON.stringify(got) + '\nwant ' + JSON.stringify(want)); }
 process.exit(bad ? 1 : 0);
 `
-	if err := os.WriteFile(filepath.Join(dir, "run.mjs"), []byte(script), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, "run.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LANG=en_US.UTF-8", "LC_ALL=en_US.UTF-8")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, strings.TrimSpace(string(out)))
-	}
+	files["run.mjs"] = []byte(script)
+	runNode(t, files, "run.mjs")
 }

@@ -3,9 +3,7 @@ package web
 import (
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -18,22 +16,9 @@ import (
 // the test (the test file itself is not served). Without node it skips,
 // except in CI.
 func TestReducerInNode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node is needed in CI to run the browser client's reducer tests")
-		}
-		t.Skip("node not installed")
-	}
-	dir := t.TempDir()
 	js, err := fs.Glob(Static(), "*.js")
 	if err != nil || len(js) == 0 {
 		t.Fatalf("no static modules (%v)", err)
-	}
-	for _, name := range js {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(readStatic(t, name)), 0o600); err != nil {
-			t.Fatal(err)
-		}
 	}
 	test, err := os.ReadFile(filepath.Join("testdata", "reducer.test.mjs"))
 	if err != nil {
@@ -43,14 +28,8 @@ func TestReducerInNode(t *testing.T) {
 		"reducer.test.mjs": test,
 		"package.json":     []byte(`{"type":"module"}`), // the .js modules are ES modules
 	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range js {
+		files[name] = []byte(readStatic(t, name))
 	}
-	cmd := exec.Command(node, "--test", "reducer.test.mjs")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, strings.TrimSpace(string(out)))
-	}
+	runNode(t, files, "--test", "reducer.test.mjs")
 }
