@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"net/http/httptest"
-	"path/filepath"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/mirror-gateway/mirror/runtime"
@@ -78,16 +76,7 @@ func TestBrowserChatCost(t *testing.T) {
 	base := newStack(t, mutate)
 	cfg := config.Default()
 	mutate(cfg)
-	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "monitor.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	mon, err := monitor.Open(db, cfg, monitor.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mon.Close)
+	mon := openMonitor(t, cfg)
 	eng, err := runtime.New(cfg, nil) // the Model details panel's models
 	if err != nil {
 		t.Fatal(err)

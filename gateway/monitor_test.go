@@ -37,15 +37,9 @@ type monStack struct {
 
 func newMonitorStack(t *testing.T) *monStack { return newMonitorStackWith(t, nil) }
 
-// newMonitorStackWith builds newStack's chats service with a second server
-// in front of it that has the monitor; st.http and st.srv are that server.
-func newMonitorStackWith(t *testing.T, mutate func(*config.Config)) *monStack {
+// openMonitor opens a monitor over a database of its own, closed with t.
+func openMonitor(t *testing.T, cfg *config.Config) *monitor.Monitor {
 	t.Helper()
-	base := newStack(t, mutate)
-	cfg := config.Default()
-	if mutate != nil {
-		mutate(cfg)
-	}
 	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "monitor.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +50,19 @@ func newMonitorStackWith(t *testing.T, mutate func(*config.Config)) *monStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(mon.Close)
+	return mon
+}
+
+// newMonitorStackWith builds newStack's chats service with a second server
+// in front of it that has the monitor; st.http and st.srv are that server.
+func newMonitorStackWith(t *testing.T, mutate func(*config.Config)) *monStack {
+	t.Helper()
+	base := newStack(t, mutate)
+	cfg := config.Default()
+	if mutate != nil {
+		mutate(cfg)
+	}
+	mon := openMonitor(t, cfg)
 	met := monitor.NewMetrics()
 	hs := httptest.NewUnstartedServer(nil)
 	srv := New(Options{Config: cfg, Chats: base.svc, Token: testToken, Addr: hs.Listener.Addr().String(), Monitor: mon, Metrics: met})
