@@ -80,6 +80,12 @@ type actor struct {
 	// idleness); shed says a Shed asked it to leave memory now.
 	active time.Time
 	shed   bool
+
+	// own is this node's ownership of the chat in cluster mode (nil: not
+	// owned, or single-node mode); logAt is the log position the next
+	// flush appends after (replica.go).
+	own   *owned
+	logAt uint64
 }
 
 // batch is what the actor has decided but not yet committed. Its events are
@@ -164,6 +170,14 @@ func loadActor(s *Service, id string) (*actor, error) {
 	pickedBy := map[string][]string{} // turn id: who its picked messages were by
 	var held [][2]string
 	var procs map[string]procEntry
+	if s.opt.RecordLog != nil {
+		// Cluster mode: the chat's bbolt is first brought up to the log
+		// when this node owns it and has not read its tail yet.
+		var err error
+		if a.own, a.logAt, err = s.ownedFresh(id); err != nil {
+			return nil, err
+		}
+	}
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		meta, ok, err := loadChat(tx, id)
 		if err != nil {
@@ -390,8 +404,18 @@ func (a *actor) flush() error {
 	b := a.b
 	a.b = batch{}
 	meta := a.metaToCommit()
-	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, meta) })
-	if err != nil && b.archive != nil {
+	f := b.flush(a.id, meta)
+	if a.s.opt.RecordLog != nil {
+		// Cluster mode: the log first, fenced at the chat's position;
+		// only a confirmed flush reaches bbolt and anyone's eyes.
+		pos, err := a.appendLog(f)
+		if err != nil {
+			return err
+		}
+		meta.LogPos, f.Meta.LogPos = pos, pos
+	}
+	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, f) })
+	if err != nil && b.archive != nil && a.s.opt.RecordLog == nil {
 		// Only a boundary's rows were in this batch (it flushed first):
 		// drop them, and memory is as it was before the boundary.
 		a.s.log.Error("boundary write failed", "chat", a.id, "err", err)
@@ -425,38 +449,71 @@ func (a *actor) metaToCommit() Chat {
 	return meta
 }
 
-// write stores the batch in tx: each kind of write by its own helper. It
-// only touches tx, as Store.Write may run it twice.
-func (a *actor) write(tx *bolt.Tx, b *batch, meta Chat) error {
+// flush is the batch as one Flush of chat, meta as it leaves the chat.
+func (b *batch) flush(chat string, meta Chat) *Flush {
+	return &Flush{Chat: chat, Events: b.events, Meta: meta, PutPending: b.putPend, DelPending: b.delPend,
+		ClientIDs: b.clients, Outputs: b.outputs, Archive: b.archive}
+}
+
+// write stores the batch (f, and what stays on this node) in tx. It only
+// touches tx, as Store.Write may run it twice.
+func (a *actor) write(tx *bolt.Tx, b *batch, f *Flush) error {
+	return writeFlush(tx, a.s.store, a.meta.UpdatedAt, f, &localWrites{
+		charges: b.charges, day: people.Day(a.s.now()), dropHeld: a.dropHeld, dropProcs: a.dropProcs})
+}
+
+// localWrites are what a node's own flush writes besides its Flush: they
+// belong to the node that ran the turn and are not in the cluster's log.
+type localWrites struct {
+	charges   []charge
+	day       string
+	dropHeld  []string
+	dropProcs []string
+}
+
+// writeFlush stores f in tx, each kind of write by its own helper: the
+// actor's commit (with local) and a replica's catch-up (local nil) write
+// a flush the same way. prev is the UpdatedAt stored before (zero for a
+// new chat).
+func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWrites) error {
+	meta := f.Meta
 	metaJSON, _ := json.Marshal(meta)
-	if err := putMeta(tx, a.meta.UpdatedAt, &meta, metaJSON); err != nil {
+	if err := putMeta(tx, prev, &meta, metaJSON); err != nil {
 		return err
 	}
-	for _, c := range b.charges {
-		if err := people.AddUsageTx(tx, c.person, people.Day(a.s.now()), c.tokens); err != nil {
+	if f.Creator != "" {
+		if err := people.SetCreatorTx(tx, f.Chat, f.Creator); err != nil {
 			return err
 		}
 	}
-	if err := writeRows(tx, a.id, b.events); err != nil {
+	if local == nil {
+		local = &localWrites{}
+	}
+	for _, c := range local.charges {
+		if err := people.AddUsageTx(tx, c.person, local.day, c.tokens); err != nil {
+			return err
+		}
+	}
+	if err := writeRows(tx, f.Chat, f.Events); err != nil {
 		return err
 	}
-	if err := writePending(tx, a.id, b.putPend, b.delPend); err != nil {
+	if err := writePending(tx, f.Chat, f.PutPending, f.DelPending); err != nil {
 		return err
 	}
-	if err := deleteProcs(tx, a.id, b.events, a.dropProcs); err != nil {
+	if err := deleteProcs(tx, f.Chat, f.Events, local.dropProcs); err != nil {
 		return err
 	}
-	if err := deleteHeld(tx, a.dropHeld); err != nil {
+	if err := deleteHeld(tx, local.dropHeld); err != nil {
 		return err
 	}
-	if err := writePairs(tx, bucketOutputs, a.id, b.outputs); err != nil {
+	if err := writePairs(tx, bucketOutputs, f.Chat, f.Outputs); err != nil {
 		return err
 	}
-	if err := writePairs(tx, bucketClientIDs, a.id, b.clients); err != nil {
+	if err := writePairs(tx, bucketClientIDs, f.Chat, f.ClientIDs); err != nil {
 		return err
 	}
-	if b.archive != nil {
-		return putArchive(tx, a.s.store, a.id, b.archive)
+	if f.Archive != nil {
+		return putArchive(tx, st, f.Chat, f.Archive)
 	}
 	return nil
 }
@@ -962,6 +1019,9 @@ func (a *actor) pick(m *Message, turn string) {
 func (a *actor) maybeStart() {
 	if a.turn != nil || a.quitting || a.broken != nil || len(a.recoveries) > 0 || (len(a.pending) == 0 && !a.meta.Resume) {
 		return // an interrupted call waits for its answer before anything else runs
+	}
+	if a.held() != nil {
+		return // cluster mode: only the chat's owner, while its lease holds, starts a turn
 	}
 	if a.meta.Paused && !a.meta.Resume {
 		return // Stop held the queue: it waits for the person (release)

@@ -84,6 +84,11 @@ type Options struct {
 	MaxPending int
 	// Blobs stores attachments; nil refuses them.
 	Blobs *Blobs
+	// RecordLog, when set, is the cluster's record log (cluster mode): a
+	// chat's flushes are appended to it, fenced, before bbolt, and only
+	// the node that Adopted a chat writes it (replica.go). nil:
+	// single-node mode, bbolt alone. (Options.Log is the logger.)
+	RecordLog RecordLog
 	// Search is the full-text index the chats are fed into (see
 	// manage.go); nil turns search off.
 	Search *search.Index
@@ -131,6 +136,8 @@ type Service struct {
 	instance string
 
 	manage manage // deferred deletes and the search indexer (manage.go)
+
+	replica replicas // cluster mode: the chats this node owns (replica.go)
 }
 
 type shard struct {
@@ -309,24 +316,29 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 	now := time.Now().UTC()
 	c := Chat{ID: ids.NewChat(), Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
 	ev := NewEvent(c.ID, 1, now, &ChatCreated{Title: title})
-	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
-		meta, _ := json.Marshal(c)
-		if err := putMeta(tx, time.Time{}, &c, meta); err != nil {
-			return err
-		}
-		if o.By != "" && s.opt.People != nil {
-			// Who created it, in the same commit: the chat is never
-			// visible without its creator.
-			if err := people.SetCreatorTx(tx, c.ID, o.By); err != nil {
+	var err error
+	if s.opt.RecordLog != nil {
+		err = s.createLogged(ctx, &c, ev, creatorOf(s, o))
+	} else {
+		err = s.store.Write(ctx, func(tx *bolt.Tx) error {
+			meta, _ := json.Marshal(c)
+			if err := putMeta(tx, time.Time{}, &c, meta); err != nil {
 				return err
 			}
-		}
-		b, err := subBucket(tx, bucketRecords, c.ID, true)
-		if err != nil {
-			return err
-		}
-		return b.Put(seqKey(1), ev.JSON())
-	})
+			if o.By != "" && s.opt.People != nil {
+				// Who created it, in the same commit: the chat is never
+				// visible without its creator.
+				if err := people.SetCreatorTx(tx, c.ID, o.By); err != nil {
+					return err
+				}
+			}
+			b, err := subBucket(tx, bucketRecords, c.ID, true)
+			if err != nil {
+				return err
+			}
+			return b.Put(seqKey(1), ev.JSON())
+		})
+	}
 	if err != nil {
 		return Chat{}, fmt.Errorf("create chat: %w", err)
 	}

@@ -228,6 +228,12 @@ func (a *actor) usable() error {
 	if a.broken != nil {
 		return a.broken
 	}
+	if err := a.held(); err != nil {
+		// Cluster mode: the lease is gone (or going), so this node stops
+		// the chat's turn here, before a call or a step runs.
+		a.unheld(err)
+		return a.broken
+	}
 	return nil
 }
 

@@ -204,6 +204,11 @@ type Chat struct {
 	// ("Allow for this chat" on an approval), sorted; revocable. A deny
 	// (tools.policies, or the asker's role) still refuses them.
 	AllowedTools []string `json:"allowed_tools,omitempty"`
+	// LogPos is, in cluster mode, the position in the chat's record log
+	// (RecordLog) of the last flush this node's bbolt applied, written in
+	// the same transaction: catch-up resumes after it. 0 in single-node
+	// mode.
+	LogPos uint64 `json:"log_pos,omitempty"`
 }
 
 // Message is a user or assistant message as clients see it.

@@ -22,7 +22,7 @@ func BenchmarkAppend(b *testing.B) {
 			seq := uint64(1)
 			b.ResetTimer()
 			for b.Loop() {
-				if pos, err = nd.Records().Append(context.Background(), chat, pos, events(chat, seq, seq+3)); err != nil {
+				if pos, err = nd.Records().Append(context.Background(), chat, pos, flushOf(chat, seq, seq+3)); err != nil {
 					b.Fatal(err)
 				}
 				seq += 4

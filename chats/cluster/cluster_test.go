@@ -144,6 +144,21 @@ func events(chat string, from, to uint64) []*chats.Event {
 	return out
 }
 
+// flushOf is a flush of chat holding the events seq from..to.
+func flushOf(chat string, from, to uint64) *chats.Flush {
+	return flushEvents(chat, events(chat, from, to))
+}
+
+// flushEvents is a flush of chat holding evs (metadata: its id and the
+// last seq).
+func flushEvents(chat string, evs []*chats.Event) *chats.Flush {
+	f := &chats.Flush{Chat: chat, Events: evs, Meta: chats.Chat{ID: chat}}
+	for _, e := range evs {
+		f.Meta.Seq = max(f.Meta.Seq, e.Seq)
+	}
+	return f
+}
+
 // readSeqs reads chat's record through nd and returns the seqs in order.
 func readSeqs(t *testing.T, nd *Node, chat string) []uint64 { return readFrom(t, nd, chat, 1) }
 
@@ -153,7 +168,7 @@ func readFrom(t *testing.T, nd *Node, chat string, from uint64) []uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var seqs []uint64
-	if _, err := nd.Records().Read(ctx, chat, from, func(e *chats.Event) error {
+	if _, err := nd.Records().ReadEvents(ctx, chat, from, func(e *chats.Event) error {
 		if e.Chat != chat {
 			return fmt.Errorf("event of chat %q in %q's record", e.Chat, chat)
 		}
@@ -190,11 +205,11 @@ func TestFencedAppendAndTakeover(t *testing.T) {
 	if owner, err := b.OwnerOf(ctx(t), chat); err != nil || owner != "n1" {
 		t.Fatalf("owner %q %v", owner, err)
 	}
-	if pos, err = a.Records().Append(ctx(t), chat, pos, events(chat, 1, 3)); err != nil {
+	if pos, err = a.Records().Append(ctx(t), chat, pos, flushOf(chat, 1, 3)); err != nil {
 		t.Fatal(err)
 	}
 	// An append after a stale position is refused even by its owner.
-	if _, err := a.Records().Append(ctx(t), chat, pos-1, events(chat, 4, 4)); !errors.Is(err, chats.ErrFenced) {
+	if _, err := a.Records().Append(ctx(t), chat, pos-1, flushOf(chat, 4, 4)); !errors.Is(err, chats.ErrFenced) {
 		t.Fatalf("append at a stale position: %v, want ErrFenced", err)
 	}
 
@@ -212,16 +227,16 @@ func TestFencedAppendAndTakeover(t *testing.T) {
 	}
 	// b's claim alone fences a: its append, made after the position it
 	// knew, is refused although b has not written yet.
-	if _, err := a.Records().Append(ctx(t), chat, pos, events(chat, 4, 4)); !errors.Is(err, chats.ErrFenced) {
+	if _, err := a.Records().Append(ctx(t), chat, pos, flushOf(chat, 4, 4)); !errors.Is(err, chats.ErrFenced) {
 		t.Fatalf("stale owner's append after the takeover: %v, want ErrFenced", err)
 	}
 	if got := readSeqs(t, b, chat); fmt.Sprint(got) != "[1 2 3]" {
 		t.Fatalf("b reads %v, want [1 2 3]", got)
 	}
-	if _, err := b.Records().Append(ctx(t), chat, bpos, events(chat, 4, 5)); err != nil {
+	if _, err := b.Records().Append(ctx(t), chat, bpos, flushOf(chat, 4, 5)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Records().Append(ctx(t), chat, pos, events(chat, 4, 4)); !errors.Is(err, chats.ErrFenced) {
+	if _, err := a.Records().Append(ctx(t), chat, pos, flushOf(chat, 4, 4)); !errors.Is(err, chats.ErrFenced) {
 		t.Fatalf("stale owner's append after the new owner's: %v, want ErrFenced", err)
 	}
 	if got := readSeqs(t, a, chat); fmt.Sprint(got) != "[1 2 3 4 5]" {
@@ -263,7 +278,7 @@ func TestAppendRefusesBadInput(t *testing.T) {
 		{"c_a", events("c_b", 1, 1)},
 		{"c_a", append(events("c_a", 2, 2), events("c_a", 1, 1)...)},
 	} {
-		if _, err := r.Append(ctx(t), c.chat, 0, c.evs); !errors.Is(err, chats.ErrBadInput) {
+		if _, err := r.Append(ctx(t), c.chat, 0, &chats.Flush{Chat: c.chat, Events: c.evs, Meta: chats.Chat{ID: c.chat, Seq: 9}}); !errors.Is(err, chats.ErrBadInput) {
 			t.Errorf("%q: %v, want ErrBadInput", c.chat, err)
 		}
 	}
@@ -341,7 +356,7 @@ func TestTwoOfThreeDown(t *testing.T) {
 	}
 	var acked []uint64
 	for s := uint64(1); s <= 9; s += 3 {
-		if pos, err = a.Records().Append(ctx(t), chat, pos, events(chat, s, s+2)); err != nil {
+		if pos, err = a.Records().Append(ctx(t), chat, pos, flushOf(chat, s, s+2)); err != nil {
 			t.Fatal(err)
 		}
 		acked = append(acked, s, s+1, s+2)
@@ -352,7 +367,7 @@ func TestTwoOfThreeDown(t *testing.T) {
 	}
 	wg.Wait()
 	start := time.Now()
-	_, err = a.Records().Append(ctx(t), chat, pos, events(chat, 10, 12))
+	_, err = a.Records().Append(ctx(t), chat, pos, flushOf(chat, 10, 12))
 	if !errors.Is(err, chats.ErrUnavailable) {
 		t.Fatalf("append with two of three servers down: %v, want ErrUnavailable", err)
 	}
@@ -366,7 +381,7 @@ func TestTwoOfThreeDown(t *testing.T) {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		got = got[:0]
-		_, err := tc.nodes[1].Records().Read(c, chat, 1, func(e *chats.Event) error { got = append(got, e.Seq); return nil })
+		_, err := tc.nodes[1].Records().ReadEvents(c, chat, 1, func(e *chats.Event) error { got = append(got, e.Seq); return nil })
 		return err == nil
 	})
 	// Every acknowledged event, once and in order; the refused batch may
@@ -410,10 +425,10 @@ func TestExternalNATS(t *testing.T) {
 	if _, _, err := b.ClaimChat(ctx(t), chat); !errors.Is(err, ErrHeld) {
 		t.Fatalf("claim of a held chat through nats_url: %v", err)
 	}
-	if _, err := a.Records().Append(ctx(t), chat, pos, events(chat, 1, 2)); err != nil {
+	if _, err := a.Records().Append(ctx(t), chat, pos, flushOf(chat, 1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Records().Append(ctx(t), chat, pos, events(chat, 3, 3)); !errors.Is(err, chats.ErrFenced) {
+	if _, err := b.Records().Append(ctx(t), chat, pos, flushOf(chat, 3, 3)); !errors.Is(err, chats.ErrFenced) {
 		t.Fatalf("append after a stale position through nats_url: %v", err)
 	}
 	if got := readSeqs(t, b, chat); fmt.Sprint(got) != "[1 2]" {

@@ -295,7 +295,7 @@ func (fd *feed) fill(ctx context.Context, ws []*Watcher, upto uint64) error {
 	if fd.f.beforeFill != nil {
 		fd.f.beforeFill(from + 1)
 	}
-	_, err := fd.f.n.Records().Read(ctx, fd.chat, from+1, func(e *chats.Event) error {
+	_, err := fd.f.n.Records().ReadEvents(ctx, fd.chat, from+1, func(e *chats.Event) error {
 		if e.Seq > upto {
 			return errFilled
 		}
@@ -380,11 +380,11 @@ func (fd *feed) head(ctx context.Context, prevPos, prevHead uint64) (pos, head u
 	if m.Sequence == prevPos {
 		return prevPos, prevHead, nil
 	}
-	if m.Header.Get(hdrKind) == kindEvents {
+	if m.Header.Get(hdrKind) == kindFlush {
 		head, err = strconv.ParseUint(m.Header.Get(hdrLast), 10, 64)
 		return m.Sequence, head, err
 	}
-	_, err = fd.f.n.Records().Read(ctx, fd.chat, prevHead+1, func(e *chats.Event) error {
+	_, err = fd.f.n.Records().ReadEvents(ctx, fd.chat, prevHead+1, func(e *chats.Event) error {
 		head = max(head, e.Seq)
 		return nil
 	})

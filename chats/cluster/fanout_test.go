@@ -72,7 +72,7 @@ type owner struct {
 func (o *owner) store(chat string, from, to uint64) {
 	o.t.Helper()
 	evs := events(chat, from, to)
-	at, err := o.n.Records().Append(ctx(o.t), chat, o.at, evs)
+	at, err := o.n.Records().Append(ctx(o.t), chat, o.at, flushEvents(chat, evs))
 	if err != nil {
 		o.t.Fatal(err)
 	}

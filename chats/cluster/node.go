@@ -39,6 +39,7 @@ const (
 	recordsPrefix = "mirror.rec."
 	LeasesBucket  = "mirror_leases"
 	NodesBucket   = "mirror_nodes"
+	WorkBucket    = "mirror_work"
 	leaderKey     = "leader"
 	chatKeyPrefix = "chat."
 	clusterName   = "mirror"
@@ -94,6 +95,10 @@ type Node struct {
 	nodes   jetstream.KeyValue
 	leader  *Lease            // this node's leader lease while it leads
 	claims  map[string]*Claim // chat leases this node holds
+	work    jetstream.KeyValue
+	// hasWork is, by chat, whether the work index holds it as this node
+	// last wrote it: Append writes the index only when that changes.
+	hasWork map[string]bool
 	started time.Time
 
 	stop context.CancelFunc
@@ -121,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{o: o, log: o.Log, ready: make(chan struct{}), claims: map[string]*Claim{}, started: time.Now().UTC(), done: make(chan struct{})}
+	n := &Node{o: o, log: o.Log, ready: make(chan struct{}), claims: map[string]*Claim{}, hasWork: map[string]bool{}, started: time.Now().UTC(), done: make(chan struct{})}
 	opts := []nats.Option{nats.Name("mirror " + o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
 	url := o.NATSURL
 	if url == "" {
@@ -395,8 +400,19 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The work index: a key per chat with work left (pending messages, a
+	// running or interrupted turn), as its last flush left it, so the
+	// leader's sweeper finds a dead node's unfinished chats without
+	// reading every record. No TTL: it lasts until the work is done.
+	work, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: WorkBucket, Description: "Mirror chats with work left", History: 1, Storage: jetstream.FileStorage,
+		Replicas: n.o.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("%s bucket: %w", WorkBucket, err)
+	}
 	n.mu.Lock()
-	n.records, n.leases, n.nodes = records, leases, nodes
+	n.records, n.leases, n.nodes, n.work = records, leases, nodes, work
 	n.mu.Unlock()
 	return nil
 }
@@ -482,3 +498,68 @@ func (n *Node) buckets() (jetstream.Stream, jetstream.KeyValue, jetstream.KeyVal
 }
 
 var errNotReady = errors.New("not ready")
+
+// markWork writes chat's entry in the work index when its state differs
+// from what this node last wrote (or it never wrote one). The flush is
+// stored already: a failure here is logged, and the next flush of the
+// chat tries again.
+func (n *Node) markWork(ctx context.Context, chat string, has bool) {
+	n.mu.Lock()
+	known, ok := n.hasWork[chat]
+	kv := n.work
+	n.mu.Unlock()
+	if ok && known == has || kv == nil {
+		return
+	}
+	var err error
+	if has {
+		_, err = kv.Put(ctx, chat, []byte(n.o.Name))
+	} else {
+		err = kv.Delete(ctx, chat)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			err = nil
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		delete(n.hasWork, chat)
+		n.log.Warn("cluster: the work index did not take a chat's state; its next flush tries again", "chat", chat, "err", err)
+		return
+	}
+	if has {
+		n.hasWork[chat] = true
+	} else {
+		// Most chats are idle most of the time: remember only the ones
+		// with work, and write "done" again for a chat not seen yet.
+		n.hasWork[chat] = false
+		if len(n.hasWork) > maxWorkKnown {
+			clear(n.hasWork)
+		}
+	}
+}
+
+// maxWorkKnown bounds the work states a node remembers.
+const maxWorkKnown = 1 << 16
+
+// WorkLeft lists the chats the work index holds: their last flush left
+// work (pending messages, a running or interrupted turn). The leader's
+// sweeper takes those whose lease nobody holds.
+func (n *Node) WorkLeft(ctx context.Context) ([]string, error) {
+	if _, _, _, err := n.buckets(); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	kv := n.work
+	n.mu.Unlock()
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: list the work index: %w", err)
+	}
+	defer lister.Stop()
+	var out []string
+	for k := range lister.Keys() {
+		out = append(out, k)
+	}
+	return out, nil
+}

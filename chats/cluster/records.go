@@ -15,18 +15,20 @@ import (
 	"github.com/mirror-gateway/mirror/chats"
 )
 
-// Headers of a record message. A chat's subject holds two kinds: a flush's
-// events (a JSON array, first and last seq in the headers) and the claim a
-// new owner writes when it takes the chat, which moves the subject's last
-// sequence so every earlier owner's next append is refused.
+// Headers of a record message. A chat's subject holds two kinds: a flush
+// (a chats.Flush in JSON; the seqs of its first and last events in the
+// headers, so a reader finds an event's flush without decoding others)
+// and the claim a new owner writes when it takes the chat, which moves
+// the subject's last sequence so every earlier owner's next append is
+// refused.
 const (
 	hdrKind  = "Mirror-Kind"
 	hdrFirst = "Mirror-First"
 	hdrLast  = "Mirror-Last"
 	hdrNode  = "Mirror-Node"
 
-	kindEvents = "events"
-	kindClaim  = "claim"
+	kindFlush = "flush"
+	kindClaim = "claim"
 )
 
 // appendTimeout bounds one append: past it, too few servers answer.
@@ -50,41 +52,42 @@ func subject(chat string) (string, error) {
 	return recordsPrefix + chat, nil
 }
 
-// Append implements chats.RecordLog: the events go in one message on the
+// Append implements chats.RecordLog: the flush goes in one message on the
 // chat's subject, published with the expected last sequence of that
 // subject, so the store refuses it (chats.ErrFenced) when anyone wrote
-// the chat since position at.
-func (r Records) Append(ctx context.Context, chat string, at uint64, events []*chats.Event) (uint64, error) {
-	if len(events) == 0 {
-		return at, nil
-	}
+// the chat since position at. Once stored, the chat's entry in the work
+// index follows its metadata when that changed (see WorkLeft).
+func (r Records) Append(ctx context.Context, chat string, at uint64, f *chats.Flush) (uint64, error) {
 	subj, err := subject(chat)
 	if err != nil {
+		return 0, err
+	}
+	if f == nil {
+		return 0, fmt.Errorf("%w: no flush", chats.ErrBadInput)
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
+		return 0, err
+	}
+	// The reader's checks, before anything is stored: a flush the log
+	// would refuse to give back is refused here.
+	if _, err := chats.DecodeFlush(chat, data); err != nil {
 		return 0, err
 	}
 	if _, _, _, err := r.n.buckets(); err != nil {
 		return 0, fmt.Errorf("%w: %w", chats.ErrUnavailable, err)
 	}
-	body := make([]json.RawMessage, len(events))
-	for i, e := range events {
-		if e.Chat != chat {
-			return 0, fmt.Errorf("%w: event %d belongs to chat %q, not %q", chats.ErrBadInput, e.Seq, e.Chat, chat)
-		}
-		if i > 0 && e.Seq <= events[i-1].Seq {
-			return 0, fmt.Errorf("%w: event seqs not increasing (%d after %d)", chats.ErrBadInput, e.Seq, events[i-1].Seq)
-		}
-		body[i] = e.JSON()
-	}
-	data, err := json.Marshal(body)
+	m := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	m.Header.Set(hdrKind, kindFlush)
+	m.Header.Set(hdrFirst, strconv.FormatUint(f.First(), 10))
+	m.Header.Set(hdrLast, strconv.FormatUint(f.Last(), 10))
+	m.Header.Set(hdrNode, r.n.o.Name)
+	pos, err := r.n.publish(ctx, m, at)
 	if err != nil {
 		return 0, err
 	}
-	m := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
-	m.Header.Set(hdrKind, kindEvents)
-	m.Header.Set(hdrFirst, strconv.FormatUint(events[0].Seq, 10))
-	m.Header.Set(hdrLast, strconv.FormatUint(events[len(events)-1].Seq, 10))
-	m.Header.Set(hdrNode, r.n.o.Name)
-	return r.n.publish(ctx, m, at)
+	r.n.markWork(ctx, chat, f.Meta.HasWork())
+	return pos, nil
 }
 
 // publish stores m after position at of its subject.
@@ -124,66 +127,152 @@ func (r Records) Position(ctx context.Context, chat string) (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("cluster: the last record of %s: %w", chat, err)
+		return 0, fmt.Errorf("%w: cluster: the last record of %s: %w", chats.ErrUnavailable, chat, err)
 	}
 	return m.Sequence, nil
 }
 
-// Read implements chats.RecordLog: the chat's events from seq from on, as
-// far as its subject's last message when Read started.
-func (r Records) Read(ctx context.Context, chat string, from uint64, fn func(*chats.Event) error) (uint64, error) {
-	subj, _ := subject(chat)
-	last, err := r.Position(ctx, chat)
-	if err != nil || last == 0 {
+// Read implements chats.RecordLog: the chat's flushes after position
+// after, as far as its subject's last message when Read started. Each
+// get asks for the chat's next message at or after a position (the
+// stream's subject index finds it), so a read costs what it returns, not
+// the chat's length.
+func (r Records) Read(ctx context.Context, chat string, after uint64, fn func(pos uint64, f *chats.Flush) error) (uint64, error) {
+	return r.read(ctx, chat, after+1, nil, fn)
+}
+
+// read is Read from position from; last, when not nil, is the chat's
+// position already known.
+func (r Records) read(ctx context.Context, chat string, from uint64, last *uint64, fn func(pos uint64, f *chats.Flush) error) (uint64, error) {
+	subj, err := subject(chat)
+	if err != nil {
+		return 0, err
+	}
+	var end uint64
+	if last != nil {
+		end = *last
+	} else if end, err = r.Position(ctx, chat); err != nil {
 		return 0, err
 	}
 	records, _, _, _ := r.n.buckets()
-	for seq := uint64(1); seq <= last; {
+	for seq := max(from, 1); seq <= end; {
 		m, err := records.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
 		if err != nil {
-			return 0, fmt.Errorf("cluster: read %s from %d: %w", chat, seq, err)
+			return 0, fmt.Errorf("%w: cluster: read %s from %d: %w", chats.ErrUnavailable, chat, seq, err)
+		}
+		if m.Sequence > end {
+			break
 		}
 		seq = m.Sequence + 1
-		if m.Header.Get(hdrKind) != kindEvents {
+		switch m.Header.Get(hdrKind) {
+		case kindClaim:
 			continue
+		case kindFlush:
+		default:
+			return 0, fmt.Errorf("cluster: record %s message %d: unknown kind %q", chat, m.Sequence, m.Header.Get(hdrKind))
 		}
-		if l, _ := strconv.ParseUint(m.Header.Get(hdrLast), 10, 64); l < from {
-			continue
-		}
-		evs, err := decodeBatch(chat, m.Data)
+		f, err := chats.DecodeFlush(chat, m.Data)
 		if err != nil {
 			return 0, fmt.Errorf("cluster: record %s message %d: %w", chat, m.Sequence, err)
 		}
-		for _, e := range evs {
+		if err := fn(m.Sequence, f); err != nil {
+			return 0, err
+		}
+	}
+	return end, nil
+}
+
+// ReadEvents calls fn with the chat's stored events from seq from on, in
+// order, as far as the chat's last flush when it started, and returns the
+// chat's position. The first flush holding seq from is found by a binary
+// search over positions (a few gets), never by reading from the start.
+func (r Records) ReadEvents(ctx context.Context, chat string, from uint64, fn func(*chats.Event) error) (uint64, error) {
+	subj, err := subject(chat)
+	if err != nil {
+		return 0, err
+	}
+	records, _, _, err := r.n.buckets()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", chats.ErrUnavailable, err)
+	}
+	lm, err := records.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: cluster: the last record of %s: %w", chats.ErrUnavailable, chat, err)
+	}
+	last, start := lm.Sequence, lm.Sequence
+	// Most reads want the newest events: the last flush alone, when it
+	// starts at from or before.
+	if first, err := strconv.ParseUint(lm.Header.Get(hdrFirst), 10, 64); lm.Header.Get(hdrKind) != kindFlush || err != nil || first > from {
+		if start, err = r.seek(ctx, chat, from, last); err != nil {
+			return 0, err
+		}
+	}
+	return r.read(ctx, chat, start, &last, func(_ uint64, f *chats.Flush) error {
+		for _, e := range f.Events {
 			if e.Seq < from {
 				continue
 			}
 			if err := fn(e); err != nil {
-				return 0, err
+				return err
 			}
 		}
-	}
-	return last, nil
+		return nil
+	})
 }
 
-// decodeBatch reads one flush's message: a JSON array of chat's events,
-// seqs increasing. Anything else is an error, never a partial batch.
-func decodeBatch(chat string, data []byte) ([]*chats.Event, error) {
-	var evs []*chats.Event
-	if err := json.Unmarshal(data, &evs); err != nil {
-		return nil, err
+// seek is the first position (at most last+1) whose next flush holds an
+// event of seq from or later. A flush's last seq grows with its position,
+// so "the first flush at or after p ends at from or later" is false, then
+// true, as p grows: binary search finds where it turns.
+func (r Records) seek(ctx context.Context, chat string, from, last uint64) (uint64, error) {
+	subj, _ := subject(chat)
+	records, _, _, _ := r.n.buckets()
+	// after reports whether the first flush at or after p ends at from or
+	// later (true when none does: nothing to skip there).
+	after := func(p uint64) (bool, error) {
+		for p <= last {
+			m, err := records.GetMsg(ctx, p, jetstream.WithGetMsgSubject(subj))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return true, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("%w: cluster: read %s at %d: %w", chats.ErrUnavailable, chat, p, err)
+			}
+			if m.Sequence > last {
+				return true, nil
+			}
+			if m.Header.Get(hdrKind) != kindFlush {
+				p = m.Sequence + 1 // a claim: the next flush decides
+				continue
+			}
+			l, err := strconv.ParseUint(m.Header.Get(hdrLast), 10, 64)
+			if err != nil {
+				return false, fmt.Errorf("cluster: record %s message %d: no last seq", chat, m.Sequence)
+			}
+			return l >= from, nil
+		}
+		return true, nil
 	}
-	for i, e := range evs {
-		switch {
-		case e == nil:
-			return nil, fmt.Errorf("event %d is null", i)
-		case e.Chat != chat:
-			return nil, fmt.Errorf("event %d belongs to chat %q", i, e.Chat)
-		case i > 0 && e.Seq <= evs[i-1].Seq:
-			return nil, fmt.Errorf("event seqs not increasing (%d after %d)", e.Seq, evs[i-1].Seq)
+	lo, hi := uint64(1), last+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		ok, err := after(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
 	}
-	return evs, nil
+	return lo, nil
 }
 
 // Claim is this node's ownership of one chat: its lease, renewed by the

@@ -42,7 +42,7 @@ func (fc *fakeChat) load(ctx context.Context, n *Node) error {
 		return err
 	}
 	fc.at, fc.seq, fc.texts = at, 0, map[string]uint64{}
-	_, err = n.Records().Read(ctx, fc.claim.Chat(), 1, func(e *chats.Event) error {
+	_, err = n.Records().ReadEvents(ctx, fc.claim.Chat(), 1, func(e *chats.Event) error {
 		fc.seq = e.Seq
 		fc.texts[e.Message().Text] = e.Seq
 		return nil
@@ -81,7 +81,7 @@ func (o *fakeOwner) Handle(ctx context.Context, chat string, frame []byte) ([]by
 	}
 	e := chats.NewEvent(chat, fc.seq+1, time.Unix(1700000000, 0).UTC(),
 		&chats.MessageAccepted{Message: &chats.Message{Role: "user", Text: string(frame)}})
-	at, err := o.n.Records().Append(ctx, chat, fc.at, []*chats.Event{e})
+	at, err := o.n.Records().Append(ctx, chat, fc.at, flushEvents(chat, []*chats.Event{e}))
 	if err != nil {
 		// An append not confirmed may have landed: read the record
 		// again before the next, as the chat's actor does.
@@ -382,7 +382,7 @@ func TestRoute200ConcurrentSends(t *testing.T) {
 	}
 	texts := map[string]int{}
 	var seqs []uint64
-	if _, err := rc.nodes[1].Records().Read(ctx(t), chat, 1, func(e *chats.Event) error {
+	if _, err := rc.nodes[1].Records().ReadEvents(ctx(t), chat, 1, func(e *chats.Event) error {
 		seqs = append(seqs, e.Seq)
 		texts[e.Message().Text]++
 		return nil

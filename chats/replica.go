@@ -1,0 +1,339 @@
+package chats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Cluster mode (Options.Log set): a chat's record lives in the cluster's
+// log, one Flush per actor commit, and this node's bbolt is a
+// materialization of it (Chat.LogPos says how far). Only the chat's owner
+// writes: it Adopts the chat with its Fence and the log position its
+// claim left, appends each flush fenced at the chat's position, and
+// applies the same flush to bbolt once the log confirmed it. A node that
+// loses the chat is told (Disown), and its actor stops without writing.
+
+// catchUpTimeout bounds reading a chat's log tail when it is loaded.
+const catchUpTimeout = 30 * time.Second
+
+// owned is this node's ownership of one chat in cluster mode.
+type owned struct {
+	fence Fence
+	at    uint64 // the log position the next flush appends after
+	// stale says the log may hold more than this node applied (a claim
+	// just taken, or a write the store did not confirm, which may have
+	// landed): the tail is read before the chat is loaded.
+	stale bool
+}
+
+// replicas are the chats this node owns, by id.
+type replicas struct {
+	mu sync.Mutex
+	m  map[string]*owned
+}
+
+// Adopt makes this node the chat's owner: f is its hold on the chat and
+// at the log position its claim left (the next flush appends after it).
+// A loaded actor of the chat is stopped and unloaded first; then the
+// local bbolt catches up with every flush after the chat's LogPos, each
+// in its own write with its position, and the chat is loaded as after a
+// restart: pending messages start, an interrupted turn is answered once,
+// and an unfinished tool call becomes one Repeat/Skip question. A chat
+// the log does not hold yet (about to be created) is adopted unloaded.
+func (s *Service) Adopt(ctx context.Context, chat string, f Fence, at uint64) error {
+	if s.opt.RecordLog == nil {
+		return errors.New("chats: Adopt is for cluster mode (Options.RecordLog)")
+	}
+	if f == nil {
+		return fmt.Errorf("%w: Adopt without a fence", ErrBadInput)
+	}
+	o := &owned{fence: f, at: at, stale: true}
+	s.replica.mu.Lock()
+	if s.replica.m == nil {
+		s.replica.m = map[string]*owned{}
+	}
+	s.replica.m[chat] = o
+	s.replica.mu.Unlock()
+	s.unload(chat, fmt.Errorf("chat %s was adopted again by this node; the turn goes on from the record", chat))
+	err := s.do(ctx, chat, func(a *actor) error { return nil })
+	if errors.Is(err, ErrNotFound) && !s.isStale(chat, o) {
+		return nil // nothing stored yet: Create follows
+	}
+	if err != nil {
+		s.dropOwned(chat, o)
+		return fmt.Errorf("chat %s: adopt: %w", chat, err)
+	}
+	return nil
+}
+
+// Disown says this node lost the chat (its lease): the running turn stops
+// (cause: another node owns the chat), no tool runs, nothing is written,
+// and the chat leaves memory. It does not wait for the turn to end.
+func (s *Service) Disown(chat string) {
+	s.replica.mu.Lock()
+	delete(s.replica.m, chat)
+	s.replica.mu.Unlock()
+	s.unload(chat, fmt.Errorf("chat %s: %w", chat, ErrFenced))
+}
+
+// unload takes the chat's actor, if loaded, out of the registry now and
+// stops it on its goroutine with cause: it writes nothing more.
+func (s *Service) unload(chat string, cause error) {
+	sh := s.shardOf(chat)
+	sh.mu.Lock()
+	a := sh.m[chat]
+	if a != nil {
+		delete(sh.m, chat)
+	}
+	sh.mu.Unlock()
+	if a != nil {
+		go a.post(func() { a.disown(cause) })
+	}
+}
+
+// disown stops the actor for good without writing: its turn is cancelled
+// with cause (its tools see a broken chat), subscribers are told the chat
+// closed, and the run loop exits once the turn is gone. On its goroutine.
+func (a *actor) disown(cause error) {
+	if a.broken != nil {
+		return
+	}
+	a.broken = cause
+	a.s.log.Warn("chat unloaded: this node does not own it any more", "chat", a.id, "err", cause)
+	a.s.evict(a)
+	if a.turn != nil {
+		a.turn.cancel(cause)
+	}
+	for sub := range a.subs {
+		sub.Deliver(Delivery{Closed: a.id})
+	}
+	a.subs = map[Subscriber]struct{}{}
+}
+
+// held is nil when this node may act for the chat now: single-node mode,
+// or an owner whose fence holds and who was not disowned.
+func (a *actor) held() error {
+	if a.s.opt.RecordLog == nil {
+		return nil
+	}
+	if a.own == nil || !a.own.fence.Held() || !a.s.stillOwned(a.id, a.own) {
+		return fmt.Errorf("chat %s: %w", a.id, ErrFenced)
+	}
+	return nil
+}
+
+// unheld stops the actor of a chat whose fence does not hold now (err
+// says so): its lease lapsed, or this node was disowned. The ownership
+// stays unless Disown came: a renewal that was late makes it hold again,
+// and the next load reads the log's tail first.
+func (a *actor) unheld(err error) {
+	if a.own != nil {
+		a.s.markStale(a.id, a.own)
+	}
+	a.disown(err)
+}
+
+// appendLog appends f to the chat's log after the actor's position and
+// returns the new one. A refused append (ErrFenced) disowns the actor; an
+// unconfirmed one (ErrUnavailable, or any other failure) unloads it and
+// marks the chat's tail unread, so the next operation reads what landed
+// before it writes. Either way nothing of the batch was acknowledged.
+func (a *actor) appendLog(f *Flush) (uint64, error) {
+	if err := a.held(); err != nil {
+		a.unheld(err)
+		return 0, a.broken
+	}
+	f.Meta.LogPos = 0 // a position means nothing inside the log itself
+	pos, err := a.s.opt.RecordLog.Append(context.Background(), a.id, a.logAt, f)
+	switch {
+	case err == nil:
+		a.logAt = pos
+		a.s.advance(a.id, a.own, pos)
+		return pos, nil
+	case errors.Is(err, ErrFenced):
+		a.s.dropOwned(a.id, a.own) // the store says another node owns it
+		a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
+		return 0, a.broken
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	a.s.markStale(a.id, a.own)
+	a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
+	return 0, a.broken
+}
+
+// ownedFresh is the chat's ownership and the position to append after,
+// once the chat's bbolt holds everything its log does (nil when this
+// node does not own the chat: it may read, not write). Under the chat's
+// shard lock, so no other load of the chat reads bbolt meanwhile.
+func (s *Service) ownedFresh(chat string) (*owned, uint64, error) {
+	s.replica.mu.Lock()
+	o := s.replica.m[chat]
+	var stale bool
+	var at uint64
+	if o != nil {
+		stale, at = o.stale, o.at
+	}
+	s.replica.mu.Unlock()
+	if o == nil {
+		return nil, 0, nil
+	}
+	if !stale {
+		return o, at, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
+	defer cancel()
+	pos, err := s.catchUp(ctx, chat)
+	if err != nil {
+		return nil, 0, fmt.Errorf("chat %s: read its record: %w", chat, err)
+	}
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	if s.replica.m[chat] != o {
+		return nil, 0, nil // disowned meanwhile
+	}
+	if pos > o.at {
+		// Written after the claim: by this node (an unconfirmed write
+		// that landed) while its fence holds, else by another owner.
+		if !o.fence.Held() {
+			delete(s.replica.m, chat)
+			return nil, 0, fmt.Errorf("chat %s: %w", chat, ErrFenced)
+		}
+		o.at = pos
+	}
+	o.stale = false
+	return o, o.at, nil
+}
+
+// catchUp applies to bbolt every flush of chat's log after the position
+// bbolt holds (0 for a chat unknown here), in order, each in its own
+// write together with its position, and returns the log's position.
+func (s *Service) catchUp(ctx context.Context, chat string) (uint64, error) {
+	var from uint64
+	err := s.store.db.View(func(tx *bolt.Tx) error {
+		c, _, err := loadChat(tx, chat)
+		from = c.LogPos
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	pos, err := s.opt.RecordLog.Read(ctx, chat, from, func(pos uint64, f *Flush) error {
+		applied++
+		return s.applyFlush(ctx, chat, pos, f)
+	})
+	if applied > 0 {
+		s.indexLater(chat)
+	}
+	return pos, err
+}
+
+// applyFlush writes one flush of the log at position pos to bbolt, the
+// same way its owner wrote it, unless bbolt has it already.
+func (s *Service) applyFlush(ctx context.Context, chat string, pos uint64, f *Flush) error {
+	if f.Chat != chat || f.Meta.ID != chat {
+		return fmt.Errorf("%w: a flush of chat %q in %q's log", ErrBadInput, f.Chat, chat)
+	}
+	return s.store.Write(ctx, func(tx *bolt.Tx) error {
+		prev, _, err := loadChat(tx, chat)
+		if err != nil {
+			return err
+		}
+		if prev.LogPos >= pos {
+			return nil
+		}
+		g := *f
+		g.Meta.LogPos = pos
+		return writeFlush(tx, s.store, prev.UpdatedAt, &g, nil)
+	})
+}
+
+// createLogged stores a new chat in cluster mode: its first flush (c,
+// its chat.created event, its creator) is appended to the log after the
+// position this node's claim on it left (Adopt first), then written to
+// bbolt.
+func (s *Service) createLogged(ctx context.Context, c *Chat, ev *Event, creator string) error {
+	s.replica.mu.Lock()
+	o := s.replica.m[c.ID]
+	var at uint64
+	if o != nil {
+		at = o.at
+	}
+	s.replica.mu.Unlock()
+	if o == nil || !o.fence.Held() {
+		return fmt.Errorf("chat %s: this node does not own it: %w", c.ID, ErrFenced)
+	}
+	f := &Flush{Chat: c.ID, Events: []*Event{ev}, Meta: *c, Creator: creator}
+	pos, err := s.opt.RecordLog.Append(ctx, c.ID, at, f)
+	switch {
+	case errors.Is(err, ErrFenced):
+		s.dropOwned(c.ID, o)
+		return fmt.Errorf("nothing was accepted: %w", err)
+	case err != nil:
+		s.markStale(c.ID, o)
+		if !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return fmt.Errorf("nothing was accepted: %w", err)
+	}
+	s.advance(c.ID, o, pos)
+	c.LogPos = pos
+	return s.applyFlush(ctx, c.ID, pos, f)
+}
+
+// stillOwned says o is still this node's ownership of chat.
+func (s *Service) stillOwned(chat string, o *owned) bool {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	return s.replica.m[chat] == o
+}
+
+func (s *Service) isStale(chat string, o *owned) bool {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	return s.replica.m[chat] == o && o.stale
+}
+
+// advance records that o's chat's log is at pos, written by this node.
+func (s *Service) advance(chat string, o *owned, pos uint64) {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	if s.replica.m[chat] == o {
+		o.at = pos
+	}
+}
+
+// markStale says a write of o's chat may have landed unconfirmed: the
+// next load reads the log's tail first.
+func (s *Service) markStale(chat string, o *owned) {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	if s.replica.m[chat] == o {
+		o.stale = true
+	}
+}
+
+// dropOwned forgets o, unless the chat was adopted again since.
+func (s *Service) dropOwned(chat string, o *owned) {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	if s.replica.m[chat] == o {
+		delete(s.replica.m, chat)
+	}
+}
+
+// creatorOf is who a chat o creates is recorded as created by ("" when
+// nobody: no people configured, or the gateway itself).
+func creatorOf(s *Service, o Origin) string {
+	if o.By == "" || s.opt.People == nil {
+		return ""
+	}
+	return o.By
+}
