@@ -500,3 +500,115 @@ func TestUnconfirmedFlushIsNotAcknowledged(t *testing.T) {
 		t.Fatalf("B reads another record:\nA %v\nB %v", got, bf)
 	}
 }
+
+// TestReadFromPosition: Read gives a chat's flushes after a position,
+// each with its own position, skipping other chats' messages and claims
+// between them; ReadEvents from any seq gives exactly the events from it
+// on; the work index follows the flushes' metadata and is written only
+// when a chat's state changes.
+func TestReadFromPosition(t *testing.T) {
+	tc := newCluster(t, 1)
+	nd := tc.nodes[0]
+	r := nd.Records()
+	const chat, other = "c_read01", "c_read02"
+	c1, at1, err := nd.ClaimChat(ctx(t), chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, at2, err := nd.ClaimChat(ctx(t), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var positions []uint64
+	for i := uint64(0); i < 20; i++ {
+		f := flushOf(chat, 2*i+1, 2*i+2)
+		f.Meta.Pending = int(i % 2) // work, none, work...
+		if at1, err = r.Append(ctx(t), chat, at1, f); err != nil {
+			t.Fatal(err)
+		}
+		positions = append(positions, at1)
+		if at2, err = r.Append(ctx(t), other, at2, flushOf(other, i+1, i+1)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 9 { // a new owner's claim in the middle
+			if err := c1.Release(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			if c1, at1, err = nd.ClaimChat(ctx(t), chat); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for k := range positions {
+		var got []uint64
+		var first uint64
+		last, err := r.Read(ctx(t), chat, positions[k], func(pos uint64, f *chats.Flush) error {
+			if len(got) == 0 {
+				first = f.First()
+			}
+			got = append(got, pos)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(positions[k+1:]) || last != positions[len(positions)-1] {
+			t.Fatalf("after %d: %v (last %d), want %v", positions[k], got, last, positions[k+1:])
+		}
+		if len(got) > 0 && first != uint64(2*k+3) {
+			t.Fatalf("after %d the first flush starts at seq %d", positions[k], first)
+		}
+	}
+	for from := uint64(1); from <= 41; from++ {
+		if got, want := fmt.Sprint(readFrom(t, nd, chat, from)), fmt.Sprint(seqRange(from, 40)); got != want {
+			t.Fatalf("events from %d: %s, want %s", from, got, want)
+		}
+	}
+	// A read costs what it returns: the last flush's events read one
+	// message, an older seq a binary search, never a walk from the start.
+	// (A walk from the start gets each of the chat's 22 messages.)
+	for _, c := range []struct{ from, most int64 }{{40, 1}, {39, 1}, {31, 7 + 5}} {
+		before := nd.gets.Load()
+		readFrom(t, nd, chat, uint64(c.from))
+		if n := nd.gets.Load() - before; n > c.most {
+			t.Errorf("events from %d: %d gets, want at most %d", c.from, n, c.most)
+		}
+	}
+	if got := readSeqs(t, nd, "c_nothing"); len(got) != 0 {
+		t.Fatalf("a chat never written reads %v", got)
+	}
+
+	// The last flush of chat left work (Pending 1), other's none.
+	if w, err := nd.WorkLeft(ctx(t)); err != nil || fmt.Sprint(w) != "["+chat+"]" {
+		t.Fatalf("work left: %v %v", w, err)
+	}
+	nd.mu.Lock()
+	kv := nd.work
+	nd.mu.Unlock()
+	e1, err := kv.Get(ctx(t), chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := flushOf(chat, 41, 41)
+	f.Meta.Pending = 3 // still work: the index is not written again
+	if at1, err = r.Append(ctx(t), chat, at1, f); err != nil {
+		t.Fatal(err)
+	}
+	if e2, err := kv.Get(ctx(t), chat); err != nil || e2.Revision() != e1.Revision() {
+		t.Fatalf("the work index was rewritten without a change: %v %v", e2, err)
+	}
+	if _, err = r.Append(ctx(t), chat, at1, flushOf(chat, 42, 42)); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := nd.WorkLeft(ctx(t)); err != nil || len(w) != 0 {
+		t.Fatalf("work left after the chat's work ended: %v %v", w, err)
+	}
+}
+
+func seqRange(from, to uint64) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
