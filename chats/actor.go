@@ -424,6 +424,11 @@ func (a *actor) flush() error {
 		return &archiveError{err: err}
 	}
 	if err != nil {
+		if a.own != nil {
+			// The log has the flush, bbolt not: the next load applies
+			// it from the log before anything else.
+			a.s.markStale(a.id, a.own)
+		}
 		a.breakDown(err)
 		return a.broken
 	}

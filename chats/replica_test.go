@@ -394,3 +394,37 @@ func FuzzDecodeFlush(f *testing.F) {
 		}
 	})
 }
+
+// TestClusterLocalWriteFailsAfterTheLog: bbolt refuses a flush the log
+// confirmed: the send fails, and the next operation applies that flush
+// from the log before anything else, so the chat's bbolt never misses a
+// flush the log holds and seqs go on from it.
+func TestClusterLocalWriteFailsAfterTheLog(t *testing.T) {
+	log := newMemLog()
+	e, chat, _ := clusterEnv(t, log)
+	var fail atomic.Bool
+	fail.Store(true)
+	e.store.commitHook = func() error {
+		if fail.CompareAndSwap(true, false) {
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	if _, err := e.svc.Send(bg, chat, "in the log only", "k1", "", Origin{}); err == nil {
+		t.Fatal("a send whose bbolt write failed succeeded")
+	}
+	m, err := e.svc.Send(bg, chat, "in the log only", "k1", "", Origin{})
+	if err != nil || m.Seq != 2 {
+		t.Fatalf("resend after the failed write: %+v %v", m, err)
+	}
+	var zero uint64
+	done := newSub()
+	if err := e.svc.Open(bg, chat, &zero, done, ""); err != nil {
+		t.Fatal(err)
+	}
+	done.waitFor(t, "the message's turn", has(EvTurnFinished, 1))
+	evs := e.durable(chat)
+	if g := seqsOf(evs); g != "" || count(evs, EvMessageAccepted) != 1 {
+		t.Fatalf("record %s %s", typesOf(evs), g)
+	}
+}

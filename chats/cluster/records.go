@@ -65,13 +65,13 @@ func (r Records) Append(ctx context.Context, chat string, at uint64, f *chats.Fl
 	if f == nil {
 		return 0, fmt.Errorf("%w: no flush", chats.ErrBadInput)
 	}
-	data, err := json.Marshal(f)
-	if err != nil {
-		return 0, err
-	}
 	// The reader's checks, before anything is stored: a flush the log
 	// would refuse to give back is refused here.
-	if _, err := chats.DecodeFlush(chat, data); err != nil {
+	if err := f.Validate(chat); err != nil {
+		return 0, err
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
 		return 0, err
 	}
 	if _, _, _, err := r.n.buckets(); err != nil {
