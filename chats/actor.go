@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -423,6 +424,11 @@ func (a *actor) flush() error {
 		return &archiveError{err: err}
 	}
 	if err != nil {
+		if a.own != nil {
+			// The log has the flush, bbolt not: the next load applies
+			// it from the log before anything else.
+			a.s.markStale(a.id, a.own)
+		}
 		a.breakDown(err)
 		return a.broken
 	}
@@ -1085,6 +1091,17 @@ func (a *actor) maybeStart() {
 			// request that carries it is sent (a failed commit stops the
 			// turn). Other turns commit their pickup with their first text.
 			_ = a.flush()
+		}
+	}
+	if a.s.opt.RecordLog != nil && slices.Contains(slices.Collect(maps.Values(a.settled)), runtime.Repeat) {
+		// A call to repeat runs first thing, before any text would
+		// commit the pickup: in cluster mode the pickup goes through the
+		// fenced log before it, so a node that lost the chat repeats
+		// nothing.
+		if err := a.flush(); err != nil {
+			a.turn = nil
+			cancel(err)
+			return
 		}
 	}
 	a.settled = map[string]string{}

@@ -94,6 +94,9 @@ type env struct {
 	// fallback.
 	policies   map[string]tools.Policy
 	overloaded bool
+	// log, when set, runs the service in cluster mode on it
+	// (Options.RecordLog).
+	log RecordLog
 }
 
 // overloadedModel always fails as an overloaded provider does.
@@ -134,7 +137,8 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir, UndoDelete: e.undo, MCPServers: e.mcpServers, Prompts: e.prompts}
+	opt := Options{Store: store, Turner: eng, Idle: time.Minute, DataDir: e.dataDir, UndoDelete: e.undo, MCPServers: e.mcpServers, Prompts: e.prompts,
+		RecordLog: e.log}
 	if e.searchDir != "" {
 		if e.index, err = search.Open(e.searchDir); err != nil {
 			e.t.Fatal(err)

@@ -100,13 +100,21 @@ func DecodeFlush(chat string, data []byte) (*Flush, error) {
 	if d.More() {
 		return nil, fmt.Errorf("%w: flush: data after the flush", ErrBadInput)
 	}
-	if err := f.check(chat); err != nil {
-		return nil, fmt.Errorf("%w: flush: %w", ErrBadInput, err)
+	if err := f.Validate(chat); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
 
-// check says what makes f not a flush of chat.
+// Validate says (wrapping ErrBadInput) what makes f not a flush of chat
+// that DecodeFlush would give back: a writer checks before it appends.
+func (f *Flush) Validate(chat string) error {
+	if err := f.check(chat); err != nil {
+		return fmt.Errorf("%w: flush: %w", ErrBadInput, err)
+	}
+	return nil
+}
+
 func (f *Flush) check(chat string) error {
 	switch {
 	case chat == "" || f.Chat != chat:

@@ -104,7 +104,7 @@ func (a *actor) disown(cause error) {
 		return
 	}
 	a.broken = cause
-	a.s.log.Warn("chat unloaded: this node does not own it any more", "chat", a.id, "err", cause)
+	a.s.log.Warn("chat unloaded: it writes nothing more here", "chat", a.id, "err", cause)
 	a.s.evict(a)
 	if a.turn != nil {
 		a.turn.cancel(cause)

@@ -296,6 +296,12 @@ func (s *Service) listPage(after string, limit int, keep func(*Chat) bool) (Chat
 
 // Create makes a new chat. An empty chain means the chat role's chain.
 func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Chat, error) {
+	return s.createChat(ctx, ids.NewChat(), title, chain, o)
+}
+
+// createChat is Create of a chat whose id is made already (in cluster
+// mode by the node that asked, which Adopted it first).
+func (s *Service) createChat(ctx context.Context, id, title, chain string, o Origin) (Chat, error) {
 	title = strings.TrimSpace(title)
 	if title == "" {
 		title = DefaultTitle
@@ -314,7 +320,7 @@ func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Ch
 	default:
 	}
 	now := time.Now().UTC()
-	c := Chat{ID: ids.NewChat(), Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
+	c := Chat{ID: id, Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
 	ev := NewEvent(c.ID, 1, now, &ChatCreated{Title: title})
 	var err error
 	if s.opt.RecordLog != nil {

@@ -108,6 +108,8 @@ type Node struct {
 	// stopped (SIGSTOP) while its server keeps running: tests use it to
 	// let leases expire under a node that still believes it holds them.
 	paused atomic.Bool
+	// gets counts the record messages read one by one (records.go).
+	gets atomic.Int64
 
 	extra heartbeatExtra // status.go: what the heartbeat adds
 }
@@ -527,16 +529,10 @@ func (n *Node) markWork(ctx context.Context, chat string, has bool) {
 		n.log.Warn("cluster: the work index did not take a chat's state; its next flush tries again", "chat", chat, "err", err)
 		return
 	}
-	if has {
-		n.hasWork[chat] = true
-	} else {
-		// Most chats are idle most of the time: remember only the ones
-		// with work, and write "done" again for a chat not seen yet.
-		n.hasWork[chat] = false
-		if len(n.hasWork) > maxWorkKnown {
-			clear(n.hasWork)
-		}
+	if len(n.hasWork) >= maxWorkKnown {
+		clear(n.hasWork) // forgotten states are written once more, no harm
 	}
+	n.hasWork[chat] = has
 }
 
 // maxWorkKnown bounds the work states a node remembers.

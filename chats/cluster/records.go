@@ -65,13 +65,13 @@ func (r Records) Append(ctx context.Context, chat string, at uint64, f *chats.Fl
 	if f == nil {
 		return 0, fmt.Errorf("%w: no flush", chats.ErrBadInput)
 	}
-	data, err := json.Marshal(f)
-	if err != nil {
-		return 0, err
-	}
 	// The reader's checks, before anything is stored: a flush the log
 	// would refuse to give back is refused here.
-	if _, err := chats.DecodeFlush(chat, data); err != nil {
+	if err := f.Validate(chat); err != nil {
+		return 0, err
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
 		return 0, err
 	}
 	if _, _, _, err := r.n.buckets(); err != nil {
@@ -102,7 +102,7 @@ func (n *Node) publish(ctx context.Context, m *nats.Msg, at uint64) (uint64, err
 		return 0, fmt.Errorf("%w (%s was at %d)", chats.ErrFenced, m.Subject, at)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting):
-		return 0, fmt.Errorf("%w: the write was not confirmed: %w", chats.ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: %w", chats.ErrUnavailable, err)
 	}
 	var api *jetstream.APIError
 	if errors.As(err, &api) && api.Code == 503 {
@@ -156,7 +156,7 @@ func (r Records) read(ctx context.Context, chat string, from uint64, last *uint6
 	}
 	records, _, _, _ := r.n.buckets()
 	for seq := max(from, 1); seq <= end; {
-		m, err := records.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		m, err := r.n.getMsg(ctx, records, seq, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
@@ -183,6 +183,13 @@ func (r Records) read(ctx context.Context, chat string, from uint64, last *uint6
 		}
 	}
 	return end, nil
+}
+
+// getMsg is the chat's (subject's) first message at or after stream
+// sequence seq, counted (Node.gets) so tests can tell a read's cost.
+func (n *Node) getMsg(ctx context.Context, records jetstream.Stream, seq uint64, opt jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
+	n.gets.Add(1)
+	return records.GetMsg(ctx, seq, opt)
 }
 
 // ReadEvents calls fn with the chat's stored events from seq from on, in
@@ -237,7 +244,7 @@ func (r Records) seek(ctx context.Context, chat string, from, last uint64) (uint
 	// later (true when none does: nothing to skip there).
 	after := func(p uint64) (bool, error) {
 		for p <= last {
-			m, err := records.GetMsg(ctx, p, jetstream.WithGetMsgSubject(subj))
+			m, err := r.n.getMsg(ctx, records, p, jetstream.WithGetMsgSubject(subj))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				return true, nil
 			}
