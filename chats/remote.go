@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strconv"
 	"sync"
@@ -199,8 +200,8 @@ func decodeOp(frame []byte) (*opFrame, error) {
 		}
 		return nil, fmt.Errorf("%w: op %s takes no field %q", ErrBadInput, f.Op, k)
 	}
-	if f.Origin != nil && !containsString(allowed, "origin") {
-		return nil, fmt.Errorf("%w: op %s takes no origin", ErrBadInput, f.Op)
+	if len(f.Sums) == 0 {
+		f.Sums = nil // "sums":[] is no attachments, as absent
 	}
 	return f, nil
 }
@@ -213,7 +214,7 @@ func strictJSON(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if _, err := dec.Token(); err == nil {
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("data after the JSON value")
 	}
 	return nil

@@ -209,12 +209,11 @@ func (s *Service) Resume(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	s.resumeDeletes()
+	if s.opt.Owners != nil {
+		return 0, nil // cluster mode: the leader's sweeper has each taken by a node
+	}
 	for _, id := range ids {
-		load := func() error { return s.do(ctx, id, func(a *actor) error { return nil }) }
-		if s.opt.Owners != nil {
-			load = func() error { _, err := s.Get(ctx, id); return err } // loaded by its owner
-		}
-		if err := load(); err != nil {
+		if err := s.do(ctx, id, func(a *actor) error { return nil }); err != nil {
 			s.log.Warn("resume chat", "chat", id, "err", err)
 		}
 	}
