@@ -62,6 +62,9 @@ func (s *Service) AllowForChat(ctx context.Context, id string, o Origin) error {
 	if !ok {
 		return fmt.Errorf("approval %q: %w", id, ErrNotFound)
 	}
+	if s.routed(ctx, chat) {
+		return routeErr(ctx, s, chat, opFrame{Op: opApprove, ID: id, Allow: true, ForChat: true}, o)
+	}
 	return s.do(ctx, chat, func(a *actor) error { return a.answerApproval(id, true, true, o) })
 }
 
@@ -69,6 +72,9 @@ func (s *Service) AllowForChat(ctx context.Context, id string, o Origin) error {
 // asked about again. Revoking a tool the chat does not allow changes
 // nothing and is no error.
 func (s *Service) RevokeTool(ctx context.Context, chat, tool string, o Origin) (Chat, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[Chat](ctx, s, chat, opFrame{Op: opRevokeTool, Tool: tool}, o)
+	}
 	return doValue(ctx, s, chat, func(a *actor) (Chat, error) {
 		if err := a.usable(); err != nil {
 			return Chat{}, err

@@ -320,6 +320,9 @@ type HandoffEntry struct {
 
 // Handoffs lists the records a chat's boundaries wrote, oldest first.
 func (s *Service) Handoffs(ctx context.Context, chat string) ([]HandoffEntry, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[[]HandoffEntry](ctx, s, chat, opFrame{Op: opHandoffs}, Origin{})
+	}
 	if _, err := s.Get(ctx, chat); err != nil {
 		return nil, err
 	}

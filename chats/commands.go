@@ -28,6 +28,9 @@ func isTranscript(m Message) bool {
 // Only messages of the transcript can be pinned; pending ones are not in the
 // view yet.
 func (s *Service) Pin(ctx context.Context, chat, msg string, pinned bool, o Origin) (Message, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[Message](ctx, s, chat, opFrame{Op: opPin, Msg: msg, Pinned: pinned}, o)
+	}
 	return doValue(ctx, s, chat, func(a *actor) (Message, error) { return a.pin(msg, pinned, o) })
 }
 
@@ -132,6 +135,9 @@ func usages() string {
 // Command runs a slash command of a chat (one of Commands) and returns
 // what it says.
 func (s *Service) Command(ctx context.Context, chat, text string, o Origin) (out string, err error) {
+	if s.routed(ctx, chat) {
+		return routeOp[string](ctx, s, chat, opFrame{Op: opCommand, Text: &text}, o)
+	}
 	defer func() {
 		if err != nil {
 			s.commandFailed(ctx, chat, text, err)

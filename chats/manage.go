@@ -118,6 +118,9 @@ func (s *Service) manageChat(ctx context.Context, id string, change func(a *acto
 // Rename sets a chat's title. A chat renamed keeps its title: the first
 // message names only a chat still called DefaultTitle.
 func (s *Service) Rename(ctx context.Context, id, title string) (Chat, error) {
+	if s.routed(ctx, id) {
+		return routeOp[Chat](ctx, s, id, opFrame{Op: opRename, Title: title}, Origin{})
+	}
 	title = strings.TrimSpace(title)
 	switch {
 	case title == "":
@@ -141,6 +144,9 @@ func (s *Service) Rename(ctx context.Context, id, title string) (Chat, error) {
 // runtime.yaml's chains; "" goes back to the chat role's chain). A turn
 // running keeps the chain it started with; the next one uses the new one.
 func (s *Service) SetChain(ctx context.Context, id, chain string) (Chat, error) {
+	if s.routed(ctx, id) {
+		return routeOp[Chat](ctx, s, id, opFrame{Op: opSetChain, Chain: chain}, Origin{})
+	}
 	if chain == "" {
 		chain = s.opt.Turner.ChatChain()
 	} else if !s.opt.Turner.HasChain(chain) {
@@ -159,6 +165,9 @@ func (s *Service) SetChain(ctx context.Context, id, chain string) (Chat, error) 
 // back. An archived chat keeps working: it can be opened, written to and
 // searched.
 func (s *Service) Archive(ctx context.Context, id string, archived bool) (Chat, error) {
+	if s.routed(ctx, id) {
+		return routeOp[Chat](ctx, s, id, opFrame{Op: opArchive, Archived: archived}, Origin{})
+	}
 	return s.manageChat(ctx, id, func(a *actor) error {
 		if a.meta.DeleteAt != nil {
 			return fmt.Errorf("chat %s was deleted: %w", id, ErrNotFound)
@@ -176,6 +185,9 @@ func (s *Service) Archive(ctx context.Context, id string, archived bool) (Chat, 
 // passed while the gateway was down goes at the next start. A chat that
 // works or waits for an answer is refused (ErrInUse): stop it first.
 func (s *Service) DeleteChat(ctx context.Context, id string) (Chat, error) {
+	if s.routed(ctx, id) {
+		return routeOp[Chat](ctx, s, id, opFrame{Op: opDeleteChat}, Origin{})
+	}
 	c, err := s.manageChat(ctx, id, func(a *actor) error {
 		if a.meta.DeleteAt != nil {
 			return nil // deleted already: the first deadline stands
@@ -196,6 +208,9 @@ func (s *Service) DeleteChat(ctx context.Context, id string) (Chat, error) {
 // RestoreChat undoes DeleteChat while the undo window is open. A chat not
 // deleted is answered as it is.
 func (s *Service) RestoreChat(ctx context.Context, id string) (Chat, error) {
+	if s.routed(ctx, id) {
+		return routeOp[Chat](ctx, s, id, opFrame{Op: opRestoreChat}, Origin{})
+	}
 	c, err := s.manageChat(ctx, id, func(a *actor) error {
 		a.meta.DeleteAt = nil
 		return nil
@@ -371,6 +386,9 @@ func (s *Service) createReusing(ctx context.Context, chain string, o Origin, min
 // pages show them, before and after boundaries). It reads the record page
 // by page in short read transactions, so a long export holds nothing open.
 func (s *Service) Export(ctx context.Context, id string, head func(Chat), fn func(Message) error) (Chat, error) {
+	if s.routed(ctx, id) {
+		return s.exportRemote(ctx, id, head, fn)
+	}
 	type start struct {
 		c    Chat
 		pins map[string]bool

@@ -174,6 +174,10 @@ func (s *Service) MediaRefused(ctx context.Context, chat, via, outcome, reason s
 // mediaRefused is MediaRefused with the origin of the row (who sent the
 // file).
 func (s *Service) mediaRefused(ctx context.Context, chat, via, outcome, reason string, o Origin) {
+	if s.routed(ctx, chat) {
+		_ = routeErr(ctx, s, chat, opFrame{Op: opMediaRefused, Via: via, Outcome: outcome, Reason: reason}, o)
+		return
+	}
 	d := runtime.Diagnostic{Kind: runtime.DiagMedia, Name: via, Outcome: outcome, Error: runtime.DiagError(fmt.Errorf("%s", reason))}
 	_ = s.do(ctx, chat, func(a *actor) error {
 		if a.usable() != nil {

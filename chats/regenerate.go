@@ -15,6 +15,9 @@ import (
 // twice. Only a message a turn picked up can be asked again; clientID
 // makes a repeated request answer the same message, as message.send does.
 func (s *Service) Regenerate(ctx context.Context, chat, msg, clientID string, o Origin) (Message, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[Message](ctx, s, chat, opFrame{Op: opRegenerate, Msg: msg, ClientID: clientID}, o)
+	}
 	if clientID == "" || len(clientID) > MaxClientID {
 		return Message{}, fmt.Errorf("%w: client_id must be 1 to %d bytes", ErrBadInput, MaxClientID)
 	}

@@ -115,7 +115,7 @@ func clusterEnv(t *testing.T, log *memLog) (*env, string, *switchFence) {
 	if err := e.svc.Adopt(bg, id, f, log.claim(id)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.createChat(bg, id, "clustered", "", Origin{}); err != nil {
+	if _, err := e.svc.create(bg, id, "clustered", "", Origin{}); err != nil {
 		t.Fatal(err)
 	}
 	return e, id, f

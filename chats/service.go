@@ -111,6 +111,9 @@ type Options struct {
 	TokensPerDay int64
 	// Now is the clock of per-person days (nil: time.Now).
 	Now func() time.Time
+	// Owners routes every operation on a chat to the chat's owner in a
+	// cluster (see remote.go); nil: one node, every chat served here.
+	Owners Owners
 }
 
 // Service is the registry of chats and the API transports use.
@@ -138,6 +141,8 @@ type Service struct {
 	manage manage // deferred deletes and the search indexer (manage.go)
 
 	replica replicas // cluster mode: the chats this node owns (replica.go)
+
+	remote remote // routing in cluster mode (remote.go)
 }
 
 type shard struct {
@@ -165,6 +170,7 @@ func New(opt Options) *Service {
 	for i := range s.shards {
 		s.shards[i].m = map[string]*actor{}
 	}
+	s.remote.instance = s.instance
 	s.startManage()
 	return s
 }
@@ -203,6 +209,9 @@ func (s *Service) Resume(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	s.resumeDeletes()
+	if s.opt.Owners != nil {
+		return 0, nil // cluster mode: the leader's sweeper has each taken by a node
+	}
 	for _, id := range ids {
 		if err := s.do(ctx, id, func(a *actor) error { return nil }); err != nil {
 			s.log.Warn("resume chat", "chat", id, "err", err)
@@ -296,23 +305,39 @@ func (s *Service) listPage(after string, limit int, keep func(*Chat) bool) (Chat
 
 // Create makes a new chat. An empty chain means the chat role's chain.
 func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Chat, error) {
-	return s.createChat(ctx, ids.NewChat(), title, chain, o)
+	title, chain, err := s.createArgs(title, chain)
+	if err != nil {
+		return Chat{}, err
+	}
+	id := ids.NewChat()
+	if s.routed(ctx, id) {
+		return routeOp[Chat](ctx, s, id, opFrame{Op: opCreate, Title: title, Chain: chain}, o) // this node takes it
+	}
+	return s.create(ctx, id, title, chain, o)
 }
 
-// createChat is Create of a chat whose id is made already (in cluster
-// mode by the node that asked, which Adopted it first).
-func (s *Service) createChat(ctx context.Context, id, title, chain string, o Origin) (Chat, error) {
+// createArgs checks a new chat's title and chain, and fills the defaults.
+func (s *Service) createArgs(title, chain string) (string, string, error) {
 	title = strings.TrimSpace(title)
 	if title == "" {
 		title = DefaultTitle
 	}
 	if utf8.RuneCountInString(title) > MaxTitleRunes {
-		return Chat{}, fmt.Errorf("%w: title longer than %d characters", ErrBadInput, MaxTitleRunes)
+		return "", "", fmt.Errorf("%w: title longer than %d characters", ErrBadInput, MaxTitleRunes)
 	}
 	if chain == "" {
 		chain = s.opt.Turner.ChatChain()
 	} else if !s.opt.Turner.HasChain(chain) {
-		return Chat{}, fmt.Errorf("%w: no chain %q in runtime.yaml", ErrBadInput, chain)
+		return "", "", fmt.Errorf("%w: no chain %q in runtime.yaml", ErrBadInput, chain)
+	}
+	return title, chain, nil
+}
+
+// create makes chat id (here, or on its owner for a routed create).
+func (s *Service) create(ctx context.Context, id, title, chain string, o Origin) (Chat, error) {
+	title, chain, err := s.createArgs(title, chain)
+	if err != nil {
+		return Chat{}, err
 	}
 	select {
 	case <-s.quit:
@@ -322,9 +347,10 @@ func (s *Service) createChat(ctx context.Context, id, title, chain string, o Ori
 	now := time.Now().UTC()
 	c := Chat{ID: id, Title: title, Chain: chain, State: StateIdle, CreatedAt: now, UpdatedAt: now, Seq: 1}
 	ev := NewEvent(c.ID, 1, now, &ChatCreated{Title: title})
-	var err error
 	if s.opt.RecordLog != nil {
-		err = s.createLogged(ctx, &c, ev, creatorOf(s, o))
+		if err = s.absent(id); err == nil {
+			err = s.createLogged(ctx, &c, ev, creatorOf(s, o))
+		}
 	} else {
 		err = s.store.Write(ctx, func(tx *bolt.Tx) error {
 			meta, _ := json.Marshal(c)
@@ -348,11 +374,7 @@ func (s *Service) createChat(ctx context.Context, id, title, chain string, o Ori
 	if err != nil {
 		return Chat{}, fmt.Errorf("create chat: %w", err)
 	}
-	var except any
-	if o.Sub != nil {
-		except = o.Sub
-	}
-	s.notifyList(c, true, except)
+	s.notifyList(c, true, askerOf(o))
 	return c, nil
 }
 
@@ -373,6 +395,9 @@ type Origin struct {
 // otherwise the stored events after since, then chat.resumed. Live events
 // follow in order until Unsubscribe.
 func (s *Service) Open(ctx context.Context, chat string, since *uint64, sub Subscriber, req string) error {
+	if s.routed(ctx, chat) {
+		return s.openRemote(ctx, chat, since, sub, req)
+	}
 	return s.do(ctx, chat, func(a *actor) error { return a.open(ctx, since, sub, req) })
 }
 
@@ -384,6 +409,9 @@ func (s *Service) Open(ctx context.Context, chat string, since *uint64, sub Subs
 // at the switch. false means more events were committed meanwhile: read on.
 // An after beyond the chat's latest seq gets a chat.snapshot instead.
 func (s *Service) CatchUp(ctx context.Context, chat string, after uint64, sub Subscriber, req string) (bool, error) {
+	if s.routed(ctx, chat) {
+		return s.catchUpRemote(ctx, chat, after, sub, req)
+	}
 	return doValue(ctx, s, chat, func(a *actor) (bool, error) { return a.catchUp(after, sub, req) })
 }
 
@@ -392,6 +420,9 @@ func (s *Service) CatchUp(ctx context.Context, chat string, after uint64, sub Su
 // event). It reads only the store, never the chat's memory; an empty page
 // means no event after after is committed yet.
 func (s *Service) Events(ctx context.Context, chat string, after uint64, maxBytes int) ([]Frame, error) {
+	if s.routed(ctx, chat) {
+		return s.eventsRemote(ctx, chat, after, maxBytes)
+	}
 	var out []Frame
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		if _, ok, err := loadChat(tx, chat); err != nil {
@@ -409,12 +440,19 @@ func (s *Service) Events(ctx context.Context, chat string, after uint64, maxByte
 // History returns the page of chat's transcript before seq before (a
 // snapshot's or the previous page's Before), within PageBytes.
 func (s *Service) History(ctx context.Context, chat string, before uint64, req string) (*History, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[*History](ctx, s, chat, opFrame{Op: opHistory, Before: before}, Origin{Req: req})
+	}
 	return doValue(ctx, s, chat, func(a *actor) (*History, error) { return a.history(before, req) })
 }
 
 // Unsubscribe stops live events of chat to sub. Whatever was delivered
 // before it returns came first.
 func (s *Service) Unsubscribe(ctx context.Context, chat string, sub Subscriber) error {
+	if s.routed(ctx, chat) {
+		s.unwatchRemote(chat, sub)
+		return nil
+	}
 	return s.do(ctx, chat, func(a *actor) error { delete(a.subs, sub); return nil })
 }
 
@@ -428,6 +466,9 @@ func (s *Service) Send(ctx context.Context, chat, text, clientID, mode string, o
 // Upload). Unknown ones are refused with ErrUnknownAttachment and nothing
 // is stored. With attachments the text may be empty.
 func (s *Service) SendAttached(ctx context.Context, chat, text, clientID, mode string, sums []string, o Origin) (Message, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[Message](ctx, s, chat, opFrame{Op: opSend, Text: &text, ClientID: clientID, Mode: mode, Sums: sums}, o)
+	}
 	if len(sums) == 0 || text != "" {
 		if err := checkText(text); err != nil {
 			return Message{}, err
@@ -463,6 +504,9 @@ func (s *Service) Edit(ctx context.Context, chat, msg, text string, o Origin) (M
 // message does not carry is refused). A message left with neither text nor
 // attachments is refused. Once picked up it fails with ErrInUse.
 func (s *Service) EditAttached(ctx context.Context, chat, msg string, text *string, keep []string, o Origin) (Message, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[Message](ctx, s, chat, opFrame{Op: opEdit, Msg: msg, Text: text, Keep: keepField(keep)}, o)
+	}
 	if text != nil && (*text != "" || keep == nil) {
 		if err := checkText(*text); err != nil {
 			return Message{}, err
@@ -479,12 +523,18 @@ func (s *Service) EditAttached(ctx context.Context, chat, msg string, text *stri
 
 // Delete removes a pending message; once picked up it fails with ErrInUse.
 func (s *Service) Delete(ctx context.Context, chat, msg string, o Origin) error {
+	if s.routed(ctx, chat) {
+		return routeErr(ctx, s, chat, opFrame{Op: opDelete, Msg: msg}, o)
+	}
 	return s.do(ctx, chat, func(a *actor) error { return a.delete(ctx, msg, o) })
 }
 
 // Stop ends the running turn; its partial reply is kept, marked stopped.
 // It returns when the turn has finished; ErrNoTurn when none runs.
 func (s *Service) Stop(ctx context.Context, chat string, o Origin) error {
+	if s.routed(ctx, chat) {
+		return routeErr(ctx, s, chat, opFrame{Op: opStop}, o)
+	}
 	wait, err := doValue(ctx, s, chat, func(a *actor) (chan struct{}, error) { return a.stop(o) })
 	if err != nil {
 		return err
@@ -499,6 +549,9 @@ func (s *Service) Stop(ctx context.Context, chat string, o Origin) error {
 
 // Get returns a chat's list entry.
 func (s *Service) Get(ctx context.Context, chat string) (Chat, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[Chat](ctx, s, chat, opFrame{Op: opGet}, Origin{})
+	}
 	return doValue(ctx, s, chat, func(a *actor) (Chat, error) { return a.info(), nil })
 }
 
@@ -576,6 +629,9 @@ func (s *Service) get(id string) (*actor, error) {
 	a, err := loadActor(s, id)
 	if err != nil {
 		return nil, err
+	}
+	if s.opt.Owners != nil {
+		a.subs[publisher{s.opt.Owners}] = struct{}{} // its events reach every node's watchers
 	}
 	sh.m[id] = a
 	s.actors.Add(1)

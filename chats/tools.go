@@ -416,6 +416,9 @@ func (s *Service) AnswerApproval(ctx context.Context, id string, allow bool, o O
 	if !ok {
 		return fmt.Errorf("approval %q: %w", id, ErrNotFound)
 	}
+	if s.routed(ctx, chat) {
+		return routeErr(ctx, s, chat, opFrame{Op: opApprove, ID: id, Allow: allow}, o)
+	}
 	return s.do(ctx, chat, func(a *actor) error { return a.answerApproval(id, allow, false, o) })
 }
 
@@ -430,6 +433,9 @@ func (s *Service) AnswerRecovery(ctx context.Context, id, action string, o Origi
 	chat, ok := ids.ParseRecovery(id)
 	if !ok {
 		return false, fmt.Errorf("recovery %q: %w", id, ErrNotFound)
+	}
+	if s.routed(ctx, chat) {
+		return routeOp[bool](ctx, s, chat, opFrame{Op: opRecover, ID: id, Action: action}, o)
 	}
 	err = s.do(ctx, chat, func(a *actor) error { return a.answerRecovery(id, action, o) })
 	switch {
@@ -516,6 +522,9 @@ func (s *Service) cmdContinue(ctx context.Context, chat string, _ []string, _ st
 // Continue lets the queue a Stop held run again and returns how many
 // messages it released (0: nothing was held).
 func (s *Service) Continue(ctx context.Context, chat string) (int, error) {
+	if s.routed(ctx, chat) {
+		return routeOp[int](ctx, s, chat, opFrame{Op: opContinue}, Origin{})
+	}
 	return doValue(ctx, s, chat, func(a *actor) (int, error) {
 		if !a.meta.Paused {
 			return 0, nil

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 	"unicode"
 
+	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/cluster"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/gateway"
@@ -32,20 +34,46 @@ const clusterUsage = `usage:
 // gateway listens, shown to the other nodes. The embedded server's routes
 // and clients must present a secret derived from the access token (tok),
 // which is the same on every node of a cluster.
-func startNode(ctx context.Context, cfg *config.Config, dir, tok, httpAddr string, log *slog.Logger) (*cluster.Node, error) {
+func startNode(ctx context.Context, cfg *config.Config, dir, tok, httpAddr string, log *slog.Logger, lost *routerSlot) (*cluster.Node, error) {
 	if !cfg.Cluster.Enabled {
 		return nil, nil
 	}
 	cl := cfg.Cluster
 	node, err := cluster.Start(ctx, cluster.Options{Name: cl.Name, Listen: cl.Listen, Routes: cl.Routes, Peers: cl.Peers,
 		StoreDir: cfg.ClusterStorePath(dir), NATSURL: cl.NATSURL, Replicas: cl.Replicas, LeaseTTL: cl.LeaseTTL,
-		Secret: cluster.RouteSecret(tok), HTTP: httpAddr, Log: log.With("node", cl.Name)})
+		Secret: cluster.RouteSecret(tok), HTTP: httpAddr, Log: log.With("node", cl.Name), OnLost: lost.lost})
 	if err != nil {
 		return nil, err
 	}
 	log.Info("cluster: node started; the records stream and the leader follow once enough nodes are up",
 		"node", cl.Name, "nats", node.ClientURL(), "peers", len(cl.Peers), "replicas", cl.Replicas)
 	return node, nil
+}
+
+// routerSlot lets the node, started first, tell the router made after it
+// that a chat's lease was lost.
+type routerSlot struct{ atomic.Pointer[cluster.Router] }
+
+func (s *routerSlot) lost(chat string) {
+	if r := s.Load(); r != nil {
+		r.Lost(chat)
+	}
+}
+
+// clusterChats are what the chats of a cluster node run on: the record log
+// and the owners every per-chat operation is routed to (nil, nil in
+// single-node mode: bbolt alone, every chat here). serve hands them to
+// chats.New, then the Service to serve, which starts the chats this node
+// is asked to own. stop gives this node's chats up (after the Service
+// closed, before the node).
+func clusterChats(node *cluster.Node, lost *routerSlot) (log chats.RecordLog, owners chats.Owners, serve func(*chats.Service), stop func()) {
+	if node == nil {
+		return nil, nil, func(*chats.Service) {}, func() {}
+	}
+	local := cluster.NewLocal()
+	router := node.NewRouter(local)
+	lost.Store(router)
+	return node.Records(), cluster.NewOwners(router, node.NewFanout(router)), local.Serve, func() { router.Close() }
 }
 
 // clusterRoutes are the routes of a cluster node (none in single-node mode).

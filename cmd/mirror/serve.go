@@ -222,7 +222,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer ln.Close() // closed by the server when it serves; this covers a failed start
 	// cluster.go: in cluster mode, this gateway is also a node (nil otherwise).
-	node, err := startNode(sig, cfg, dir, tok, ln.Addr().String(), log)
+	var lost routerSlot
+	node, err := startNode(sig, cfg, dir, tok, ln.Addr().String(), log, &lost)
 	if err != nil {
 		return err
 	}
@@ -305,10 +306,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		store.Close()
 		return err
 	}
+	// cluster.go: in cluster mode each chat runs on its owner, its record in the cluster's log.
+	recordLog, owners, serveChats, stopChats := clusterChats(node, &lost)
+	defer stopChats()
 	svc := chats.New(chats.Options{Store: store, Turner: engine, Idle: cfg.Limits.ChatIdle,
 		TurnTimeout: cfg.Limits.TurnTimeout, Ledger: ledger, Workspace: toolbox.Workspace(), Metrics: metrics, Log: log,
 		DataDir: dir, ConfigDir: cfg.Dir, MaxPending: cfg.Limits.PendingPerChat, Blobs: blobs, Search: index, MCPServers: servers.Servers(), Prompts: servers, People: folks,
-		RolePolicies: cfg.People.Policies, TokensPerDay: cfg.People.TokensPerDay})
+		RolePolicies: cfg.People.Policies, TokensPerDay: cfg.People.TokensPerDay, RecordLog: recordLog, Owners: owners})
+	serveChats(svc)
 
 	var tg *telegram.Bot
 	// One allowance of messages a minute per person, in the browser and
