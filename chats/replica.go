@@ -18,6 +18,10 @@ import (
 // applies the same flush to bbolt once the log confirmed it. A node that
 // loses the chat is told (Disown), and its actor stops without writing.
 
+// heldRetry is how soon a turn that could not start, its fence not
+// holding just then, is tried again.
+const heldRetry = 250 * time.Millisecond
+
 // catchUpTimeout bounds reading a chat's log tail when it is loaded.
 const catchUpTimeout = 30 * time.Second
 

@@ -99,10 +99,19 @@ func (l *memLog) Read(ctx context.Context, chat string, after uint64, fn func(ui
 	return last, nil
 }
 
-// switchFence is a Fence a test turns off.
-type switchFence struct{ off atomic.Bool }
+// switchFence is a Fence a test turns off, or off for its next lapses
+// answers only (a renewal that came late).
+type switchFence struct {
+	off    atomic.Bool
+	lapses atomic.Int32
+}
 
-func (f *switchFence) Held() bool { return !f.off.Load() }
+func (f *switchFence) Held() bool {
+	if f.lapses.Load() > 0 && f.lapses.Add(-1) >= 0 {
+		return false
+	}
+	return !f.off.Load()
+}
 
 // clusterEnv is a tool env in cluster mode on log, owning a new chat.
 func clusterEnv(t *testing.T, log *memLog) (*env, string, *switchFence) {
@@ -427,4 +436,21 @@ func TestClusterLocalWriteFailsAfterTheLog(t *testing.T) {
 	if g := seqsOf(evs); g != "" || count(evs, EvMessageAccepted) != 1 {
 		t.Fatalf("record %s %s", typesOf(evs), g)
 	}
+}
+
+// TestClusterTurnStartsAfterALapse: a fence that did not hold for a
+// moment when a message came (its renewal was late) starts the message's
+// turn once it holds again, with nothing else asking.
+func TestClusterTurnStartsAfterALapse(t *testing.T) {
+	log := newMemLog()
+	e, chat, fence := clusterEnv(t, log)
+	s := newSub()
+	if err := e.svc.Open(bg, chat, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	fence.lapses.Store(1) // the check before the turn starts
+	if _, err := e.svc.Send(bg, chat, "hello", "k1", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, "the turn after the lapse", has(EvTurnFinished, 1))
 }
