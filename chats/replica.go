@@ -119,14 +119,28 @@ func (a *actor) disown(cause error) {
 	a.subs = map[Subscriber]struct{}{}
 }
 
-// held is nil when this node may act for the chat now: single-node mode,
-// or an owner whose fence holds and who was not disowned.
-func (a *actor) held() error {
+// owner is nil when this node may write the chat: single-node mode, or
+// the owner that adopted it and was not disowned. Its writes are fenced
+// by the log itself, so a lease that lapsed for a moment does not stop
+// them: a new owner's claim would.
+func (a *actor) owner() error {
 	if a.s.opt.RecordLog == nil {
 		return nil
 	}
-	if a.own == nil || !a.own.fence.Held() || !a.s.stillOwned(a.id, a.own) {
-		return fmt.Errorf("chat %s: %w", a.id, ErrFenced)
+	if a.own == nil || !a.s.stillOwned(a.id, a.own) {
+		return fmt.Errorf("chat %s: this node does not own it: %w", a.id, ErrFenced)
+	}
+	return nil
+}
+
+// held is owner, and that the fence holds now: what a turn's start and a
+// tool's run (which the log's fence cannot undo) ask.
+func (a *actor) held() error {
+	if err := a.owner(); err != nil {
+		return err
+	}
+	if a.own != nil && !a.own.fence.Held() {
+		return fmt.Errorf("chat %s: its lease does not hold now: %w", a.id, ErrFenced)
 	}
 	return nil
 }
@@ -148,8 +162,8 @@ func (a *actor) unheld(err error) {
 // marks the chat's tail unread, so the next operation reads what landed
 // before it writes. Either way nothing of the batch was acknowledged.
 func (a *actor) appendLog(f *Flush) (uint64, error) {
-	if err := a.held(); err != nil {
-		a.unheld(err)
+	if err := a.owner(); err != nil {
+		a.disown(err)
 		return 0, a.broken
 	}
 	f.Meta.LogPos = 0 // a position means nothing inside the log itself
