@@ -10,7 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Cluster mode (Options.Log set): a chat's record lives in the cluster's
+// Cluster mode (Options.RecordLog set): a chat's record lives in the cluster's
 // log, one Flush per actor commit, and this node's bbolt is a
 // materialization of it (Chat.LogPos says how far). Only the chat's owner
 // writes: it Adopts the chat with its Fence and the log position its
@@ -65,7 +65,7 @@ func (s *Service) Adopt(ctx context.Context, chat string, f Fence, at uint64) er
 	s.replica.mu.Unlock()
 	s.unload(chat, fmt.Errorf("chat %s was adopted again by this node; the turn goes on from the record", chat))
 	err := s.do(ctx, chat, func(a *actor) error { return nil })
-	if errors.Is(err, ErrNotFound) && !s.isStale(chat, o) {
+	if errors.Is(err, ErrNotFound) && s.caughtUp(chat, o) {
 		return nil // nothing stored yet: Create follows
 	}
 	if err != nil {
@@ -313,10 +313,12 @@ func (s *Service) stillOwned(chat string, o *owned) bool {
 	return s.replica.m[chat] == o
 }
 
-func (s *Service) isStale(chat string, o *owned) bool {
+// caughtUp says o is still this node's ownership of chat and its bbolt
+// has read the log's tail since.
+func (s *Service) caughtUp(chat string, o *owned) bool {
 	s.replica.mu.Lock()
 	defer s.replica.mu.Unlock()
-	return s.replica.m[chat] == o && o.stale
+	return s.replica.m[chat] == o && !o.stale
 }
 
 // advance records that o's chat's log is at pos, written by this node.
