@@ -178,6 +178,12 @@ func (a *actor) appendLog(f *Flush) (uint64, error) {
 		a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
 		return 0, a.broken
 	}
+	if errors.Is(err, ErrBadInput) {
+		// Refused before it was sent (too large for the log): nothing
+		// landed, but memory is ahead of the record now.
+		a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
+		return 0, a.broken
+	}
 	if !errors.Is(err, ErrUnavailable) {
 		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
