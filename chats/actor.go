@@ -87,6 +87,9 @@ type actor struct {
 	// flush appends after (replica.go).
 	own   *owned
 	logAt uint64
+	// heldC fires when a turn that could not start because the fence
+	// did not hold just then is tried again.
+	heldC <-chan time.Time
 }
 
 // batch is what the actor has decided but not yet committed. Its events are
@@ -309,6 +312,9 @@ func (a *actor) run() {
 		case <-a.flushC:
 			a.flushC = nil
 			_ = a.flush()
+		case <-a.heldC:
+			a.heldC = nil
+			a.maybeStart()
 		case <-idle.C:
 			if a.idle() {
 				a.exit()
@@ -1027,7 +1033,13 @@ func (a *actor) maybeStart() {
 		return // an interrupted call waits for its answer before anything else runs
 	}
 	if a.held() != nil {
-		return // cluster mode: only the chat's owner, while its lease holds, starts a turn
+		// Cluster mode: only the chat's owner, while its lease holds,
+		// starts a turn. A renewal that came late holds again soon: try
+		// again then (Disown unloads the chat if the lease is gone).
+		if a.own != nil && a.heldC == nil {
+			a.heldC = time.After(heldRetry)
+		}
+		return
 	}
 	if a.meta.Paused && !a.meta.Resume {
 		return // Stop held the queue: it waits for the person (release)

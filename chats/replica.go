@@ -10,13 +10,17 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Cluster mode (Options.Log set): a chat's record lives in the cluster's
+// Cluster mode (Options.RecordLog set): a chat's record lives in the cluster's
 // log, one Flush per actor commit, and this node's bbolt is a
 // materialization of it (Chat.LogPos says how far). Only the chat's owner
 // writes: it Adopts the chat with its Fence and the log position its
 // claim left, appends each flush fenced at the chat's position, and
 // applies the same flush to bbolt once the log confirmed it. A node that
 // loses the chat is told (Disown), and its actor stops without writing.
+
+// heldRetry is how soon a turn that could not start, its fence not
+// holding just then, is tried again.
+const heldRetry = 250 * time.Millisecond
 
 // catchUpTimeout bounds reading a chat's log tail when it is loaded.
 const catchUpTimeout = 30 * time.Second
@@ -61,7 +65,7 @@ func (s *Service) Adopt(ctx context.Context, chat string, f Fence, at uint64) er
 	s.replica.mu.Unlock()
 	s.unload(chat, fmt.Errorf("chat %s was adopted again by this node; the turn goes on from the record", chat))
 	err := s.do(ctx, chat, func(a *actor) error { return nil })
-	if errors.Is(err, ErrNotFound) && !s.isStale(chat, o) {
+	if errors.Is(err, ErrNotFound) && s.caughtUp(chat, o) {
 		return nil // nothing stored yet: Create follows
 	}
 	if err != nil {
@@ -115,14 +119,28 @@ func (a *actor) disown(cause error) {
 	a.subs = map[Subscriber]struct{}{}
 }
 
-// held is nil when this node may act for the chat now: single-node mode,
-// or an owner whose fence holds and who was not disowned.
-func (a *actor) held() error {
+// owner is nil when this node may write the chat: single-node mode, or
+// the owner that adopted it and was not disowned. Its writes are fenced
+// by the log itself, so a lease that lapsed for a moment does not stop
+// them: a new owner's claim would.
+func (a *actor) owner() error {
 	if a.s.opt.RecordLog == nil {
 		return nil
 	}
-	if a.own == nil || !a.own.fence.Held() || !a.s.stillOwned(a.id, a.own) {
-		return fmt.Errorf("chat %s: %w", a.id, ErrFenced)
+	if a.own == nil || !a.s.stillOwned(a.id, a.own) {
+		return fmt.Errorf("chat %s: this node does not own it: %w", a.id, ErrFenced)
+	}
+	return nil
+}
+
+// held is owner, and that the fence holds now: what a turn's start and a
+// tool's run (which the log's fence cannot undo) ask.
+func (a *actor) held() error {
+	if err := a.owner(); err != nil {
+		return err
+	}
+	if a.own != nil && !a.own.fence.Held() {
+		return fmt.Errorf("chat %s: its lease does not hold now: %w", a.id, ErrFenced)
 	}
 	return nil
 }
@@ -144,8 +162,8 @@ func (a *actor) unheld(err error) {
 // marks the chat's tail unread, so the next operation reads what landed
 // before it writes. Either way nothing of the batch was acknowledged.
 func (a *actor) appendLog(f *Flush) (uint64, error) {
-	if err := a.held(); err != nil {
-		a.unheld(err)
+	if err := a.owner(); err != nil {
+		a.disown(err)
 		return 0, a.broken
 	}
 	f.Meta.LogPos = 0 // a position means nothing inside the log itself
@@ -157,6 +175,12 @@ func (a *actor) appendLog(f *Flush) (uint64, error) {
 		return pos, nil
 	case errors.Is(err, ErrFenced):
 		a.s.dropOwned(a.id, a.own) // the store says another node owns it
+		a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
+		return 0, a.broken
+	}
+	if errors.Is(err, ErrBadInput) {
+		// Refused before it was sent (too large for the log): nothing
+		// landed, but memory is ahead of the record now.
 		a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
 		return 0, a.broken
 	}
@@ -295,10 +319,12 @@ func (s *Service) stillOwned(chat string, o *owned) bool {
 	return s.replica.m[chat] == o
 }
 
-func (s *Service) isStale(chat string, o *owned) bool {
+// caughtUp says o is still this node's ownership of chat and its bbolt
+// has read the log's tail since.
+func (s *Service) caughtUp(chat string, o *owned) bool {
 	s.replica.mu.Lock()
 	defer s.replica.mu.Unlock()
-	return s.replica.m[chat] == o && o.stale
+	return s.replica.m[chat] == o && !o.stale
 }
 
 // advance records that o's chat's log is at pos, written by this node.

@@ -99,10 +99,19 @@ func (l *memLog) Read(ctx context.Context, chat string, after uint64, fn func(ui
 	return last, nil
 }
 
-// switchFence is a Fence a test turns off.
-type switchFence struct{ off atomic.Bool }
+// switchFence is a Fence a test turns off, or off for its next lapses
+// answers only (a renewal that came late).
+type switchFence struct {
+	off    atomic.Bool
+	lapses atomic.Int32
+}
 
-func (f *switchFence) Held() bool { return !f.off.Load() }
+func (f *switchFence) Held() bool {
+	if f.lapses.Load() > 0 && f.lapses.Add(-1) >= 0 {
+		return false
+	}
+	return !f.off.Load()
+}
 
 // clusterEnv is a tool env in cluster mode on log, owning a new chat.
 func clusterEnv(t *testing.T, log *memLog) (*env, string, *switchFence) {
@@ -147,8 +156,10 @@ func seqsOf(evs []*Event) string {
 
 // TestClusterNoToolWithoutFence: an owner whose fence stops holding while
 // a call waits for its approval runs no tool when the approval comes: the
-// answer fails with ErrFenced, the chat closes for its subscribers, and a
-// send after it starts no turn.
+// answer fails with ErrFenced, the chat closes for its subscribers; a
+// send after it is stored (the log's fence still holds) but starts no
+// turn, and once another node claimed the chat a send fails with
+// ErrFenced and writes nothing.
 func TestClusterNoToolWithoutFence(t *testing.T) {
 	log := newMemLog()
 	e, chat, fence := clusterEnv(t, log)
@@ -186,11 +197,26 @@ func TestClusterNoToolWithoutFence(t *testing.T) {
 	if n := len(e.durable(chat)); n != before {
 		t.Fatalf("%d rows written without the fence", n-before)
 	}
-	if _, err := e.svc.Send(bg, chat, "anyone?", "2", "", Origin{}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("send without the fence: %v, want ErrFenced", err)
+	// The log's fence still guards writes (no other node claimed the
+	// chat): a message is stored, but no turn starts while the lease
+	// does not hold.
+	if _, err := e.svc.Send(bg, chat, "anyone?", "2", "", Origin{}); err != nil {
+		t.Fatal(err)
 	}
-	if n := len(e.durable(chat)); n != before {
-		t.Fatalf("%d rows written without the fence", n-before)
+	if evs := e.durable(chat)[before:]; count(evs, EvTurnStarted) != 0 || count(evs, EvMessageAccepted) != 1 {
+		t.Fatalf("rows without the fence: %s", typesOf(evs))
+	}
+	// Another node's claim fences the log: nothing more is written.
+	log.claim(chat)
+	n := len(e.durable(chat))
+	if _, err := e.svc.Send(bg, chat, "still there?", "3", "", Origin{}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("send after another node's claim: %v, want ErrFenced", err)
+	}
+	if got := len(e.durable(chat)); got != n {
+		t.Fatalf("%d rows written after another node's claim", got-n)
+	}
+	if _, err := os.Stat(filepath.Join(e.workspace, "ran")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the tool ran without the fence: %v", err)
 	}
 }
 
@@ -427,4 +453,21 @@ func TestClusterLocalWriteFailsAfterTheLog(t *testing.T) {
 	if g := seqsOf(evs); g != "" || count(evs, EvMessageAccepted) != 1 {
 		t.Fatalf("record %s %s", typesOf(evs), g)
 	}
+}
+
+// TestClusterTurnStartsAfterALapse: a fence that did not hold for a
+// moment when a message came (its renewal was late) starts the message's
+// turn once it holds again, with nothing else asking.
+func TestClusterTurnStartsAfterALapse(t *testing.T) {
+	log := newMemLog()
+	e, chat, fence := clusterEnv(t, log)
+	s := newSub()
+	if err := e.svc.Open(bg, chat, nil, s, ""); err != nil {
+		t.Fatal(err)
+	}
+	fence.lapses.Store(1) // the check before the turn starts
+	if _, err := e.svc.Send(bg, chat, "hello", "k1", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, "the turn after the lapse", has(EvTurnFinished, 1))
 }

@@ -115,7 +115,7 @@ func (h *host) Step(text string, calls []provider.ToolCall) (uint64, error) {
 
 func (h *host) CallStarted(call provider.ToolCall) error {
 	return h.a.exec(func() error {
-		if err := h.a.usable(); err != nil {
+		if err := h.a.mayRun(); err != nil { // the call runs next
 			return err
 		}
 		h.t.wait = nil
@@ -228,9 +228,17 @@ func (a *actor) usable() error {
 	if a.broken != nil {
 		return a.broken
 	}
+	return nil
+}
+
+// mayRun is usable, and in cluster mode that the chat's fence holds: a
+// tool runs outside the log's fence, so only an owner whose lease holds
+// lets one run. Without it the turn stops here.
+func (a *actor) mayRun() error {
+	if err := a.usable(); err != nil {
+		return err
+	}
 	if err := a.held(); err != nil {
-		// Cluster mode: the lease is gone (or going), so this node stops
-		// the chat's turn here, before a call or a step runs.
 		a.unheld(err)
 		return a.broken
 	}
@@ -252,7 +260,7 @@ func (a *actor) resolveApproval(w *waiting, allow bool, reason string, o Origin)
 }
 
 func (a *actor) answerApproval(id string, allow, forChat bool, o Origin) error {
-	if err := a.usable(); err != nil {
+	if err := a.mayRun(); err != nil { // an allowed call runs next
 		return err
 	}
 	w := a.approvals[id]

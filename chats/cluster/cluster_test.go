@@ -282,6 +282,25 @@ func TestAppendRefusesBadInput(t *testing.T) {
 			t.Errorf("%q: %v, want ErrBadInput", c.chat, err)
 		}
 	}
+	// A flush larger than the cluster's largest message is refused as
+	// such, before it is sent.
+	big := flushOf("c_a", 1, 1)
+	big.Outputs = [][2]string{{"h", strings.Repeat("x", maxFlushPayload)}}
+	if _, err := r.Append(ctx(t), "c_a", 0, big); !errors.Is(err, chats.ErrBadInput) || !strings.Contains(err.Error(), "largest message") {
+		t.Errorf("a flush past the largest message: %v", err)
+	}
+	// Up to it, one message carries it (a long tool output).
+	big.Outputs = [][2]string{{"h", strings.Repeat("x", 4<<20)}}
+	if _, err := r.Append(ctx(t), "c_big", 0, flushOf("c_big", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	big.Chat, big.Meta.ID, big.Events = "c_big", "c_big", events("c_big", 2, 2)
+	big.Meta.Seq = 2
+	if pos, err := r.Position(ctx(t), "c_big"); err != nil {
+		t.Fatal(err)
+	} else if _, err := r.Append(ctx(t), "c_big", pos, big); err != nil {
+		t.Fatalf("a 4 MiB flush: %v", err)
+	}
 	if got := readSeqs(t, tc.nodes[0], "c_a"); len(got) != 0 {
 		t.Fatalf("stored %v", got)
 	}

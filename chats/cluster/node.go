@@ -159,6 +159,10 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	return n, nil
 }
 
+// maxFlushPayload is the embedded servers' largest message: the largest
+// flush (NATS advises against more than 8 MiB).
+const maxFlushPayload = 8 << 20
+
 // routeUser is the user name of routes and clients when Options.Secret is set.
 const routeUser = "mirror"
 
@@ -190,6 +194,9 @@ func embed(o Options) (*server.Server, error) {
 		StoreDir:   o.StoreDir,
 		SyncAlways: true,
 		NoSigs:     true,
+		// One flush is one message: a long tool output or a boundary's
+		// archive rides in it, past the default 1 MiB.
+		MaxPayload: maxFlushPayload,
 	}
 	if o.Secret != "" {
 		// Clients' password kept as a bcrypt hash (the server warns about

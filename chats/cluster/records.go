@@ -74,6 +74,9 @@ func (r Records) Append(ctx context.Context, chat string, at uint64, f *chats.Fl
 	if err != nil {
 		return 0, err
 	}
+	if max := r.n.nc.MaxPayload(); max > 0 && int64(len(data)) > max-4096 { // room for the headers
+		return 0, fmt.Errorf("%w: chat %s: a flush of %d bytes is more than the cluster's largest message (%d bytes)", chats.ErrBadInput, chat, len(data), max)
+	}
 	if _, _, _, err := r.n.buckets(); err != nil {
 		return 0, fmt.Errorf("%w: %w", chats.ErrUnavailable, err)
 	}
