@@ -595,12 +595,11 @@ type collector struct {
 
 // Deliver implements Subscriber.
 func (c *collector) Deliver(d Delivery) {
-	if d.Event == nil || d.Event.Chat != c.chat {
-		return
-	}
 	c.mu.Lock()
-	c.evs = append(c.evs, d.Event)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if d.Event != nil && d.Event.Chat == c.chat {
+		c.evs = append(c.evs, d.Event)
+	}
 }
 
 // taken returns the events collected (nil for a nil collector); later
