@@ -676,6 +676,15 @@ func (a *asker) answered(evs []*Event, req string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.hold--
+	if rs.closed {
+		// Unsubscribed meanwhile: nothing of the watch follows, but the
+		// asker gets its copies, as on one node, opened or not.
+		rs.queue = nil
+		for _, e := range evs {
+			a.sub.Deliver(Delivery{Event: e, Req: req})
+		}
+		return
+	}
 	var extra []Delivery
 	for _, e := range evs {
 		held := false
@@ -687,12 +696,12 @@ func (a *asker) answered(evs []*Event, req string) {
 		}
 		switch {
 		case held:
-		case e.Seq > rs.last && !rs.closed:
+		case e.Seq > rs.last:
 			rs.reqs[e.Seq] = req // still to come through the watch
 		default:
 			// A copy of an event delivered before the op (a repeated
-			// client_id answers the message it created), or the watch
-			// ended: the asker gets it now, as on one node.
+			// client_id answers the message it created): the asker gets
+			// it now, as on one node.
 			extra = append(extra, Delivery{Event: e, Req: req})
 		}
 	}
@@ -867,7 +876,7 @@ func (rs *remoteSub) close() {
 	rs.mu.Lock()
 	rs.closed = true
 	stop := rs.stop
-	rs.stop = nil
+	rs.stop, rs.queue = nil, nil
 	rs.mu.Unlock()
 	if stop != nil {
 		stop()
