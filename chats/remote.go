@@ -410,7 +410,9 @@ func routeOp[T any](ctx context.Context, s *Service, chat string, f opFrame, o O
 	}
 	var v T
 	if len(okRaw) > 0 {
-		if err := strictJSON(okRaw, &v); err != nil {
+		// The value is the owner's own type, as its JSON writes it (some
+		// add fields they compute): read as the type reads it.
+		if err := json.Unmarshal(okRaw, &v); err != nil {
 			return zero, fmt.Errorf("%w: chat %s: the owner's answer to %s: %w", ErrUnavailable, chat, f.Op, err)
 		}
 	}

@@ -302,6 +302,36 @@ func TestRoutedSendLandsOnOwner(t *testing.T) {
 	if got, err := b.Get(ctx(t), c.ID); err != nil || got.Seq < m.Seq || got.Title != "routed" {
 		t.Fatalf("Get on B: %+v %v", got, err)
 	}
+	export := func(s *chats.Service) string {
+		var out string
+		if _, err := s.Export(ctx(t), c.ID, nil, func(m chats.Message) error { out += m.ID + ":" + m.Text + "|"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if ea, eb := export(a), export(b); ea != eb || eb == "" {
+		t.Fatalf("export on B %q, on A %q", eb, ea)
+	}
+	last, err := a.Get(ctx(t), c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, err := a.History(ctx(t), c.ID, last.Seq, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb, err := b.History(ctx(t), c.ID, last.Seq, "h1"); err != nil || hb.Req != "h1" || fmt.Sprint(hb.Messages) != fmt.Sprint(ha.Messages) || len(hb.Messages) == 0 {
+		t.Fatalf("history on B: %+v %v, on A %+v", hb, err, ha)
+	}
+	if out, err := b.Command(ctx(t), c.ID, "/status", chats.Origin{}); err != nil || out == "" {
+		t.Fatalf("/status on B: %q %v", out, err)
+	}
+	if pinned, err := b.Pin(ctx(t), c.ID, m.ID, true, chats.Origin{}); err != nil || !pinned.Pinned {
+		t.Fatalf("pin on B: %+v %v", pinned, err)
+	}
+	if hs, err := b.Handoffs(ctx(t), c.ID); err != nil || len(hs) != 0 {
+		t.Fatalf("handoffs on B: %v %v", hs, err)
+	}
 }
 
 // TestRoutedErrorKinds: errors keep their kinds across nodes, so a
