@@ -410,7 +410,9 @@ func routeOp[T any](ctx context.Context, s *Service, chat string, f opFrame, o O
 	}
 	var v T
 	if len(okRaw) > 0 {
-		if err := strictJSON(okRaw, &v); err != nil {
+		// The value is the owner's own type, as its JSON writes it (some
+		// add fields they compute): read as the type reads it.
+		if err := json.Unmarshal(okRaw, &v); err != nil {
 			return zero, fmt.Errorf("%w: chat %s: the owner's answer to %s: %w", ErrUnavailable, chat, f.Op, err)
 		}
 	}
@@ -595,12 +597,11 @@ type collector struct {
 
 // Deliver implements Subscriber.
 func (c *collector) Deliver(d Delivery) {
-	if d.Event == nil || d.Event.Chat != c.chat {
-		return
-	}
 	c.mu.Lock()
-	c.evs = append(c.evs, d.Event)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if d.Event != nil && d.Event.Chat == c.chat {
+		c.evs = append(c.evs, d.Event)
+	}
 }
 
 // taken returns the events collected (nil for a nil collector); later
@@ -677,6 +678,15 @@ func (a *asker) answered(evs []*Event, req string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.hold--
+	if rs.closed {
+		// Unsubscribed meanwhile: nothing of the watch follows, but the
+		// asker gets its copies, as on one node, opened or not.
+		rs.queue = nil
+		for _, e := range evs {
+			a.sub.Deliver(Delivery{Event: e, Req: req})
+		}
+		return
+	}
 	var extra []Delivery
 	for _, e := range evs {
 		held := false
@@ -688,12 +698,12 @@ func (a *asker) answered(evs []*Event, req string) {
 		}
 		switch {
 		case held:
-		case e.Seq > rs.last && !rs.closed:
+		case e.Seq > rs.last:
 			rs.reqs[e.Seq] = req // still to come through the watch
 		default:
 			// A copy of an event delivered before the op (a repeated
-			// client_id answers the message it created), or the watch
-			// ended: the asker gets it now, as on one node.
+			// client_id answers the message it created): the asker gets
+			// it now, as on one node.
 			extra = append(extra, Delivery{Event: e, Req: req})
 		}
 	}
@@ -868,7 +878,7 @@ func (rs *remoteSub) close() {
 	rs.mu.Lock()
 	rs.closed = true
 	stop := rs.stop
-	rs.stop = nil
+	rs.stop, rs.queue = nil, nil
 	rs.mu.Unlock()
 	if stop != nil {
 		stop()

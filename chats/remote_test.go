@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
 )
 
@@ -265,6 +267,53 @@ func FuzzDecodeReply(f *testing.F) {
 			if e.Chat != "c_1" {
 				t.Fatalf("event of chat %q", e.Chat)
 			}
+		}
+	})
+}
+
+// FuzzHandleOp: whatever frame reaches a chat's owner, HandleOp answers
+// with a reply the asker can read, and never panics.
+func FuzzHandleOp(f *testing.F) {
+	text := "hi"
+	for _, fr := range []opFrame{{Op: opGet}, {Op: opSend, Text: &text, ClientID: "c"}, {Op: opRename, Title: "x"},
+		{Op: opHistory}, {Op: opEvents, MaxBytes: 10}, {Op: opCommand, Text: &text}, {Op: opPin, Msg: "m1", Pinned: true}} {
+		f.Add(encodeOp(&fr))
+	}
+	f.Add([]byte(`{"v":1,"op":"open","since":0}`))
+	db, err := OpenDB(filepath.Join(f.TempDir(), "mirror.db"), time.Second)
+	if err != nil {
+		f.Fatal(err)
+	}
+	store, err := NewStore(db)
+	if err != nil {
+		f.Fatal(err)
+	}
+	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: newGate(true), Remote: "fake", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
+	if err != nil {
+		f.Fatal(err)
+	}
+	svc := New(Options{Store: store, Turner: eng, Idle: time.Minute})
+	f.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		svc.Close(ctx)
+		store.Close()
+		db.Close()
+	})
+	c, err := svc.Create(context.Background(), "fuzzed", "", Origin{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, err := svc.HandleOp(ctx, c.ID, b)
+		if err != nil {
+			t.Fatalf("HandleOp failed instead of answering: %v", err)
+		}
+		if _, _, _, err := decodeReply(c.ID, out); err != nil {
+			t.Fatalf("answer %q unreadable: %v", out, err)
 		}
 	})
 }

@@ -179,6 +179,9 @@ func New(opt Options) *Service {
 // messages or a turn that was running), so that work goes on without anyone
 // opening the chat. It reads the work index (bucketWork) and the process
 // journal, never every chat: start costs the same however many are stored.
+// In cluster mode (Options.Owners) it loads none: a chat runs only on the
+// node that owns it, and the leader's sweeper has each chat with work left
+// taken by a node.
 func (s *Service) Resume(ctx context.Context) (int, error) {
 	var ids []string
 	err := s.store.db.View(func(tx *bolt.Tx) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/mirror-gateway/mirror/chats"
 )
 
 // BenchmarkAppend is one flush (4 events) appended through the fence:
@@ -26,6 +28,37 @@ func BenchmarkAppend(b *testing.B) {
 					b.Fatal(err)
 				}
 				seq += 4
+			}
+		})
+	}
+}
+
+// BenchmarkRoutedSend is one message sent to a chat of node A on two
+// nodes: through A's own Service (the op still goes through the router,
+// encoded, as every op in cluster mode) and through B's (a NATS request
+// to A). Each send is one fenced append; a turn waits, so the messages
+// queue.
+func BenchmarkRoutedSend(b *testing.B) {
+	sv := newServices(b, 2, newModel(false))
+	for _, via := range []struct {
+		name string
+		i    int
+	}{{"owner", 0}, {"other", 1}} {
+		b.Run(via.name, func(b *testing.B) {
+			var chat string
+			for i := 0; i < b.N; i++ {
+				if i%500 == 0 { // a fresh chat: the queue has room
+					b.StopTimer()
+					c, err := sv.svcs[0].Create(context.Background(), "bench", "", chats.Origin{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					chat = c.ID
+					b.StartTimer()
+				}
+				if _, err := sv.svcs[via.i].Send(context.Background(), chat, "hello", fmt.Sprint("b", i), "", chats.Origin{}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 )
@@ -23,6 +24,19 @@ var _ chats.Owners = (*Owners)(nil)
 // NewOwners returns the chats.Owners of a node's router and fan-out.
 func NewOwners(r *Router, f *Fanout) *Owners { return &Owners{r: r, f: f} }
 
+// opTimeout bounds an op (or the start of a watch) whose caller set no
+// deadline (Telegram's updates, a resumed chat): NATS needs one, and an
+// owner that never answers must not hold the caller for ever.
+const opTimeout = time.Minute
+
+// bounded is ctx with opTimeout when it has no deadline.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, opTimeout)
+}
+
 // Send implements chats.Owners. A chat id no subject can carry is a chat
 // that does not exist, as on one node; an owner that failed to run the op
 // at all (its chats not started) is unavailable.
@@ -30,6 +44,8 @@ func (o *Owners) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 	if _, err := subject(chat); err != nil {
 		return nil, fmt.Errorf("chat %q: %w", chat, chats.ErrNotFound)
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	out, err := o.r.Send(ctx, chat, frame)
 	var re *RemoteError
 	if errors.As(err, &re) {
@@ -43,6 +59,8 @@ func (o *Owners) Watch(ctx context.Context, chat string, since uint64, fn func(*
 	if _, err := subject(chat); err != nil {
 		return nil, fmt.Errorf("chat %q: %w", chat, chats.ErrNotFound)
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	w, err := o.f.Watch(ctx, chat, since, fn)
 	if err != nil {
 		return nil, err

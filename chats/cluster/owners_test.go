@@ -63,7 +63,7 @@ type services struct {
 	model   *model
 }
 
-func newServices(t *testing.T, n int, m *model) *services {
+func newServices(t testing.TB, n int, m *model) *services {
 	t.Helper()
 	wired := make([]atomic.Pointer[Router], n)
 	tc := startCluster(t, n, 3*time.Second, 1024, func(_ *testCluster, i int) func(string) {
@@ -162,7 +162,7 @@ func (s *subscriber) all() []chats.Delivery {
 // waitFor waits (bounded) until pred holds over the deliveries so far.
 func (s *subscriber) waitFor(t *testing.T, what string, pred func([]chats.Delivery) bool) []chats.Delivery {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(60 * time.Second)
 	for {
 		got := s.all()
 		if pred(got) {
@@ -171,7 +171,7 @@ func (s *subscriber) waitFor(t *testing.T, what string, pred func([]chats.Delive
 		select {
 		case <-s.notify:
 		case <-deadline:
-			t.Fatalf("not within 30s: %s; got %s", what, describe(got))
+			t.Fatalf("not within 60s: %s; got %s", what, describe(got))
 		}
 	}
 }
@@ -238,7 +238,9 @@ func checkOrder(t *testing.T, ds []chats.Delivery, after uint64) {
 func TestRoutedSendLandsOnOwner(t *testing.T) {
 	sv := newServices(t, 2, newModel(true))
 	a, b := sv.svcs[0], sv.svcs[1]
-	c, err := a.Create(ctx(t), "routed", "", chats.Origin{})
+	// Without a deadline, as Telegram's updates ask: the op is bounded
+	// for them (NATS needs a deadline to take the chat).
+	c, err := a.Create(context.Background(), "routed", "", chats.Origin{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +248,7 @@ func TestRoutedSendLandsOnOwner(t *testing.T) {
 		t.Fatalf("owners after create %v, want [n1]", got)
 	}
 	watcher := newSubscriber()
-	if err := b.Open(ctx(t), c.ID, nil, watcher, "open1"); err != nil {
+	if err := b.Open(context.Background(), c.ID, nil, watcher, "open1"); err != nil {
 		t.Fatal(err)
 	}
 	asker := newSubscriber()
@@ -299,6 +301,36 @@ func TestRoutedSendLandsOnOwner(t *testing.T) {
 	// B's view of the chat is A's.
 	if got, err := b.Get(ctx(t), c.ID); err != nil || got.Seq < m.Seq || got.Title != "routed" {
 		t.Fatalf("Get on B: %+v %v", got, err)
+	}
+	export := func(s *chats.Service) string {
+		var out string
+		if _, err := s.Export(ctx(t), c.ID, nil, func(m chats.Message) error { out += m.ID + ":" + m.Text + "|"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if ea, eb := export(a), export(b); ea != eb || eb == "" {
+		t.Fatalf("export on B %q, on A %q", eb, ea)
+	}
+	last, err := a.Get(ctx(t), c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, err := a.History(ctx(t), c.ID, last.Seq, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb, err := b.History(ctx(t), c.ID, last.Seq, "h1"); err != nil || hb.Req != "h1" || fmt.Sprint(hb.Messages) != fmt.Sprint(ha.Messages) || len(hb.Messages) == 0 {
+		t.Fatalf("history on B: %+v %v, on A %+v", hb, err, ha)
+	}
+	if out, err := b.Command(ctx(t), c.ID, "/status", chats.Origin{}); err != nil || out == "" {
+		t.Fatalf("/status on B: %q %v", out, err)
+	}
+	if pinned, err := b.Pin(ctx(t), c.ID, m.ID, true, chats.Origin{}); err != nil || !pinned.Pinned {
+		t.Fatalf("pin on B: %+v %v", pinned, err)
+	}
+	if hs, err := b.Handoffs(ctx(t), c.ID); err != nil || len(hs) != 0 {
+		t.Fatalf("handoffs on B: %v %v", hs, err)
 	}
 }
 
@@ -445,7 +477,7 @@ func TestOpenOnAnotherNode(t *testing.T) {
 // waitLogged waits until chat's record holds n finished turns.
 func waitLogged(t *testing.T, sv *services, chat string, n int) {
 	t.Helper()
-	eventually(t, 30*time.Second, "turns stored", func() bool {
+	eventually(t, 60*time.Second, "turns stored", func() bool {
 		c := 0
 		for _, e := range sv.logged(t, chat) {
 			if e.Type == chats.EvTurnFinished {
@@ -460,7 +492,11 @@ func waitLogged(t *testing.T, sv *services, chat string, n int) {
 // through three nodes' Services: one owner, each message stored once, no
 // gap in seq.
 func TestConcurrentSendsThroughThreeNodes(t *testing.T) {
-	sv := newServices(t, 3, newModel(true))
+	// The first message's turn waits for the model, so the others queue:
+	// every send is one fenced append, and a loaded test machine stores
+	// them within the sends' bound.
+	m := newModel(false)
+	sv := newServices(t, 3, m)
 	c, err := sv.svcs[1].Create(ctx(t), "busy", "", chats.Origin{})
 	if err != nil {
 		t.Fatal(err)
@@ -471,7 +507,7 @@ func TestConcurrentSendsThroughThreeNodes(t *testing.T) {
 	ids := make([]string, n)
 	for i := range n {
 		wg.Go(func() {
-			c2, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			c2, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			m, err := sv.svcs[i%3].Send(c2, c.ID, fmt.Sprint("message ", i), fmt.Sprint("cid-", i), "", chats.Origin{})
 			if err != nil {
@@ -488,6 +524,9 @@ func TestConcurrentSendsThroughThreeNodes(t *testing.T) {
 	}
 	if got := sv.owners(c.ID); fmt.Sprint(got) != "[n2]" {
 		t.Fatalf("owners %v, want [n2]", got)
+	}
+	if err := sv.svcs[0].Stop(ctx(t), c.ID, chats.Origin{}); err != nil {
+		t.Fatal(err)
 	}
 	stored := map[string]int{}
 	var last uint64
