@@ -172,6 +172,15 @@ func (t *Telegram) Load(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	e, err := kv.Get(ctx, tgOffsetKey)
+	for wait := 20 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil; wait = min(2*wait, time.Second) {
+		// The bucket's replicas are still electing (just created, or
+		// a server just went): nothing answered, ask again.
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		e, err = kv.Get(ctx, tgOffsetKey)
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		t.mu.Lock()
 		t.rev = 0
