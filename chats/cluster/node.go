@@ -112,6 +112,12 @@ type Node struct {
 	gets atomic.Int64
 
 	extra heartbeatExtra // status.go: what the heartbeat adds
+
+	// onLeader are the functions OnLeader registered, by id; closing is
+	// set once Close begins giving the leases up.
+	onLeader map[int]func(leading bool)
+	nextFn   int
+	closing  atomic.Bool
 }
 
 // Start starts the embedded server (unless Options.NATSURL is set),
@@ -299,11 +305,15 @@ func (n *Node) Close() error {
 	<-n.done
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	n.closing.Store(true)
 	n.mu.Lock()
 	leader, claims := n.leader, n.claims
 	n.leader, n.claims = nil, map[string]*Claim{}
 	n.mu.Unlock()
 	if leader != nil {
+		// The leader's singletons stop before another node can take the
+		// lease and start its own.
+		n.notifyLeader(false)
 		_ = leader.Release(ctx)
 	}
 	for _, c := range claims {
@@ -445,16 +455,21 @@ func (n *Node) tick(ctx context.Context) {
 		if err := leader.Renew(ctx); err != nil && !leader.Held() {
 			n.log.Warn("cluster: this node lost the leader lease", "err", err)
 			n.mu.Lock()
-			if n.leader == leader {
+			mine := n.leader == leader
+			if mine {
 				n.leader = nil
 			}
 			n.mu.Unlock()
+			if mine {
+				n.notifyLeader(false)
+			}
 		}
 	} else if l, err := n.acquire(ctx, leaderKey); err == nil {
 		n.log.Info("cluster: this node leads the cluster", "node", n.o.Name)
 		n.mu.Lock()
 		n.leader = l
 		n.mu.Unlock()
+		n.notifyLeader(true)
 	} else if !errors.Is(err, ErrHeld) && ctx.Err() == nil {
 		n.log.Debug("cluster: run for leader", "err", err)
 	}
@@ -489,6 +504,59 @@ func (n *Node) IsLeader() bool {
 	l := n.leader
 	n.mu.Unlock()
 	return l != nil && l.Held()
+}
+
+// OnLeader registers fn, called with true when this node takes the leader
+// lease and with false when it finds the lease lost, and with false by
+// Close before it gives the lease up, so that a leader's singleton stops
+// before another node can start its own. A lease can also run out
+// between renewals without a call: LeaderUntil says until when it counts.
+// fn runs on the node's keeper (or Close) and must return promptly.
+// remove unregisters it.
+func (n *Node) OnLeader(fn func(leading bool)) (remove func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.onLeader == nil {
+		n.onLeader = map[int]func(bool){}
+	}
+	id := n.nextFn
+	n.nextFn++
+	n.onLeader[id] = fn
+	return func() {
+		n.mu.Lock()
+		delete(n.onLeader, id)
+		n.mu.Unlock()
+	}
+}
+
+func (n *Node) notifyLeader(leading bool) {
+	n.mu.Lock()
+	fns := make([]func(bool), 0, len(n.onLeader))
+	for _, fn := range n.onLeader {
+		fns = append(fns, fn)
+	}
+	n.mu.Unlock()
+	for _, fn := range fns {
+		fn(leading)
+	}
+}
+
+// LeaderUntil is until when this node may count on the leader lease
+// (IsLeader holds until then unless it is renewed); zero when it does not
+// lead.
+func (n *Node) LeaderUntil() time.Time {
+	n.mu.Lock()
+	l := n.leader
+	n.mu.Unlock()
+	if l == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost {
+		return time.Time{}
+	}
+	return l.expires
 }
 
 // buckets returns the stream and buckets, once Ready.

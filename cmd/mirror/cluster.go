@@ -19,6 +19,7 @@ import (
 	"github.com/mirror-gateway/mirror/chats/cluster"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/gateway"
+	"github.com/mirror-gateway/mirror/gateway/telegram"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 	"github.com/mirror-gateway/mirror/runtime/tools"
@@ -64,7 +65,8 @@ func (s *routerSlot) lost(chat string) {
 // and the owners every per-chat operation is routed to (nil, nil in
 // single-node mode: bbolt alone, every chat here). serve hands them to
 // chats.New, then the Service to serve, which starts the chats this node
-// is asked to own. stop gives this node's chats up (after the Service
+// is asked to own, and the leader's sweeper (which takes the chats a dead
+// node left with work). stop gives this node's chats up (after the Service
 // closed, before the node).
 func clusterChats(node *cluster.Node, lost *routerSlot) (log chats.RecordLog, owners chats.Owners, serve func(*chats.Service), stop func()) {
 	if node == nil {
@@ -73,7 +75,28 @@ func clusterChats(node *cluster.Node, lost *routerSlot) (log chats.RecordLog, ow
 	local := cluster.NewLocal()
 	router := node.NewRouter(local)
 	lost.Store(router)
-	return node.Records(), cluster.NewOwners(router, node.NewFanout(router)), local.Serve, func() { router.Close() }
+	var sweeper *cluster.Sweeper
+	serve = func(s *chats.Service) {
+		local.Serve(s)
+		sweeper = router.Sweep()
+	}
+	return node.Records(), cluster.NewOwners(router, node.NewFanout(router)), serve, func() {
+		if sweeper != nil {
+			sweeper.Close()
+		}
+		router.Close()
+	}
+}
+
+// clusterTelegram is the Telegram bot's leader lease and shared offset in
+// cluster mode (only the leader receives updates); nil, nil and a no-op in
+// single-node mode. close goes after the bot's Close.
+func clusterTelegram(node *cluster.Node) (telegram.Leader, telegram.Offsets, func()) {
+	if node == nil {
+		return nil, nil, func() {}
+	}
+	tg := node.Telegram()
+	return tg, tg, tg.Close
 }
 
 // clusterRoutes are the routes of a cluster node (none in single-node mode).

@@ -325,8 +325,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if cfg.Telegram.WebhookSecretEnv != "" {
 			secret = getenv(cfg.Telegram.WebhookSecretEnv)
 		}
+		// cluster.go: in cluster mode only the leader receives updates.
+		leader, offsets, closeLead := clusterTelegram(node)
+		defer closeLead()
 		tg, err = telegram.New(sig, telegram.Options{Config: cfg, Token: getenv(cfg.Telegram.TokenEnv), WebhookSecret: secret,
-			Chats: svc, Store: store, Monitor: mon, Metrics: metrics, Log: log, Sends: sends})
+			Chats: svc, Store: store, Monitor: mon, Metrics: metrics, Log: log, Sends: sends, Leader: leader, Offsets: offsets})
 		if err != nil {
 			svc.Close(context.Background())
 			store.Close()

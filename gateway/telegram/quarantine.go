@@ -154,8 +154,14 @@ func (b *Bot) quarantine(id int, raw []byte, q quarantined) error {
 		if err := pruneQuarantine(qb); err != nil {
 			return err
 		}
+		if b.opt.Offsets != nil {
+			return nil // cluster mode: the shared offset, below
+		}
 		return tx.Bucket(bucket).Put([]byte("offset"), next)
 	})
+	if err == nil {
+		err = b.commitShared(id + 1)
+	}
 	if err != nil {
 		b.log.Warn("telegram: an update to quarantine could not be stored; it comes again", "update", id, "err", err)
 		return err

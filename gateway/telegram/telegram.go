@@ -106,6 +106,12 @@ type Options struct {
 	// AlbumQuiet is how long an album gathers after its last part came
 	// before it is passed on (0: DefaultAlbumQuiet).
 	AlbumQuiet time.Duration
+	// Leader and Offsets, both set in cluster mode (cluster.go): only the
+	// node holding the leader lease receives updates, from the offset
+	// every node reads. nil: single-node mode, the offset in the bot's
+	// bucket, committed with what handling an update records.
+	Leader  Leader
+	Offsets Offsets
 }
 
 // Bot is the running Telegram channel.
@@ -150,6 +156,12 @@ type Bot struct {
 	// handleMu makes update handling and the passing on of albums one at
 	// a time (polling handles one update at a time anyway).
 	handleMu sync.Mutex
+	// hookMu makes webhook updates (posted here or forwarded by another
+	// node) one at a time, in order.
+	hookMu sync.Mutex
+	// stint is the leader's stint this node receives updates under, in
+	// cluster mode (nil while it does not lead); under mu.
+	stint    context.Context
 	groupsMu sync.Mutex
 	groups   map[groupKey]*gathering
 }
@@ -180,6 +192,13 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 	}
 	if opt.HTTPClient == nil {
 		opt.HTTPClient = &http.Client{}
+	}
+	if (opt.Leader == nil) != (opt.Offsets == nil) {
+		return nil, errors.New("telegram: Leader and Offsets go together (cluster mode)")
+	}
+	if opt.WebhookSecret == "" && opt.Leader != nil {
+		// Every node sets the webhook: the secret must be the same on all.
+		opt.WebhookSecret = clusterSecret(opt.Token)
 	}
 	if opt.WebhookSecret == "" {
 		var b [24]byte
@@ -239,10 +258,15 @@ func (b *Bot) Start(ctx context.Context) error {
 		if err := b.setWebhook(ctx); err != nil {
 			return err
 		}
-		return nil
 	}
-	b.wg.Add(1)
-	go b.pollLoop()
+	switch {
+	case b.opt.Leader != nil:
+		b.wg.Add(1)
+		go b.leadLoop()
+	case b.cfg.Mode != config.ModeWebhook:
+		b.wg.Add(1)
+		go b.pollLoop()
+	}
 	return nil
 }
 

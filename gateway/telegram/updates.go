@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -46,18 +45,26 @@ const (
 	maxBreakerWait = time.Minute
 )
 
-// pollLoop long-polls getUpdates. Each update is handled and its offset
-// committed before the next; cancelling the bot's context aborts the poll
-// in flight. Failures back off exponentially (bounded) and are reported to
-// the Telegram breaker; while the breaker is open the loop waits for its
-// cooldown instead of asking. A 409 Conflict is logged once per episode
-// with what to do, and once more when polling works again.
+// pollLoop long-polls getUpdates (single-node mode: the offset is in the
+// bot's bucket).
 func (b *Bot) pollLoop() {
 	defer b.wg.Done()
-	offset := b.offset()
+	_ = b.poll(b.ctx, b.offset())
+}
+
+// poll long-polls getUpdates from offset until ctx ends. Each update is
+// handled and its offset committed before the next; ending ctx aborts the
+// poll in flight, and no update is handled once it ended (in cluster mode
+// ctx is the leader's stint: see leadLoop). Failures back off exponentially
+// (bounded) and are reported to the Telegram breaker; while the breaker is
+// open the loop waits for its cooldown instead of asking. A 409 Conflict is
+// logged once per episode with what to do, and once more when polling works
+// again. It returns the error of a cluster offset that could not be
+// committed (the stint ends and the next one loads the offset again).
+func (b *Bot) poll(ctx context.Context, offset int) error {
 	backoff, conflict, updBackoff := pollBackoff, conflictBackoff, pollBackoff
 	inConflict, breakerLogged := false, false
-	for b.ctx.Err() == nil {
+	for ctx.Err() == nil {
 		var done func(error, string)
 		if b.opt.Monitor != nil {
 			d, err := b.opt.Monitor.TelegramPolling().Allow()
@@ -71,14 +78,14 @@ func (b *Bot) pollLoop() {
 					b.log.Warn("telegram: the Telegram breaker is open; polling waits for its cooldown", "err", err, "retry_in", wait)
 					breakerLogged = true
 				}
-				if b.pause(b.ctx, wait) != nil {
-					return
+				if b.pause(ctx, wait) != nil {
+					return nil
 				}
 				continue
 			}
 			done = d
 		}
-		rctx, cancel := context.WithTimeout(b.ctx, b.opt.PollTimeout+15*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, b.opt.PollTimeout+15*time.Second)
 		var ups []polled
 		resp, err := b.with(rctx).Request(tgbotapi.UpdateConfig{Offset: offset, Timeout: int(b.opt.PollTimeout / time.Second),
 			AllowedUpdates: allowedUpdates})
@@ -87,8 +94,8 @@ func (b *Bot) pollLoop() {
 			ups, err = decodeUpdates(resp.Result)
 		}
 		err = redactErr(err)
-		if b.ctx.Err() != nil {
-			return
+		if ctx.Err() != nil {
+			return nil
 		}
 		if err != nil {
 			var te *tgbotapi.Error
@@ -127,8 +134,8 @@ func (b *Bot) pollLoop() {
 			if done != nil {
 				done(err, class)
 			}
-			if b.pause(b.ctx, wait) != nil {
-				return
+			if b.pause(ctx, wait) != nil {
+				return nil
 			}
 			continue
 		}
@@ -143,15 +150,22 @@ func (b *Bot) pollLoop() {
 			if p.u.UpdateID < offset {
 				continue
 			}
+			if ctx.Err() != nil {
+				return nil // no longer the leader: the next one handles it
+			}
 			if err := b.process(p); err != nil {
 				if b.ctx.Err() != nil {
-					return
+					return nil
+				}
+				var oe *offsetError
+				if errors.As(err, &oe) {
+					return err
 				}
 				// Not committed: the update comes again on the next poll,
 				// after a pause, not at once.
 				b.log.Warn("telegram: update not handled; retrying", "update", p.u.UpdateID, "err", err)
-				if b.pause(b.ctx, updBackoff) != nil {
-					return
+				if b.pause(ctx, updBackoff) != nil {
+					return nil
 				}
 				updBackoff = min(updBackoff*2, maxPollBackoff)
 				break
@@ -160,6 +174,7 @@ func (b *Bot) pollLoop() {
 			offset = p.u.UpdateID + 1
 		}
 	}
+	return nil
 }
 
 // polled is one update of a getUpdates answer (or a webhook post) and its
@@ -245,15 +260,23 @@ func (b *Bot) handle(u tgbotapi.Update, tp updateTopics) error {
 		return err
 	}
 	next := strconv.Itoa(u.UpdateID + 1)
-	err = b.write(func(bk *bolt.Bucket) error {
-		if rec != nil {
-			if err := rec(bk); err != nil {
-				return err
+	if b.opt.Offsets == nil || rec != nil {
+		err = b.write(func(bk *bolt.Bucket) error {
+			if rec != nil {
+				if err := rec(bk); err != nil {
+					return err
+				}
 			}
+			if b.opt.Offsets != nil {
+				return nil // cluster mode: the shared offset, below
+			}
+			return bk.Put([]byte("offset"), []byte(next))
+		})
+		if err != nil {
+			return err
 		}
-		return bk.Put([]byte("offset"), []byte(next))
-	})
-	return err
+	}
+	return b.commitShared(u.UpdateID + 1)
 }
 
 // transient says whether an error is worth handling the update again.
@@ -1101,9 +1124,9 @@ func (b *Bot) WebhookPath() string {
 // access token; a request without the right secret header gets 401. An
 // update is answered 200 only once handled durably; anything else is
 // answered 500, so Telegram delivers it again, and a repeat is recognised
-// by its update_id.
+// by its update_id. In cluster mode a node that does not lead forwards the
+// update to the leader and answers as the leader did.
 func (b *Bot) WebhookHandler() http.Handler {
-	var mu sync.Mutex // one update at a time, in order
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get(SecretHeader)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(b.secret)) != 1 {
@@ -1119,28 +1142,56 @@ func (b *Bot) WebhookHandler() http.Handler {
 			http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
 			return
 		}
-		ups, err := decodeUpdates(append(append([]byte("["), raw...), ']'))
-		if err != nil || len(ups) != 1 {
-			http.Error(w, "not an update: a JSON object with an update_id is expected", http.StatusBadRequest)
+		p, err := decodeOne(raw)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		p := ups[0]
-		u := p.u
-		mu.Lock()
-		defer mu.Unlock()
-		if u.UpdateID < b.offset() {
-			w.WriteHeader(http.StatusOK) // handled already
+		if b.opt.Leader != nil && !b.leading() {
+			ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+			err := b.opt.Leader.Forward(ctx, raw)
+			cancel()
+			if err != nil {
+				b.log.Warn("telegram: webhook update not passed to the leader", "update", p.u.UpdateID, "err", err)
+				http.Error(w, "not handled; deliver again", http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
 			return
 		}
-		// A poison update is quarantined and answered 200: Telegram would
-		// deliver it again and again.
-		if err := b.process(p); err != nil {
-			b.log.Warn("telegram: webhook update not handled", "update", u.UpdateID, "err", err)
+		if err := b.receive(p); err != nil {
+			b.log.Warn("telegram: webhook update not handled", "update", p.u.UpdateID, "err", err)
 			http.Error(w, "not handled; deliver again", http.StatusInternalServerError)
 			return
 		}
 		w.WriteHeader(http.StatusOK)
 	})
+}
+
+// decodeOne decodes a webhook post: exactly one update.
+func decodeOne(raw []byte) (polled, error) {
+	ups, err := decodeUpdates(append(append([]byte("["), raw...), ']'))
+	if err != nil || len(ups) != 1 {
+		return polled{}, errors.New("not an update: a JSON object with an update_id is expected")
+	}
+	return ups[0], nil
+}
+
+// receive handles one update Telegram posted (to this node, or to another
+// that forwarded it here), one at a time, in order: a repeat of one handled
+// already is recognised by its update_id. A poison update is quarantined
+// and counts as handled: Telegram would deliver it again and again.
+func (b *Bot) receive(p polled) error {
+	b.hookMu.Lock()
+	defer b.hookMu.Unlock()
+	next, err := b.nextUpdate(b.ctx)
+	if err != nil {
+		return err
+	}
+	if p.u.UpdateID < next {
+		return nil // handled already
+	}
+	return b.process(p)
 }
 
 // PairingHandler serves the pairing API; mount it behind the access token:
