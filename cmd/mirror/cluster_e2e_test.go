@@ -2,11 +2,16 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mirror-gateway/mirror/chats/cluster"
 )
 
 // The issue's tests 2–9 (issue 21, "Tests must prove") with real `mirror
@@ -396,5 +401,357 @@ func waitIdle(t *testing.T, c *e2eCluster, chat string) {
 		}
 		s.must(map[string]any{"type": "chat.close", "chat": chat})
 		time.Sleep(50 * time.Millisecond) // polling a state, bounded
+	}
+}
+
+// TestClusterQuorumLost is test 9: with two of three NATS servers stopped
+// (their nodes killed with SIGKILL), sends are refused with a clear error,
+// and nothing acknowledged earlier is lost: once the two are back, every
+// node reads every acknowledged message, once, and sends work again.
+func TestClusterQuorumLost(t *testing.T) {
+	c := startE2E(t, e2eOpts{})
+	s := dialNode(t, c.nodes[0])
+	chat := s.create("quorum")
+	s.must(map[string]any{"type": "chat.open", "chat": chat})
+	// A second chat owned by a node that will be killed.
+	s2 := dialNode(t, c.nodes[1])
+	chat2 := s2.create("quorum, owned elsewhere")
+	acked := map[string][]string{}
+	for i := range 5 {
+		for _, x := range []struct {
+			s    *e2eSock
+			chat string
+		}{{s, chat}, {s2, chat2}} {
+			cid := fmt.Sprintf("k%d", i)
+			f := x.s.must(map[string]any{"type": "message.send", "chat": x.chat, "text": fmt.Sprintf("m-k%d", i), "client_id": cid})
+			if f.typ() != "message.accepted" {
+				t.Fatalf("send answered %v", f)
+			}
+			acked[x.chat] = append(acked[x.chat], cid)
+		}
+	}
+	s.wait("m-k4 answered", e2eWait, answered(chat, "m-k4"))
+	s2.close()
+
+	c.kill9(c.nodes[1])
+	c.kill9(c.nodes[2])
+	for _, ch := range []string{chat, chat2} {
+		start := time.Now()
+		f, err := s.try(map[string]any{"type": "message.send", "chat": ch, "text": "m-refused", "client_id": "refused"}, e2eWait)
+		if err != nil {
+			t.Fatalf("a send with two of three servers stopped: %v%s", err, c.logs())
+		}
+		if f.typ() != "error" || !strings.Contains(f.str("message"), "too few nodes") {
+			t.Fatalf("a send with two of three servers stopped was answered %v, want a clear error (too few nodes)%s", f, c.logs())
+		}
+		t.Logf("send refused after %v: %s: %s", time.Since(start).Round(time.Millisecond), f.str("code"), f.str("message"))
+	}
+
+	c.start(c.nodes[1])
+	c.start(c.nodes[2])
+	c.waitReady(e2eWait, 3)
+	for _, nd := range c.nodes {
+		for ch, cids := range acked {
+			rec := readRecord(t, nd.name, nd.p.addr, ch)
+			checkSeqs(t, nd.name, rec)
+			stored := map[string]int{}
+			for _, e := range rec {
+				if e.typ() == "message.accepted" {
+					stored[e.obj("message").str("client_id")]++
+				}
+			}
+			for _, cid := range cids {
+				if stored[cid] != 1 {
+					t.Fatalf("%s: acknowledged message %s of %s stored %d times after the servers came back", nd.name, cid, ch, stored[cid])
+				}
+			}
+			if stored["refused"] != 0 {
+				t.Logf("%s: the refused send of %s landed after all (%d)", nd.name, ch, stored["refused"])
+			}
+		}
+	}
+	// The cluster takes sends again.
+	f := s.must(map[string]any{"type": "message.send", "chat": chat2, "text": "m-again", "client_id": "again"})
+	if f.typ() != "message.accepted" {
+		t.Fatalf("after the servers came back a send was answered %v", f)
+	}
+	w := dialNode(t, c.nodes[2])
+	w.must(map[string]any{"type": "chat.open", "chat": chat2})
+	w.wait("m-again answered", e2eWait, answered(chat2, "m-again"))
+}
+
+// TestClusterPausedOwner is test 5: a paused owner (SIGSTOP past its
+// lease, then SIGCONT) has every write refused and runs no tool. The
+// owner's turn waits for the model when it is paused; the model's answer,
+// one shell call, reaches it only after another node took the chat over.
+// Only the new owner runs the call (its shell writes the node's name); the
+// record holds the call, its result and the answer once.
+func TestClusterPausedOwner(t *testing.T) {
+	c := startE2E(t, e2eOpts{leaseTTL: "2s"})
+	paused := c.nodes[0]
+	a := dialNode(t, paused)
+	chat := a.create("paused")
+	w := dialNode(t, c.nodes[1])
+	w.must(map[string]any{"type": "chat.open", "chat": chat})
+	c.llm.setGate(false)
+	a.must(map[string]any{"type": "message.send", "chat": chat, "text": "m-p1 HOLD SHELL: echo {node} >> ran-p1", "client_id": "p1"})
+	c.llm.waitFor(t, "the owner's model request held", e2eWait, func() bool { return c.llm.held == 1 && c.llm.byNode[paused.name] == 1 })
+
+	c.signal(paused, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = paused.p.cmd.Process.Signal(syscall.SIGCONT) })
+	stopped := time.Now()
+	// Past its lease: its heartbeat is gone from the survivors' status.
+	waitStatus(t, c.nodes[1], e2eWait, "the paused node's heartbeat gone", func(st cluster.Status) bool {
+		if !st.Ready || len(st.Nodes) != 2 {
+			return false
+		}
+		for _, x := range st.Nodes {
+			if x.Name == paused.name {
+				return false
+			}
+		}
+		return true
+	})
+	// A person writes through another node: that node (or the sweeper)
+	// takes the chat over, and the interrupted turn asks the model again.
+	f := w.call(map[string]any{"type": "message.send", "chat": chat, "text": "m-p2", "client_id": "p2"}, e2eWait)
+	if f.typ() != "message.accepted" {
+		t.Fatalf("a send through %s while the owner is paused answered %v%s", w.node, f, c.logs())
+	}
+	c.llm.waitFor(t, "the new owner's model request", e2eWait, func() bool {
+		return c.llm.asked["m-p1"] >= 2 && c.llm.held == 2
+	})
+	t.Logf("taken over %v after SIGSTOP (lease_ttl 2s)", time.Since(stopped).Round(time.Millisecond))
+	// Both model answers (the shell call) are on their way; then the
+	// paused owner runs again.
+	c.llm.setGate(true)
+	c.llm.waitFor(t, "the new owner's answer written", e2eWait, func() bool { return c.llm.held <= 1 })
+	c.signal(paused, syscall.SIGCONT)
+
+	w.wait("m-p1's turn finished after its call, and m-p2 answered", e2eWait, func(fs []frame) bool {
+		return answered(chat, "m-p1")(fs) && answered(chat, "m-p2")(fs)
+	})
+	// The paused node, running again, serves its sockets: a send through
+	// it reaches the new owner, answered.
+	a2 := dialNode(t, paused)
+	if f := a2.call(map[string]any{"type": "message.send", "chat": chat, "text": "m-p3", "client_id": "p3"}, e2eWait); f.typ() != "message.accepted" {
+		t.Fatalf("a send through the resumed node answered %v%s", f, c.logs())
+	}
+	w.wait("m-p3 answered", e2eWait, answered(chat, "m-p3"))
+
+	ran, _ := os.ReadFile(filepath.Join(c.work, "ran-p1"))
+	lines := strings.Fields(string(ran))
+	if len(lines) != 1 || lines[0] == paused.name {
+		t.Fatalf("the shell call ran on %v, want once, never on the paused %s%s", lines, paused.name, c.logs())
+	}
+	var first []string
+	for _, nd := range c.nodes {
+		rec := readRecord(t, nd.name, nd.p.addr, chat)
+		checkSeqs(t, nd.name, rec)
+		calls, results, fins := 0, 0, 0
+		for _, e := range rec {
+			switch e.typ() {
+			case "tool.call":
+				calls++
+			case "tool.result":
+				results++
+			case "turn.finished":
+				if slices.Contains(strings.Fields(e.str("reply")), "m-p1") {
+					fins++
+				}
+			}
+		}
+		if calls != 1 || results != 1 || fins != 1 {
+			t.Fatalf("%s: the record holds %d tool.call, %d tool.result, %d answers of m-p1; want one each: %v", nd.name, calls, results, fins, shape(rec))
+		}
+		if sh := shape(rec); first == nil {
+			first = sh
+		} else if !slices.Equal(first, sh) {
+			t.Fatalf("%s reads another record:\n%v\n%v", nd.name, sh, first)
+		}
+	}
+	t.Logf("the shell call ran on %s only; the paused %s said: %s", lines[0], paused.name, grepLines(paused.p.errs.String(), chat))
+}
+
+// grepLines are the lines of log that mention sub (the last few).
+func grepLines(log, sub string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-5):], "\n")
+}
+
+// TestClusterKillOwnerOf100Chats is test 3: kill -9 of a node owning 100
+// chats mid-turn: every acknowledged message survives; every interrupted
+// turn is answered exactly once; every unfinished tool call becomes
+// exactly one Repeat/Skip question and is not run again on its own; the
+// survivors serve all 100 chats within 15 s.
+func TestClusterKillOwnerOf100Chats(t *testing.T) {
+	const chats, shells = 100, 10
+	c := startE2E(t, e2eOpts{leaseTTL: "2s"})
+	st := c.waitReady(e2eWait, 3)
+	// The owner is not the leader: its death costs the chats' leases, not
+	// the sweeper's (a leader's death is TestClusterFormsAndFailsOver).
+	var owner *clusterNode
+	var survivors []*clusterNode
+	for _, nd := range c.nodes {
+		if owner == nil && nd.name != st.Leader {
+			owner = nd
+		} else {
+			survivors = append(survivors, nd)
+		}
+	}
+	o := dialNode(t, owner)
+	w := dialNode(t, survivors[0])
+	ids := make([]string, chats)
+	parallel(t, chats, 8, func(i int) {
+		ids[i] = o.create(fmt.Sprintf("k%d", i))
+		if f := w.must(map[string]any{"type": "chat.open", "chat": ids[i]}); f.typ() != "chat.snapshot" {
+			t.Errorf("chat.open answered %v", f)
+		}
+	})
+	c.llm.setGate(false)
+	defer c.llm.setGate(true)
+	parallel(t, chats, 8, func(i int) {
+		text := fmt.Sprintf("m-k%d HOLD", i)
+		if i < shells {
+			text = fmt.Sprintf("m-k%d SHELL: echo {node} >> ran-k%d; sleep 60", i, i)
+		}
+		if f := o.must(map[string]any{"type": "message.send", "chat": ids[i], "text": text, "client_id": "first"}); f.typ() != "message.accepted" {
+			t.Errorf("send answered %v", f)
+		}
+	})
+	// Every turn is under way: held at the model, or its shell running.
+	c.llm.waitFor(t, "every held turn at the model", e2eWait, func() bool { return c.llm.held == chats-shells })
+	for i := range shells {
+		waitFile(t, filepath.Join(c.work, fmt.Sprintf("ran-k%d", i)))
+	}
+	// A second message, acknowledged, waits in each queue.
+	parallel(t, chats, 8, func(i int) {
+		if f := o.must(map[string]any{"type": "message.send", "chat": ids[i], "text": fmt.Sprintf("m-kq%d", i), "client_id": "second"}); f.typ() != "message.accepted" {
+			t.Errorf("send answered %v", f)
+		}
+	})
+
+	killed := time.Now()
+	c.kill9(owner)
+	c.llm.setGate(true)
+	// The survivors serve all 100: each held turn answered, each shell
+	// call a recovery question.
+	served := func(fs []frame) bool {
+		for i, id := range ids {
+			if i < shells {
+				if count(fs, id, "recovery.requested") == 0 {
+					return false
+				}
+			} else if !answered(id, fmt.Sprintf("m-k%d", i))(fs) {
+				return false
+			}
+		}
+		return true
+	}
+	w.wait("the survivors serving all 100 chats", e2eWait, served)
+	took := time.Since(killed)
+	t.Logf("all %d chats of the killed %s served again %v after kill -9 (lease_ttl 2s)", chats, owner.name, took.Round(time.Millisecond))
+	if took > 15*time.Second {
+		t.Errorf("the survivors served all %d chats %v after the kill, want within 15 s", chats, took)
+	}
+	// Answer every question with skip: the call is not run again.
+	for i := range shells {
+		var rec frame
+		for _, f := range ofChat(w.snapshot(), ids[i]) {
+			if f.typ() == "recovery.requested" {
+				rec = f.obj("recovery")
+			}
+		}
+		if f := w.must(map[string]any{"type": "recovery.answer", "recovery": rec.str("id"), "action": "skip"}); f.typ() == "error" {
+			t.Fatalf("recovery.answer answered %v", f)
+		}
+	}
+	w.wait("every chat's queue answered", e2eWait, func(fs []frame) bool {
+		for i, id := range ids {
+			if !answered(id, fmt.Sprintf("m-kq%d", i))(fs) {
+				return false
+			}
+		}
+		return true
+	})
+	for i, id := range ids {
+		rec := readRecord(t, survivors[1].name, survivors[1].p.addr, id)
+		checkSeqs(t, fmt.Sprintf("%s chat %d", survivors[1].name, i), rec)
+		stored := map[string]int{}
+		var recoveries, calls, fins int
+		for _, e := range rec {
+			switch e.typ() {
+			case "message.accepted":
+				stored[e.obj("message").str("client_id")]++
+			case "recovery.requested":
+				recoveries++
+			case "tool.call":
+				calls++
+			case "turn.finished":
+				if slices.Contains(strings.Fields(e.str("reply")), fmt.Sprintf("m-k%d", i)) {
+					fins++
+				}
+			}
+		}
+		if stored["first"] != 1 || stored["second"] != 1 {
+			t.Fatalf("chat %d: acknowledged messages stored %v, want each once", i, stored)
+		}
+		if fins != 1 {
+			t.Fatalf("chat %d: the interrupted turn answered %d times, want once: %v", i, fins, shape(rec))
+		}
+		if i < shells {
+			ran, _ := os.ReadFile(filepath.Join(c.work, fmt.Sprintf("ran-k%d", i)))
+			if recoveries != 1 || calls != 1 || len(strings.Fields(string(ran))) != 1 {
+				t.Fatalf("chat %d: %d recovery questions, %d tool.call rows, the call ran %q; want one each%s", i, recoveries, calls, ran, c.logs())
+			}
+		} else if recoveries != 0 {
+			t.Fatalf("chat %d: %d recovery questions for a turn without a tool call", i, recoveries)
+		}
+	}
+}
+
+// parallel runs fn(0..n-1) on k goroutines.
+func parallel(t *testing.T, n, k int, fn func(i int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	// Filled first: a worker that fails the test and exits leaves the
+	// others (and this function) nothing to block on.
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// waitFile waits (bounded) until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(e2eWait)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a file, bounded
 	}
 }
