@@ -22,6 +22,7 @@ import (
 	"github.com/mirror-gateway/mirror/chats/cluster"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
 
 // The harness of the cluster process tests (cluster_e2e_test.go): real
@@ -58,6 +59,18 @@ type fakeLLM struct {
 	answered map[string]int // marker → answers written whole
 	byNode   map[string]int // node → requests
 	calls    int            // tool calls answered
+	// limit, when set, is the per-minute token quota every answer reports
+	// (x-ratelimit-limit-tokens); bills are the requests received, each
+	// billed the tokens of its messages' text (tiktoken, as Mirror counts).
+	limit int
+	bills []llmBill
+}
+
+// llmBill is one request as the fake model billed it.
+type llmBill struct {
+	at     time.Time
+	node   string
+	tokens int
 }
 
 func newFakeLLM(t testing.TB) *fakeLLM {
@@ -156,6 +169,11 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	var all strings.Builder
+	for _, m := range req.Messages {
+		all.WriteString(m.text())
+	}
+	billed := tokens.Count(all.String())
 	var markers []string
 	hold, shell := false, ""
 	for _, t := range texts {
@@ -168,6 +186,11 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.mu.Lock()
+	if f.limit > 0 {
+		w.Header().Set("x-ratelimit-limit-tokens", fmt.Sprint(f.limit))
+		w.Header().Set("x-ratelimit-reset-tokens", "1m0s")
+	}
+	f.bills = append(f.bills, llmBill{at: time.Now(), node: node, tokens: billed})
 	f.requests++
 	f.byNode[node]++
 	for _, m := range markers {
@@ -177,7 +200,7 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	tag := strings.Join(markers, " ")
 	if afterTool {
-		providertest.StreamOpenAI(w, "done "+tag, nil, 50, 5)
+		providertest.StreamOpenAI(w, "done "+tag, nil, billed, 5)
 		f.finish(markers)
 		return
 	}
@@ -198,13 +221,13 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 		f.calls++
 		id := fmt.Sprintf("call_%d", f.calls)
 		f.mu.Unlock()
-		providertest.StreamOpenAI(w, "", []provider.ToolCall{{ID: id, Name: "shell", Arguments: string(args)}}, 50, 5)
+		providertest.StreamOpenAI(w, "", []provider.ToolCall{{ID: id, Name: "shell", Arguments: string(args)}}, billed, 5)
 	} else {
 		text := "echo " + tag
 		if hold {
 			text = "and the rest: echo " + tag
 		}
-		providertest.StreamOpenAI(w, text, nil, 50, 5)
+		providertest.StreamOpenAI(w, text, nil, billed, 5)
 	}
 	f.finish(markers)
 }
