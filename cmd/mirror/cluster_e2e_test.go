@@ -22,7 +22,9 @@ import (
 // 2 (concurrent sends through three nodes), 4 (clients on other nodes,
 // resume by since) and 6 (edit and delete racing the pickup).
 func TestClusterChats(t *testing.T) {
-	c := startE2E(t, e2eOpts{})
+	// Nothing here waits for a lease to run out: the default lease keeps
+	// a loaded machine's slow renewals from moving chats.
+	c := startE2E(t, e2eOpts{leaseTTL: "5s"})
 	t.Run("2 concurrent sends through three nodes", func(t *testing.T) { clusterConcurrentSends(t, c) })
 	t.Run("4 clients on other nodes resume by since", func(t *testing.T) { clusterResume(t, c) })
 	t.Run("6 edit and delete racing the pickup", func(t *testing.T) { clusterPickupRace(t, c) })
@@ -409,7 +411,7 @@ func waitIdle(t *testing.T, c *e2eCluster, chat string) {
 // and nothing acknowledged earlier is lost: once the two are back, every
 // node reads every acknowledged message, once, and sends work again.
 func TestClusterQuorumLost(t *testing.T) {
-	c := startE2E(t, e2eOpts{})
+	c := startE2E(t, e2eOpts{leaseTTL: "5s"})
 	s := dialNode(t, c.nodes[0])
 	chat := s.create("quorum")
 	s.must(map[string]any{"type": "chat.open", "chat": chat})
