@@ -593,7 +593,9 @@ func grepLines(log, sub string) string {
 // survivors serve all 100 chats within 15 s.
 func TestClusterKillOwnerOf100Chats(t *testing.T) {
 	const chats, shells = 100, 10
-	c := startE2E(t, e2eOpts{leaseTTL: "2s"})
+	// The default lease: a hundred chat leases renewed every third of a
+	// 2 s lease are more than a loaded two-core machine confirms in time.
+	c := startE2E(t, e2eOpts{leaseTTL: "5s"})
 	st := c.waitReady(e2eWait, 3)
 	// The owner is not the leader: its death costs the chats' leases, not
 	// the sweeper's (a leader's death is TestClusterFormsAndFailsOver).
@@ -657,7 +659,7 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 	}
 	w.wait("the survivors serving all 100 chats", e2eWait, served)
 	took := time.Since(killed)
-	t.Logf("all %d chats of the killed %s served again %v after kill -9 (lease_ttl 2s)", chats, owner.name, took.Round(time.Millisecond))
+	t.Logf("all %d chats of the killed %s served again %v after kill -9 (lease_ttl 5s)", chats, owner.name, took.Round(time.Millisecond))
 	if took > 15*time.Second {
 		t.Errorf("the survivors served all %d chats %v after the kill, want within 15 s", chats, took)
 	}
