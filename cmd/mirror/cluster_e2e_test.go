@@ -519,8 +519,17 @@ func TestClusterPausedOwner(t *testing.T) {
 		}
 		return true
 	})
-	// A person writes through another node: that node (or the sweeper)
-	// takes the chat over, and the interrupted turn asks the model again.
+	// The leader's sweeper takes the chat, which has work left, over: the
+	// interrupted turn asks the model again.
+	waitStatus(t, c.nodes[1], e2eWait, "another node holding the chat", func(st cluster.Status) bool {
+		for _, x := range st.Nodes {
+			if x.Name != paused.name && x.Chats > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	// A person writes through another node.
 	f := w.call(map[string]any{"type": "message.send", "chat": chat, "text": "m-p2", "client_id": "p2"}, e2eWait)
 	if f.typ() != "message.accepted" {
 		t.Fatalf("a send through %s while the owner is paused answered %v%s", w.node, f, c.logs())
