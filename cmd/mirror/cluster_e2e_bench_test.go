@@ -38,13 +38,24 @@ func BenchmarkClusterTurns(pb *testing.B) {
 	}
 	// The processes outlive each call of a case's function (b.N grows),
 	// so they belong to the parent.
-	started := map[int][]string{}
+	started := map[int][]*child{}
 	for _, tc := range cases {
 		pb.Run(tc.name, func(b *testing.B) {
-			addrs, ok := started[tc.nodes]
+			kids, ok := started[tc.nodes]
 			if !ok {
-				addrs = startBenchNodes(pb, tc.nodes, newFakeLLM(pb))
-				started[tc.nodes] = addrs
+				kids = startBenchNodes(pb, tc.nodes, newFakeLLM(pb))
+				started[tc.nodes] = kids
+			}
+			var addrs []string
+			for _, k := range kids {
+				addrs = append(addrs, k.addr)
+			}
+			logs := func() string {
+				var b strings.Builder
+				for i, k := range kids {
+					fmt.Fprintf(&b, "\n--- stderr of n%d:\n%s", i+1, tail(k.stderr.String(), 4000))
+				}
+				return b.String()
 			}
 			all := &fleet{}
 			for i, addr := range addrs {
@@ -57,13 +68,13 @@ func BenchmarkClusterTurns(pb *testing.B) {
 				all.chats = append(all.chats, f.chats...)
 			}
 			if _, _, err := all.runTurns(2 * len(all.chats)); err != nil {
-				b.Fatalf("warm-up: %v", err)
+				b.Fatalf("warm-up: %v%s", err, logs())
 			}
 			b.ResetTimer()
 			lats, wall, err := all.runTurns(b.N)
 			b.StopTimer()
 			if err != nil {
-				b.Fatal(err)
+				b.Fatalf("%v%s", err, logs())
 			}
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(float64(percentile(lats, 50).Microseconds())/1000, "p50_ms")
@@ -75,14 +86,14 @@ func BenchmarkClusterTurns(pb *testing.B) {
 
 // startBenchNodes starts n `mirror serve` children asking llm: one on
 // bbolt when n is 1, else a cluster of n (cluster.enabled in runtime.yaml),
-// ready; their addresses. They end with the benchmark.
-func startBenchNodes(b *testing.B, n int, llm *fakeLLM) []string {
+// ready. They end with the benchmark.
+func startBenchNodes(b *testing.B, n int, llm *fakeLLM) []*child {
 	b.Helper()
 	routes := make([]string, n)
 	for i := range routes {
 		routes[i] = freeAddr(b)
 	}
-	var addrs []string
+	var kids []*child
 	var first struct{ cfg, data string }
 	for i := range n {
 		dir := b.TempDir()
@@ -107,7 +118,7 @@ func startBenchNodes(b *testing.B, n int, llm *fakeLLM) []string {
 		}
 		data := filepath.Join(dir, "data")
 		c := startChild(b, cfg, data, "MIRROR_AS_MAIN=1")
-		addrs = append(addrs, c.addr)
+		kids = append(kids, c)
 		if i == 0 {
 			first.cfg, first.data = cfg, data
 		}
@@ -133,7 +144,7 @@ func startBenchNodes(b *testing.B, n int, llm *fakeLLM) []string {
 			time.Sleep(100 * time.Millisecond) // polling the status, bounded
 		}
 	}
-	return addrs
+	return kids
 }
 
 // newFleetFor is a fleet on addr driving the chats of f (made elsewhere),
