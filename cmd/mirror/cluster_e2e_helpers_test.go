@@ -341,6 +341,17 @@ limits: {messages_per_minute: 100000000, pending_per_chat: 1000, provider_concur
 	for _, nd := range c.nodes {
 		c.start(nd)
 	}
+	// MIRROR_E2E_LOGS=DIR keeps every node's whole log there (the failure
+	// messages show only their ends).
+	if dir := os.Getenv("MIRROR_E2E_LOGS"); dir != "" {
+		t.Cleanup(func() {
+			for _, nd := range c.nodes {
+				if nd.p != nil {
+					_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+nd.name+".log"), nd.p.errs.Bytes(), 0o600)
+				}
+			}
+		})
+	}
 	c.waitReady(e2eWait, len(c.nodes))
 	return c
 }

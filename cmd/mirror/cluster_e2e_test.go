@@ -659,19 +659,13 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 	c.llm.setGate(true)
 	// The survivors serve all 100: each held turn answered, each shell
 	// call a recovery question.
-	served := func(fs []frame) bool {
-		for i, id := range ids {
-			if i < shells {
-				if count(fs, id, "recovery.requested") == 0 {
-					return false
-				}
-			} else if !answered(id, fmt.Sprintf("m-k%d", i))(fs) {
-				return false
-			}
+	served := func(i int, fs []frame) bool {
+		if i < shells {
+			return count(fs, ids[i], "recovery.requested") > 0
 		}
-		return true
+		return answered(ids[i], fmt.Sprintf("m-k%d", i))(fs)
 	}
-	w.wait("the survivors serving all 100 chats", e2eWait, served)
+	waitChats(t, w, "the survivors serving all 100 chats", ids, served)
 	took := time.Since(killed)
 	t.Logf("all %d chats of the killed %s served again %v after kill -9 (lease_ttl 5s)", chats, owner.name, took.Round(time.Millisecond))
 	if took > 15*time.Second {
@@ -689,13 +683,8 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 			t.Fatalf("recovery.answer answered %v", f)
 		}
 	}
-	w.wait("every chat's queue answered", e2eWait, func(fs []frame) bool {
-		for i, id := range ids {
-			if !answered(id, fmt.Sprintf("m-kq%d", i))(fs) {
-				return false
-			}
-		}
-		return true
+	waitChats(t, w, "every chat's queue answered", ids, func(i int, fs []frame) bool {
+		return answered(ids[i], fmt.Sprintf("m-kq%d", i))(fs)
 	})
 	for i, id := range ids {
 		rec := readRecord(t, survivors[1].name, survivors[1].p.addr, id)
@@ -730,6 +719,34 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 		} else if recoveries != 0 {
 			t.Fatalf("chat %d: %d recovery questions for a turn without a tool call", i, recoveries)
 		}
+	}
+}
+
+// waitChats waits (bounded) until done holds for every chat of ids among
+// the frames s received; on a timeout it names the chats left and what
+// s last received of each.
+func waitChats(t *testing.T, s *e2eSock, what string, ids []string, done func(i int, fs []frame) bool) {
+	t.Helper()
+	deadline := time.Now().Add(e2eWait)
+	for {
+		fs := s.snapshot()
+		var left []string
+		for i, id := range ids {
+			if !done(i, fs) {
+				var types []string
+				for _, f := range ofChat(fs, id) {
+					types = append(types, f.typ())
+				}
+				left = append(left, fmt.Sprintf("chat %d %s: …%v", i, id, types[max(0, len(types)-8):]))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d chats left after %v:\n%s", what, len(left), e2eWait, strings.Join(left[:min(len(left), 10)], "\n"))
+		}
+		time.Sleep(50 * time.Millisecond) // polling the frames received, bounded
 	}
 }
 
