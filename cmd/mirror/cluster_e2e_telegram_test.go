@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/chats/cluster"
+)
+
+// pollWatch wraps the fake Bot API of the cluster tests: each node asks it
+// under its own path prefix (/NODE/bot…), and it records which nodes poll
+// (getUpdates) and whether two ever poll at once, which Telegram itself
+// refuses (409 Conflict) and which would hand an update to two nodes.
+type pollWatch struct {
+	f *tgFake
+
+	mu      sync.Mutex
+	active  map[string]int
+	polled  map[string]int // getUpdates asked, by node
+	overlap []string       // "n1+n2" each time two nodes polled at once
+}
+
+// newClusterTGFake is a tgFake whose requests pass through a pollWatch.
+func newClusterTGFake(t *testing.T) (*tgFake, *pollWatch) {
+	f := &tgFake{changed: make(chan struct{}), nextMsg: 500}
+	pw := &pollWatch{f: f, active: map[string]int{}, polled: map[string]int{}}
+	f.srv = httptest.NewServer(pw)
+	t.Cleanup(f.srv.Close)
+	return f, pw
+}
+
+func (pw *pollWatch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	node, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if strings.HasSuffix(r.URL.Path, "/getUpdates") {
+		pw.mu.Lock()
+		pw.polled[node]++
+		for other, k := range pw.active {
+			if k > 0 && other != node {
+				pw.overlap = append(pw.overlap, other+"+"+node)
+			}
+		}
+		pw.active[node]++
+		pw.mu.Unlock()
+		defer func() {
+			pw.mu.Lock()
+			pw.active[node]--
+			pw.mu.Unlock()
+		}()
+	}
+	r.URL.Path = "/" + rest
+	pw.f.serve(w, r)
+}
+
+// pollers are the nodes that asked getUpdates so far, and the overlaps.
+func (pw *pollWatch) pollers() (map[string]int, []string) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	p := map[string]int{}
+	for k, v := range pw.polled {
+		p[k] = v
+	}
+	return p, append([]string(nil), pw.overlap...)
+}
+
+// TestClusterTelegramPoller is test 8: exactly one Telegram poller at any
+// time; after a kill no update is lost or handled twice and each final text
+// lands once. Three nodes have Telegram on, with the same bot; the leader
+// polls. It is killed with SIGKILL while a reply streams into Telegram and
+// while an update waits at Telegram; a new leader polls from the stored
+// offset, the chat's turn is answered in its message, and every update is
+// answered exactly once.
+func TestClusterTelegramPoller(t *testing.T) {
+	tg, pw := newClusterTGFake(t)
+	c := startE2E(t, e2eOpts{
+		leaseTTL: "2s",
+		env:      []string{tgToken},
+		extra: func(node string) string {
+			return fmt.Sprintf("telegram:\n  enabled: true\n  api_endpoint: %s/%s/bot%%s/%%s\n  allowed_users: [111]\n", tg.srv.URL, node)
+		},
+	})
+	st := c.waitReady(e2eWait, 3)
+	finals := func(marker string) int { return len(tg.withLocked("echo " + marker)) }
+	for i := range 3 {
+		m := fmt.Sprintf("m-t%d", i)
+		tg.push(m)
+		tg.waitFor(t, m+" answered", func() bool { return finals(m) == 1 })
+	}
+	polled, overlap := pw.pollers()
+	if len(polled) != 1 || polled[st.Leader] == 0 || len(overlap) > 0 {
+		t.Fatalf("getUpdates by node %v (leader %s), overlapping polls %v; want the leader only", polled, st.Leader, overlap)
+	}
+
+	// A reply streams into Telegram (its first text sent, the rest held
+	// at the model) when the leader dies; another update waits at Telegram.
+	c.llm.setGate(false)
+	defer c.llm.setGate(true)
+	tg.push("m-t3 HOLD")
+	tg.waitFor(t, "the first text of m-t3's reply", func() bool { return len(tg.withLocked("partial m-t3")) == 1 })
+	leader := c.node(st.Leader)
+	killed := time.Now()
+	c.kill9(leader)
+	tg.push("m-t4")
+	c.llm.setGate(true)
+	var survivor *clusterNode
+	for _, nd := range c.nodes {
+		if nd != leader {
+			survivor = nd
+			break
+		}
+	}
+	st2 := waitStatus(t, survivor, e2eWait, "a new leader", func(s cluster.Status) bool { return s.Leader != "" && s.Leader != leader.name })
+	tg.waitFor(t, "m-t3 and m-t4 answered after the kill", func() bool { return finals("m-t3") >= 1 && finals("m-t4") >= 1 })
+	t.Logf("new leader %s; m-t3 and m-t4 answered %v after kill -9 of %s", st2.Leader, time.Since(killed).Round(time.Millisecond), leader.name)
+	// One more, so a late duplicate of anything before it would be seen.
+	tg.push("m-t5")
+	tg.waitFor(t, "m-t5 answered", func() bool { return finals("m-t5") >= 1 })
+
+	tg.mu.Lock()
+	var texts []string
+	for _, m := range tg.msgs {
+		texts = append(texts, fmt.Sprintf("%d:%.80q", m.ID, m.Text))
+	}
+	tg.mu.Unlock()
+	for i := range 6 {
+		m := fmt.Sprintf("m-t%d", i)
+		if n := finals(m); n != 1 {
+			t.Fatalf("the final text answering %s is in %d messages, want one: %v", m, n, texts)
+		}
+	}
+	if n := len(tg.withLocked("partial m-t3")); n != 1 {
+		t.Fatalf("m-t3's reply began in %d messages, want it finished in the one it began in: %v", n, texts)
+	}
+	polled, overlap = pw.pollers()
+	if len(overlap) > 0 || polled[st2.Leader] == 0 {
+		t.Fatalf("getUpdates by node %v, overlapping polls %v; want one poller at a time, the new leader %s after the kill", polled, overlap, st2.Leader)
+	}
+	for p, k := range polled {
+		if p != leader.name && p != st2.Leader && k > 0 {
+			t.Fatalf("%s polled (%d) though it never led", p, k)
+		}
+	}
+
+	// No update handled twice: the chat's record holds each message once.
+	chatIDs := clusterChatIDs(t, survivor)
+	if len(chatIDs) != 1 {
+		t.Fatalf("chats %v, want the one Telegram chat", chatIDs)
+	}
+	rec := readRecord(t, survivor.name, survivor.p.addr, chatIDs[0])
+	checkSeqs(t, survivor.name, rec)
+	stored := map[string]int{}
+	for _, e := range rec {
+		if e.typ() == "message.accepted" {
+			stored[strings.Fields(e.obj("message").str("text"))[0]]++
+		}
+	}
+	for i := range 6 {
+		if m := fmt.Sprintf("m-t%d", i); stored[m] != 1 {
+			t.Fatalf("update %s stored %d times: %v", m, stored[m], stored)
+		}
+	}
+}
+
+// clusterChatIDs lists the chat ids nd's GET /api/chats answers.
+func clusterChatIDs(t *testing.T, nd *clusterNode) []string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+nd.p.addr+"/api/chats", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct{ Chats []struct{ ID string } }
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /api/chats: %d %v", resp.StatusCode, err)
+	}
+	var ids []string
+	for _, ch := range list.Chats {
+		ids = append(ids, ch.ID)
+	}
+	return ids
+}
