@@ -51,7 +51,7 @@ func TestSweepTakesOrphans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claim(other, "c_sweep_live", true) // kept: its owner renews it
+	live := claim(other, "c_sweep_live", true) // kept: its owner renews it
 	if err := claim(other, "c_sweep_idle", false).Release(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,18 @@ func TestSweepTakesOrphans(t *testing.T) {
 
 	// One sweep by hand, bounded to one chat: it takes one of the two
 	// released (the dead node's lease has not expired yet).
+	// (Tried again while a loaded machine has the leader miss a renewal:
+	// a sweep stops taking when its node stops leading.)
 	sw := &Sweeper{r: rc.routers[leader], max: 1}
-	taken, err := sw.once(ctx(t))
-	if err != nil || len(taken) != 1 || !slices.Contains(released, taken[0]) {
-		t.Fatalf("a sweep bounded to 1 took %v %v", taken, err)
-	}
+	var taken []string
+	eventually(t, 30*time.Second, "a sweep that takes a chat", func() bool {
+		got, err := sw.once(ctx(t))
+		if len(got) > 1 || len(got) == 1 && !slices.Contains(released, got[0]) {
+			t.Fatalf("a sweep bounded to 1 took %v %v", got, err)
+		}
+		taken = append(taken, got...)
+		return len(taken) == 1
+	})
 
 	start := time.Now()
 	for _, r := range rc.routers {
@@ -87,8 +94,10 @@ func TestSweepTakesOrphans(t *testing.T) {
 			t.Fatalf("%s owned by %q %v, want %s", chat, owner, err, name)
 		}
 	}
-	if owner, _ := rc.nodes[leader].OwnerOf(ctx(t), "c_sweep_live"); owner != rc.opts[other].Name {
-		t.Fatalf("the live chat moved to %q", owner)
+	// (A loaded machine can make its owner miss a renewal: then the lease
+	// is lost, and taking the chat is right.)
+	if owner, _ := rc.nodes[leader].OwnerOf(ctx(t), "c_sweep_live"); owner != rc.opts[other].Name && live.Held() {
+		t.Fatalf("the live chat moved to %q while its owner held it", owner)
 	}
 	if owner, _ := rc.nodes[leader].OwnerOf(ctx(t), "c_sweep_idle"); owner != "" {
 		t.Fatalf("a chat without work was taken by %q", owner)
