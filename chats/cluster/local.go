@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
 )
@@ -47,10 +48,19 @@ func (l *LocalService) Open(ctx context.Context, c *Claim, at uint64) error {
 }
 
 // Handle implements Local: the op frame runs on the chat's actor here.
+// The router allows a routed frame the time of one append; an op that
+// waits behind a busy chat (a loaded machine, a Stop waiting for its turn
+// to end) gets the time an asker without a deadline gets, so it is not
+// refused while it is being done.
 func (l *LocalService) Handle(ctx context.Context, chat string, frame []byte) ([]byte, error) {
 	s, err := l.service(chat)
 	if err != nil {
 		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < opTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		defer cancel()
 	}
 	return s.HandleOp(ctx, chat, frame)
 }
