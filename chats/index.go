@@ -22,8 +22,8 @@ import (
 // indexer last caught up with them, so at start the indexer reads only
 // those; after a crash, or with a new index, it checks every chat against
 // its mark instead. Either runs in the background, after the gateway
-// listens. A search first waits (briefly) for what is dirty, so it finds
-// what was committed before it.
+// listens. A search first waits (briefly) for a pass of the indexer that
+// began after it, so it finds what was committed before it.
 
 // indexPage bounds the rows one catch-up step reads in one transaction.
 const indexPage = 2000
@@ -38,11 +38,17 @@ type indexer struct {
 
 	mu    sync.Mutex
 	dirty map[string]bool
-	idle  chan struct{} // closed when nothing is dirty; nil then
-	kick  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	// A pass indexes the chats dirty when it began. started and finished
+	// count them; passed is closed (and replaced) as each one ends; wanted
+	// is the pass the searches waiting need, so the indexer does not pause
+	// before it.
+	started, finished, wanted uint64
+	passed                    chan struct{}
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
 
 	titles map[string]string // title last indexed per chat (indexer goroutine only)
 
@@ -66,7 +72,7 @@ const goneMark = ^uint64(0)
 const sweepEvery = 30 * time.Second
 
 func newIndexer(s *Service, x *search.Index) *indexer {
-	return &indexer{s: s, x: x, dirty: map[string]bool{}, idle: make(chan struct{}), kick: make(chan struct{}, 1),
+	return &indexer{s: s, x: x, dirty: map[string]bool{}, passed: make(chan struct{}), kick: make(chan struct{}, 1),
 		urgent: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), titles: map[string]string{}, caught: map[string]uint64{}}
 }
 
@@ -80,9 +86,6 @@ func (s *Service) indexLater(chat string) {
 func (ix *indexer) touch(chat string) {
 	ix.mu.Lock()
 	ix.dirty[chat] = true
-	if ix.idle == nil {
-		ix.idle = make(chan struct{})
-	}
 	ix.mu.Unlock()
 	select {
 	case ix.kick <- struct{}{}:
@@ -95,23 +98,51 @@ func (ix *indexer) close() {
 	<-ix.done
 }
 
-// wait returns once nothing is dirty, or ctx is done.
+// wait returns once everything committed before it is indexed, or ctx is
+// done: once the pass under way has ended when nothing is dirty, otherwise
+// the next one (the first pass, the catch-up at start, in any case). It is
+// not a wait for nothing to be dirty, which under a steady stream of turns
+// never comes.
 func (ix *indexer) wait(ctx context.Context) {
 	ix.mu.Lock()
-	ch := ix.idle
-	ix.mu.Unlock()
-	if ch == nil {
+	target := ix.started
+	if len(ix.dirty) > 0 || ix.started == 0 {
+		target++
+	}
+	if ix.finished >= target {
+		ix.mu.Unlock()
 		return
 	}
+	ix.wanted = max(ix.wanted, target)
+	ch := ix.passed
+	ix.mu.Unlock()
 	select {
 	case ix.urgent <- struct{}{}:
 	default:
 	}
-	select {
-	case <-ch:
-	case <-ctx.Done():
-	case <-ix.done:
+	for {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-ix.done:
+			return
+		}
+		ix.mu.Lock()
+		ok := ix.finished >= target
+		ch = ix.passed
+		ix.mu.Unlock()
+		if ok {
+			return
+		}
 	}
+}
+
+// searchWaits says a search waits for a pass not begun yet.
+func (ix *indexer) searchWaits() bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.wanted > ix.started
 }
 
 // indexPace is the least time between two drains while chats keep
@@ -129,6 +160,10 @@ var indexPause = func(since time.Duration) <-chan time.Time {
 	}
 	return time.After(indexPace - since)
 }
+
+// indexApplying, when set, runs before each batch goes to the index (tests
+// hold a pass there).
+var indexApplying func()
 
 func (ix *indexer) run() {
 	defer close(ix.done)
@@ -153,6 +188,13 @@ func (ix *indexer) run() {
 				ix.s.log.Warn("search index: the set of chats to index stays as it was", "err", err)
 			}
 		}
+		select { // a token left by a search the last pass answered
+		case <-ix.urgent:
+		default:
+		}
+		if ix.searchWaits() {
+			continue
+		}
 		if pause := indexPause(time.Since(last)); pause != nil {
 			select {
 			case <-pause:
@@ -161,10 +203,6 @@ func (ix *indexer) run() {
 				ix.stopped()
 				return
 			}
-		}
-		select { // a search that came during the last drain has its answer
-		case <-ix.urgent:
-		default:
 		}
 	}
 }
@@ -293,86 +331,102 @@ func (ix *indexer) checkAll() error {
 	return nil
 }
 
-// drain indexes the dirty chats until none is left; false when stopped.
-// The updates of many chats go in one batch (one commit of the index), so
-// catching up a thousand chats at start is a few commits, not a thousand.
+// drain is one pass: it indexes the chats dirty as it begins; false when
+// stopped. The updates of many chats go in one batch (one commit of the
+// index), so catching up a thousand chats at start is a few commits, not a
+// thousand. What is made dirty meanwhile waits for the next pass, after
+// the pause (indexPause): a pass that went on until nothing was dirty
+// never paused under a steady stream of turns, and committed the index
+// tens of times a second, each small segment then merged into the rest.
 func (ix *indexer) drain() bool {
-	for {
-		ix.mu.Lock()
-		if len(ix.dirty) == 0 {
-			if ix.idle != nil {
-				close(ix.idle)
-				ix.idle = nil
-			}
-			ix.mu.Unlock()
+	ix.mu.Lock()
+	if len(ix.dirty) == 0 && ix.started > 0 {
+		ix.mu.Unlock()
+		return true
+	}
+	ids := make([]string, 0, len(ix.dirty))
+	for id := range ix.dirty {
+		ids = append(ids, id)
+	}
+	ix.dirty = map[string]bool{}
+	ix.started++
+	ix.mu.Unlock()
+	if !ix.pass(ids) {
+		return false
+	}
+	ix.mu.Lock()
+	ix.finished++
+	close(ix.passed)
+	ix.passed = make(chan struct{})
+	ix.mu.Unlock()
+	return true
+}
+
+// pass indexes the chats ids; false when stopped.
+func (ix *indexer) pass(ids []string) bool {
+	var batch []search.Update
+	size := 0
+	flush := func() bool {
+		if len(batch) == 0 {
 			return true
 		}
-		ids := make([]string, 0, len(ix.dirty))
-		for id := range ix.dirty {
-			ids = append(ids, id)
+		ok := true
+		if indexApplying != nil {
+			indexApplying()
 		}
-		ix.dirty = map[string]bool{}
-		ix.mu.Unlock()
-		var batch []search.Update
-		size := 0
-		flush := func() bool {
-			if len(batch) == 0 {
-				return true
-			}
-			ok := true
-			ix.commits.Add(1)
-			if err := ix.x.ApplyAll(batch); err != nil {
-				ok = false
-				ix.s.log.Warn("search index: chats not indexed (again at their next change or start)", "chats", len(batch), "err", err)
-			} else {
-				for _, u := range batch {
-					if u.Title != nil {
-						ix.titles[u.Chat] = *u.Title
-					}
-					ix.caught[u.Chat] = u.Mark
+		ix.commits.Add(1)
+		if err := ix.x.ApplyAll(batch); err != nil {
+			ok = false
+			ix.s.log.Warn("search index: chats not indexed (again at their next change or start)", "chats", len(batch), "err", err)
+		} else {
+			for _, u := range batch {
+				if u.Title != nil {
+					ix.titles[u.Chat] = *u.Title
 				}
-			}
-			batch, size = nil, 0
-			return ok
-		}
-		for _, id := range ids {
-			select {
-			case <-ix.stop:
-				return false
-			default:
-			}
-			for {
-				u, gone, more, mark, err := ix.read(id)
-				if err != nil {
-					ix.s.log.Warn("search index: chat not indexed", "chat", id, "err", err)
-					break
-				}
-				if gone {
-					flush()
-					delete(ix.titles, id)
-					if err := ix.x.DropChat(id); err != nil {
-						ix.s.log.Warn("search index: deleted chat's documents stay", "chat", id, "err", err)
-					} else {
-						ix.caught[id] = goneMark
-					}
-					break
-				}
-				if u == nil {
-					ix.caught[id] = mark // nothing new: as indexed as it is stored
-				} else {
-					batch = append(batch, *u)
-					size += len(u.Docs) + 1
-				}
-				if (more || size >= indexPage) && !flush() {
-					break // the next read would start from the same mark
-				}
-				if !more {
-					break
-				}
+				ix.caught[u.Chat] = u.Mark
 			}
 		}
-		flush()
+		batch, size = nil, 0
+		return ok
 	}
+	for _, id := range ids {
+		select {
+		case <-ix.stop:
+			return false
+		default:
+		}
+		for {
+			u, gone, more, mark, err := ix.read(id)
+			if err != nil {
+				ix.s.log.Warn("search index: chat not indexed", "chat", id, "err", err)
+				break
+			}
+			if gone {
+				flush()
+				delete(ix.titles, id)
+				if err := ix.x.DropChat(id); err != nil {
+					ix.s.log.Warn("search index: deleted chat's documents stay", "chat", id, "err", err)
+				} else {
+					ix.caught[id] = goneMark
+				}
+				break
+			}
+			if u == nil {
+				ix.caught[id] = mark // nothing new: as indexed as it is stored
+			} else {
+				batch = append(batch, *u)
+				size += len(u.Docs) + 1
+			}
+			if (more || size >= indexPage) && !flush() {
+				break // the next read would start from the same mark
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	flush()
+	return true
 }
 
 // read returns chat's next update: its transcript rows after its mark (at

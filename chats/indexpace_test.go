@@ -1,6 +1,8 @@
 package chats
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -55,5 +57,114 @@ func TestIndexPacedUnderLoadButNotForSearch(t *testing.T) {
 	close(fire)
 	if hits, err := e.svc.Search(bg, "zebra", 10); err != nil || len(hits) != 2 {
 		t.Fatalf("after the pause: %+v %v", hits, err)
+	}
+}
+
+// Under a steady stream of turns the indexer still pauses between passes:
+// what a chat commits while a pass runs waits for the next one, after the
+// pause, instead of a pass going on until nothing is dirty (which under
+// load committed the index tens of times a second). A search right after
+// a turn still finds its text: it cuts the pause short, and one that comes
+// while a pass runs waits for the pass after it.
+func TestIndexPausesBetweenPassesAndSearchFindsTheLastTurn(t *testing.T) {
+	var paused atomic.Bool
+	asked := make(chan struct{}, 64)
+	never := make(chan time.Time)
+	oldPause, oldApply := indexPause, indexApplying
+	indexPause = func(time.Duration) <-chan time.Time {
+		if !paused.Load() {
+			return nil
+		}
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return never
+	}
+	var armed atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	indexApplying = func() {
+		if armed.CompareAndSwap(true, false) {
+			entered <- struct{}{}
+			<-release
+		}
+	}
+	t.Cleanup(func() { indexPause, indexApplying = oldPause, oldApply })
+	e := manageEnv(t, time.Hour)
+	c := e.chat()
+	if _, err := e.svc.Search(bg, "anything", 10); err != nil { // the indexer has caught up
+		t.Fatal(err)
+	}
+	ix := e.svc.manage.ix
+	hold := func() {
+		t.Helper()
+		select {
+		case <-entered:
+		case <-time.After(wait):
+			t.Fatal("no pass reached the index")
+		}
+	}
+	free := func() {
+		t.Helper()
+		select {
+		case release <- struct{}{}:
+		case <-time.After(wait):
+			t.Fatal("the pass was not held")
+		}
+	}
+
+	// A pass held while the next turn commits: once it ends, the indexer
+	// pauses before indexing that turn.
+	armed.Store(true)
+	e.talk(c.ID, "the okapi question")
+	hold()
+	paused.Store(true)
+	before := ix.commits.Load()
+	e.talk(c.ID, "the zebra question")
+	free()
+	select {
+	case <-asked:
+	case <-time.After(wait):
+		t.Fatal("the indexer did not pause")
+	}
+	if n := ix.commits.Load() - before; n != 1 {
+		t.Fatalf("%d index commits before the pause, want 1 (the held pass)", n)
+	}
+	if hits, err := e.svc.Search(bg, "zebra", 10); err != nil || len(hits) != 2 {
+		t.Fatalf("search right after the turn: %+v %v", hits, err)
+	}
+
+	// A search that comes while a pass runs, for a turn committed after
+	// the pass began, gets the pass after it, not the pause.
+	armed.Store(true)
+	e.talk(c.ID, "the quokka question")
+	first := make(chan error, 1)
+	go func() {
+		hits, err := e.svc.Search(bg, "quokka", 10)
+		if err == nil && len(hits) != 2 {
+			err = fmt.Errorf("quokka: %d hits, want 2", len(hits))
+		}
+		first <- err
+	}()
+	hold()
+	e.talk(c.ID, "the wombat question")
+	second := make(chan error, 1)
+	go func() {
+		hits, err := e.svc.Search(bg, "wombat", 10)
+		if err == nil && len(hits) != 2 {
+			err = fmt.Errorf("wombat: %d hits, want 2", len(hits))
+		}
+		second <- err
+	}()
+	free()
+	for _, ch := range []chan error{first, second} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(wait):
+			t.Fatal("a search did not answer")
+		}
 	}
 }

@@ -82,10 +82,16 @@ models:
 			r := req
 			r.Model, r.MaxTokens = m.Remote, e.outputCap(m)
 			start := time.Now()
+			deltas := newDeltaPump(onDelta)
 			res, err := e.ask(ctx, m, r, func(d provider.Delta) error {
 				streamed = true
-				return onDelta(d.Text)
+				return deltas.send(d.Text)
 			})
+			// Every delta is handed over before anything else of this
+			// request is reported, as when onDelta ran in emit.
+			if derr := deltas.close(); derr != nil && err == nil {
+				err = derr
+			}
 			e.attempt(ctx, to, diag, res, err, start)
 			e.bill(to.chat, to.payer, m.Name, res.Usage)
 			if err != nil && ctx.Err() != nil {

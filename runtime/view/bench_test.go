@@ -81,3 +81,27 @@ func BenchmarkPlanCheckpoint(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMaterializeContexts: a chat whose runtime context changes every
+// turn (the time, say) has a context row per turn, each rendered against
+// the one before it on every turn, as the lone-turn benchmark's chat does.
+func BenchmarkMaterializeContexts(b *testing.B) {
+	for _, turns := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) {
+			c := &conv{}
+			for i := range turns {
+				c.context([]Section{{Key: "time", Text: fmt.Sprintf("2026-12-03 15:%02d UTC", i%60)}, {Key: "cwd", Text: "/srv"},
+					{Key: "model", Text: "builtin"}}, 12)
+				c.user(fmt.Sprintf("request %d", i), 5)
+				c.answer(fmt.Sprintf("answer %d", i), 20)
+			}
+			in := Input{Rows: c.rows, Budget: mustBudget(b, 1000000, "full"), Overhead: 2000, Roster: fullRoster}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Materialize(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

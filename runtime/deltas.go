@@ -1,0 +1,78 @@
+package runtime
+
+import (
+	"strings"
+	"sync"
+)
+
+// deltaPump hands a model's streamed text to a turn's onDelta without
+// holding the stream up: the provider's emit returns at once, and text
+// that arrives while the previous call to onDelta has not returned yet is
+// joined into the next one. A chat takes each delta on its own goroutine,
+// and while it commits a turn's start it takes none: a fast model's
+// pieces then waited in line, one hand-over each, and reached the chat
+// one by one after the commit (25 of them for the built-in model's
+// answer, in the lone turn's path). Now they reach it as one or two.
+// The text and its order are unchanged; only where it is cut differs.
+type deltaPump struct {
+	out func(string) error
+
+	mu      sync.Mutex
+	pending strings.Builder
+	has     bool          // pending holds a delta, maybe an empty one
+	busy    bool          // a goroutine is calling out
+	idle    chan struct{} // closed when busy ends; nil while not busy
+	err     error         // the first error out returned
+}
+
+func newDeltaPump(out func(string) error) *deltaPump { return &deltaPump{out: out} }
+
+// send queues text for out; it returns the error out gave an earlier
+// delta, if any, so the stream stops as it did when out was called here.
+func (p *deltaPump) send(text string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	p.pending.WriteString(text)
+	p.has = true
+	if !p.busy {
+		p.busy, p.idle = true, make(chan struct{})
+		go p.deliver()
+	}
+	return nil
+}
+
+func (p *deltaPump) deliver() {
+	p.mu.Lock()
+	for p.has && p.err == nil {
+		text := p.pending.String()
+		p.pending = strings.Builder{}
+		p.has = false
+		p.mu.Unlock()
+		err := p.out(text)
+		p.mu.Lock()
+		if err != nil && p.err == nil {
+			p.err = err
+		}
+	}
+	p.busy = false
+	close(p.idle)
+	p.idle = nil
+	p.mu.Unlock()
+}
+
+// close waits until every delta sent has been handed to out, and returns
+// the first error out gave. Nothing is sent after it.
+func (p *deltaPump) close() error {
+	p.mu.Lock()
+	idle := p.idle
+	p.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}

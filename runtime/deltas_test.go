@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime/provider"
+)
+
+// pieces is a model that streams its answer in fixed pieces, as fast as
+// emit returns, and closes emitted once it has emitted the last one.
+type pieces struct {
+	parts   []string
+	emitted chan struct{}
+	errs    []error // what each emit returned
+}
+
+func (p *pieces) Stream(_ context.Context, _ provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	defer close(p.emitted)
+	for _, s := range p.parts {
+		err := emit(provider.Delta{Text: s})
+		p.errs = append(p.errs, err)
+		if err != nil {
+			return provider.Result{Text: strings.Join(p.parts, "")}, err
+		}
+	}
+	return provider.Result{Text: strings.Join(p.parts, ""), FinishReason: "stop"}, nil
+}
+
+func piecesEngine(t *testing.T, p *pieces) *Engine {
+	t.Helper()
+	e, err := NewEngine([]*Model{{Name: "m", ProvName: "fake", Provider: p, Remote: "m", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Provision(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// A turn's consumer that is busy (a chat committing the turn's start) does
+// not hold the model's stream up: the stream runs to its end, and what came
+// meanwhile reaches the consumer joined, in order, before Run returns.
+func TestStreamedTextIsJoinedWhileTheConsumerIsBusy(t *testing.T) {
+	p := &pieces{parts: strings.SplitAfter("one two three four five six seven eight", " "), emitted: make(chan struct{})}
+	e := piecesEngine(t, p)
+	var mu sync.Mutex
+	var got []string
+	res, err := e.Run(context.Background(), TurnInput{Chain: "default", History: []provider.Message{{Role: "user", Content: "hi"}}},
+		func(text string) error {
+			mu.Lock()
+			first := len(got) == 0
+			got = append(got, text)
+			mu.Unlock()
+			if first {
+				select {
+				case <-p.emitted:
+				case <-time.After(10 * time.Second):
+					return errors.New("the stream waited for the consumer")
+				}
+			}
+			return nil
+		})
+	if err != nil || res.End != Answered {
+		t.Fatalf("ended %s: %v", res.End, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The first call may already hold several pieces (the stream can get
+	// ahead before it is made); all that came while it waited is the
+	// second.
+	if len(got) > 2 || strings.Join(got, "") != strings.Join(p.parts, "") {
+		t.Fatalf("deltas %q, want the pieces %q joined into at most two", got, p.parts)
+	}
+}
+
+// The pump itself: every piece reaches out once, in order, whatever the
+// pace; an error out returns stops the stream at its next piece and is
+// returned by close.
+func TestDeltaPump(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		failAt  int // out fails on its call number failAt (0: never)
+		parts   []string
+		wantErr error
+	}{
+		{name: "all delivered", parts: []string{"a", "", "b", "cd", "e"}},
+		{name: "one empty piece", parts: []string{""}},
+		{name: "out fails", parts: []string{"a", "b", "c"}, failAt: 1, wantErr: boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var text strings.Builder
+			calls := 0
+			p := newDeltaPump(func(s string) error {
+				calls++
+				text.WriteString(s)
+				if calls == tc.failAt {
+					return boom
+				}
+				return nil
+			})
+			var sendErr error
+			for _, s := range tc.parts {
+				if sendErr = p.send(s); sendErr != nil {
+					break
+				}
+				if tc.failAt > 0 {
+					// Let out run (and fail) before the next piece.
+					if err := p.close(); err != nil {
+						sendErr = p.send("after")
+						break
+					}
+				}
+			}
+			err := p.close()
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("close: %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(sendErr, tc.wantErr) || text.String() != "a" {
+					t.Fatalf("after the failure: send %v, delivered %q", sendErr, text.String())
+				}
+				return
+			}
+			if text.String() != strings.Join(tc.parts, "") || calls == 0 || calls > len(tc.parts) {
+				t.Fatalf("delivered %q in %d calls", text.String(), calls)
+			}
+		})
+	}
+}
