@@ -300,7 +300,9 @@ func startE2E(t *testing.T, o e2eOpts) *e2eCluster {
 		o.n = 3
 	}
 	if o.leaseTTL == "" {
-		o.leaseTTL = "2s"
+		// The default: shorter leases make failover faster, but a loaded
+		// two-core machine then misses renewals and chats move by themselves.
+		o.leaseTTL = "5s"
 	}
 	c := &e2eCluster{t: t, llm: newFakeLLM(t), work: t.TempDir(), env: o.env}
 	routes := make([]string, o.n)
