@@ -78,7 +78,7 @@ func (pw *pollWatch) pollers() (map[string]int, []string) {
 func TestClusterTelegramPoller(t *testing.T) {
 	tg, pw := newClusterTGFake(t)
 	c := startE2E(t, e2eOpts{
-		env:      []string{tgToken},
+		env: []string{tgToken},
 		extra: func(node string) string {
 			return fmt.Sprintf("telegram:\n  enabled: true\n  api_endpoint: %s/%s/bot%%s/%%s\n  allowed_users: [111]\n", tg.srv.URL, node)
 		},
