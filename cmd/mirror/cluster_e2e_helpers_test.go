@@ -157,7 +157,17 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	// The trailing group: the person's messages since the last final
 	// answer, past the tool steps of the turn.
 	var texts []string
-	afterTool := len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "tool"
+	// After a tool's result (a resumed turn adds its runtime context, a
+	// message without a marker, after it).
+	afterTool := false
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role == "user" && !markerRE.MatchString(m.text()) || m.Role == "system" {
+			continue
+		}
+		afterTool = m.Role == "tool"
+		break
+	}
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		if m.Role == "assistant" && len(m.ToolCalls) == 0 {
