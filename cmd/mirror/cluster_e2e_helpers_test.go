@@ -377,12 +377,16 @@ func (c *e2eCluster) start(nd *clusterNode) {
 	nd.p = startCmd(c.t, cmd)
 }
 
-// waitReady waits until n nodes are up with a leader and a shared workspace.
+// waitReady waits until every live node sees n nodes up with a leader and
+// a shared workspace (each node answers for itself whether it is ready).
 func (c *e2eCluster) waitReady(limit time.Duration, n int) cluster.Status {
 	c.t.Helper()
+	var st cluster.Status
+	seen := false
 	for _, nd := range c.nodes {
 		if c.alive(nd) {
-			return waitStatus(c.t, nd, limit, fmt.Sprintf("%d nodes, a leader, the workspace shared", n), func(st cluster.Status) bool {
+			seen = true
+			st = waitStatus(c.t, nd, limit, fmt.Sprintf("%d nodes, a leader, the workspace shared", n), func(st cluster.Status) bool {
 				if !st.Ready || st.Leader == "" || len(st.Nodes) != n {
 					return false
 				}
@@ -395,8 +399,10 @@ func (c *e2eCluster) waitReady(limit time.Duration, n int) cluster.Status {
 			})
 		}
 	}
-	c.t.Fatal("no node alive")
-	return cluster.Status{}
+	if !seen {
+		c.t.Fatal("no node alive")
+	}
+	return st
 }
 
 // alive reports whether nd's process runs (and is not stopped by a test).
