@@ -157,7 +157,17 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	// The trailing group: the person's messages since the last final
 	// answer, past the tool steps of the turn.
 	var texts []string
-	afterTool := len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "tool"
+	// After a tool's result (a resumed turn adds its runtime context, a
+	// message without a marker, after it).
+	afterTool := false
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role == "user" && !markerRE.MatchString(m.text()) || m.Role == "system" {
+			continue
+		}
+		afterTool = m.Role == "tool"
+		break
+	}
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		if m.Role == "assistant" && len(m.ToolCalls) == 0 {
@@ -300,7 +310,9 @@ func startE2E(t *testing.T, o e2eOpts) *e2eCluster {
 		o.n = 3
 	}
 	if o.leaseTTL == "" {
-		o.leaseTTL = "2s"
+		// The default: shorter leases make failover faster, but a loaded
+		// two-core machine then misses renewals and chats move by themselves.
+		o.leaseTTL = "5s"
 	}
 	c := &e2eCluster{t: t, llm: newFakeLLM(t), work: t.TempDir(), env: o.env}
 	routes := make([]string, o.n)
@@ -365,12 +377,16 @@ func (c *e2eCluster) start(nd *clusterNode) {
 	nd.p = startCmd(c.t, cmd)
 }
 
-// waitReady waits until n nodes are up with a leader and a shared workspace.
+// waitReady waits until every live node sees n nodes up with a leader and
+// a shared workspace (each node answers for itself whether it is ready).
 func (c *e2eCluster) waitReady(limit time.Duration, n int) cluster.Status {
 	c.t.Helper()
+	var st cluster.Status
+	seen := false
 	for _, nd := range c.nodes {
 		if c.alive(nd) {
-			return waitStatus(c.t, nd, limit, fmt.Sprintf("%d nodes, a leader, the workspace shared", n), func(st cluster.Status) bool {
+			seen = true
+			st = waitStatus(c.t, nd, limit, fmt.Sprintf("%d nodes, a leader, the workspace shared", n), func(st cluster.Status) bool {
 				if !st.Ready || st.Leader == "" || len(st.Nodes) != n {
 					return false
 				}
@@ -383,8 +399,10 @@ func (c *e2eCluster) waitReady(limit time.Duration, n int) cluster.Status {
 			})
 		}
 	}
-	c.t.Fatal("no node alive")
-	return cluster.Status{}
+	if !seen {
+		c.t.Fatal("no node alive")
+	}
+	return st
 }
 
 // alive reports whether nd's process runs (and is not stopped by a test).

@@ -21,7 +21,7 @@ import (
 // large message each at once, more than the quota lets through in a minute.
 func TestClusterQuota(t *testing.T) {
 	const quota, perNode = 40000, 6
-	c := startE2E(t, e2eOpts{leaseTTL: "2s"})
+	c := startE2E(t, e2eOpts{})
 	c.llm.mu.Lock()
 	c.llm.limit = quota
 	c.llm.mu.Unlock()

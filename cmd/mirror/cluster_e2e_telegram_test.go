@@ -78,8 +78,7 @@ func (pw *pollWatch) pollers() (map[string]int, []string) {
 func TestClusterTelegramPoller(t *testing.T) {
 	tg, pw := newClusterTGFake(t)
 	c := startE2E(t, e2eOpts{
-		leaseTTL: "2s",
-		env:      []string{tgToken},
+		env: []string{tgToken},
 		extra: func(node string) string {
 			return fmt.Sprintf("telegram:\n  enabled: true\n  api_endpoint: %s/%s/bot%%s/%%s\n  allowed_users: [111]\n", tg.srv.URL, node)
 		},
@@ -115,7 +114,23 @@ func TestClusterTelegramPoller(t *testing.T) {
 		}
 	}
 	st2 := waitStatus(t, survivor, e2eWait, "a new leader", func(s cluster.Status) bool { return s.Leader != "" && s.Leader != leader.name })
-	tg.waitFor(t, "m-t3 and m-t4 answered after the kill", func() bool { return finals("m-t3") >= 1 && finals("m-t4") >= 1 })
+	if !tgWithin(tg, e2eWait, func() bool { return finals("m-t3") >= 1 && finals("m-t4") >= 1 }) {
+		// Say what the chat's record and the model saw.
+		var recs []string
+		for _, id := range clusterChatIDs(t, survivor) {
+			recs = append(recs, fmt.Sprintf("%s: %v", id, shape(readRecord(t, survivor.name, survivor.p.addr, id))))
+		}
+		c.llm.mu.Lock()
+		asked := fmt.Sprintf("asked m-t3 %d m-t4 %d, answered m-t3 %d m-t4 %d", c.llm.asked["m-t3"], c.llm.asked["m-t4"], c.llm.answered["m-t3"], c.llm.answered["m-t4"])
+		c.llm.mu.Unlock()
+		tg.mu.Lock()
+		var texts []string
+		for _, m := range tg.msgs {
+			texts = append(texts, fmt.Sprintf("%d:%.80q", m.ID, m.Text))
+		}
+		tg.mu.Unlock()
+		t.Fatalf("m-t3 and m-t4 not both answered within %v of the kill of %s; Telegram has %v; the model %s; records %v%s", e2eWait, leader.name, texts, asked, recs, c.logs())
+	}
 	t.Logf("new leader %s; m-t3 and m-t4 answered %v after kill -9 of %s", st2.Leader, time.Since(killed).Round(time.Millisecond), leader.name)
 	// One more, so a late duplicate of anything before it would be seen.
 	tg.push("m-t5")
@@ -162,6 +177,24 @@ func TestClusterTelegramPoller(t *testing.T) {
 	for i := range 6 {
 		if m := fmt.Sprintf("m-t%d", i); stored[m] != 1 {
 			t.Fatalf("update %s stored %d times: %v", m, stored[m], stored)
+		}
+	}
+}
+
+// tgWithin waits until cond, run under f's lock, holds; false after limit.
+func tgWithin(f *tgFake, limit time.Duration, cond func() bool) bool {
+	deadline := time.After(limit)
+	for {
+		f.mu.Lock()
+		ok, ch := cond(), f.changed
+		f.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
 		}
 	}
 }
