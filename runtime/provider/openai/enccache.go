@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -57,13 +58,16 @@ func newEncCache() *encCache {
 // cacheable says whether m's encoding is kept.
 func cacheable(m provider.Message) bool { return len(m.Parts) == 0 }
 
+// key is m's hash. Every message of a request is hashed each turn, so the
+// long strings (the content, a call's arguments) go through maphash.String
+// in one call: Hash.WriteString hashes 128 bytes per call of the runtime's
+// hash, which made keying the history the largest part of a cached request.
 func (c *encCache) key(m provider.Message) uint64 {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	h.WriteString(m.Role)
 	h.WriteByte(0)
-	h.WriteString(m.Content)
-	h.WriteByte(0)
+	c.writeLong(&h, m.Content)
 	h.WriteString(m.ToolCallID)
 	for _, tc := range m.ToolCalls {
 		h.WriteByte(1)
@@ -71,9 +75,17 @@ func (c *encCache) key(m provider.Message) uint64 {
 		h.WriteByte(0)
 		h.WriteString(tc.Name)
 		h.WriteByte(0)
-		h.WriteString(tc.Arguments)
+		c.writeLong(&h, tc.Arguments)
 	}
 	return h.Sum64()
+}
+
+// writeLong adds s to h as its length and its own hash.
+func (c *encCache) writeLong(h *maphash.Hash, s string) {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(len(s)))
+	binary.LittleEndian.PutUint64(b[8:], maphash.String(c.seed, s))
+	h.Write(b[:])
 }
 
 // sameWire says whether a and b encode alike: the fields the wire message
@@ -137,9 +149,12 @@ func (c *encCache) putLocked(key uint64, e encEntry) {
 	c.size += n
 }
 
-// encodeMessages writes the JSON array of msgs' wire messages to buf, each
-// element exactly as MarshalWire encodes it, from c where it can.
-func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, official bool, model string) error {
+// encodeMessages writes head, then the JSON array of msgs' wire messages to
+// buf, each element exactly as MarshalWire encodes it, from c where it
+// can. extra is what the caller writes after them: the buffer is grown
+// once for all of it (a request is the size of the history, and growing
+// it again for the tools copied it twice a turn).
+func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provider.Message, official bool, model string, extra int) error {
 	keys := make([]uint64, len(msgs))
 	for i, m := range msgs {
 		if cacheable(m) {
@@ -148,7 +163,7 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, of
 	}
 	encs := make([][]byte, len(msgs))
 	c.lookup(msgs, keys, encs)
-	need := len(msgs) + 2
+	need := len(head) + len(msgs) + 2
 	for i, e := range encs {
 		if e != nil {
 			need += len(e)
@@ -156,7 +171,8 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, of
 			need += len(msgs[i].Content) + 64
 		}
 	}
-	buf.Grow(need + 1024) // the rest of the request too: one allocation
+	buf.Grow(need + extra)
+	buf.Write(head)
 	buf.WriteByte('[')
 	for i, m := range msgs {
 		if i > 0 {
