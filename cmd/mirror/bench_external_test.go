@@ -263,6 +263,10 @@ func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
 		_ = c.cmd.Process.Signal(syscall.SIGUSR1) // starts the profile
 		alloc0 = childAllocs(prof, "1 ")
 	}
+	var trace *straceRun
+	if file := os.Getenv("MIRROR_BENCH_STRACE"); file != "" {
+		trace = startStrace(b, pid, file)
+	}
 	start := time.Now()
 	// The window is at least dur and a whole number of rounds (nChats
 	// turns): when the machine is slow, a round of 1000 chats takes
@@ -291,6 +295,14 @@ loop:
 	end := time.Now()
 	if prof != "" {
 		_ = c.cmd.Process.Signal(syscall.SIGUSR1) // stops it
+	}
+	if trace != nil {
+		calls := trace.stop(b)
+		n := float64(turns.Load())
+		for _, name := range []string{"write", "read", "futex", "pwrite64", "fdatasync", "nanosleep", "epoll_pwait"} {
+			b.ReportMetric(float64(calls[name])/n, name+"/turn")
+		}
+		b.ReportMetric(float64(calls["total"])/n, "syscalls/turn")
 	}
 	gw1, _ := procCPU(pid)
 	m1, _ := procCPU(modelPID)
@@ -352,4 +364,74 @@ func childAllocs(path, prefix string) uint64 {
 		return n
 	}
 	return 0
+}
+
+// straceRun is `strace -c -f` attached to the gateway for the window
+// (MIRROR_BENCH_STRACE=FILE): how many system calls of each kind a turn
+// costs. The gateway runs far slower traced, so only the counts per turn
+// mean anything, not the times.
+type straceRun struct {
+	cmd  *exec.Cmd
+	file string
+}
+
+func startStrace(b *testing.B, pid int, file string) *straceRun {
+	cmd := exec.Command("strace", "-c", "-f", "-p", strconv.Itoa(pid), "-o", file)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("strace: %v", err)
+	}
+	// strace reports each thread it attached to; the window starts once
+	// it has.
+	attached := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "attached") {
+				once = true
+				close(attached)
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(benchWait):
+		_ = cmd.Process.Kill()
+		b.Fatal("strace did not attach")
+	}
+	return &straceRun{cmd: cmd, file: file}
+}
+
+// stop detaches strace and returns the calls counted per system call
+// ("total" for all of them).
+func (s *straceRun) stop(b *testing.B) map[string]int {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(benchWait):
+		_ = s.cmd.Process.Kill()
+		b.Fatal("strace did not stop")
+	}
+	raw, err := os.ReadFile(s.file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	calls := map[string]int{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		// % time, seconds, usecs/call, calls, [errors,] syscall
+		if len(f) < 5 {
+			continue
+		}
+		if n, err := strconv.Atoi(f[3]); err == nil {
+			calls[f[len(f)-1]] = n
+		}
+	}
+	return calls
 }
