@@ -58,16 +58,22 @@ func newEncCache() *encCache {
 // cacheable says whether m's encoding is kept.
 func cacheable(m provider.Message) bool { return len(m.Parts) == 0 }
 
-// key is m's hash. Every message of a request is hashed each turn, so the
-// long strings (the content, a call's arguments) go through maphash.String
-// in one call: Hash.WriteString hashes 128 bytes per call of the runtime's
-// hash, which made keying the history the largest part of a cached request.
+// key is m's hash. Every message of a request is keyed each turn (a long
+// chat's request is a few hundred messages), so a plain message costs two
+// calls of the runtime's hash, its content's in one call: a maphash.Hash
+// hashes 128 bytes per call and its setup and writes cost more than the
+// short messages themselves. A key only says where to look: sameWire
+// compares the whole message, so a collision is a miss, never wrong bytes.
 func (c *encCache) key(m provider.Message) uint64 {
+	k := maphash.String(c.seed, m.Content) ^ maphash.String(c.seed, m.Role)*0x9e3779b97f4a7c15
+	if m.ToolCallID == "" && len(m.ToolCalls) == 0 {
+		return k
+	}
 	var h maphash.Hash
 	h.SetSeed(c.seed)
-	h.WriteString(m.Role)
-	h.WriteByte(0)
-	c.writeLong(&h, m.Content)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], k)
+	h.Write(b[:])
 	h.WriteString(m.ToolCallID)
 	for _, tc := range m.ToolCalls {
 		h.WriteByte(1)
@@ -75,17 +81,10 @@ func (c *encCache) key(m provider.Message) uint64 {
 		h.WriteByte(0)
 		h.WriteString(tc.Name)
 		h.WriteByte(0)
-		c.writeLong(&h, tc.Arguments)
+		binary.LittleEndian.PutUint64(b[:], maphash.String(c.seed, tc.Arguments))
+		h.Write(b[:])
 	}
 	return h.Sum64()
-}
-
-// writeLong adds s to h as its length and its own hash.
-func (c *encCache) writeLong(h *maphash.Hash, s string) {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], uint64(len(s)))
-	binary.LittleEndian.PutUint64(b[8:], maphash.String(c.seed, s))
-	h.Write(b[:])
 }
 
 // sameWire says whether a and b encode alike: the fields the wire message
