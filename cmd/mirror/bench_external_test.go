@@ -258,10 +258,10 @@ func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
 	}
 	m0, _ := procCPU(modelPID)
 	self0, host0 := cpuTime(), hostBusy()
-	var alloc0 uint64 // the gateway's bytes allocated at the start of the window
+	var stats0 []string // the gateway's figures at the start of the window
 	if prof != "" {
 		_ = c.cmd.Process.Signal(syscall.SIGUSR1) // starts the profile
-		alloc0 = childAllocs(prof, "1 ")
+		stats0 = childStats(prof, "1 ")
 	}
 	var trace *straceRun
 	if file := os.Getenv("MIRROR_BENCH_STRACE"); file != "" {
@@ -314,8 +314,15 @@ loop:
 	}
 	if prof != "" {
 		// The child writes its figures (seq 2) after it stopped the profile.
-		if a := childAllocs(prof, "2 "); a > alloc0 && alloc0 > 0 {
-			defer func(n int64) { b.ReportMetric(float64(a-alloc0)/float64(n), "gw_B/turn") }(turns.Load())
+		stats1 := childStats(prof, "2 ")
+		if a0, a1 := statField(stats0, 5), statField(stats1, 5); a1 > a0 && a0 > 0 {
+			defer func(n int64) { b.ReportMetric((a1-a0)/float64(n), "gw_B/turn") }(turns.Load())
+		}
+		// The collector's share of the gateway's CPU in the window (its
+		// idle-time marking left out: that is CPU nobody else wanted).
+		gc := statField(stats1, 1) - statField(stats0, 1) - (statField(stats1, 3) - statField(stats0, 3))
+		if used := statField(stats1, 2) - statField(stats0, 2); used > 0 {
+			defer b.ReportMetric(gc/used, "gw_gc_share")
 		}
 		// And a heap profile (FILE.heap: allocations since the start too).
 		_ = os.Remove(prof + ".heap")
@@ -347,23 +354,32 @@ loop:
 	b.ReportMetric(ms(pct(lats, 99)), "p99_ms")
 }
 
-// childAllocs waits (bounded) for the stats file a profiled gateway writes
+// childStats waits (bounded) for the stats file a profiled gateway writes
 // on SIGUSR1 to carry the figures of the signal numbered by prefix, and
-// returns its bytes allocated so far (/gc/heap/allocs:bytes); 0 when none came.
-func childAllocs(path, prefix string) uint64 {
+// returns its fields: seq, GC CPU seconds, CPU seconds used, idle GC
+// marking seconds, GC cycles, bytes allocated, live heap bytes (nil when
+// none came).
+func childStats(path, prefix string) []string {
 	for t0 := time.Now(); time.Since(t0) < benchWait; time.Sleep(10 * time.Millisecond) {
 		raw, err := os.ReadFile(path)
 		if err != nil || !strings.HasPrefix(string(raw), prefix) {
 			continue
 		}
-		f := strings.Fields(string(raw))
-		if len(f) < 6 {
-			return 0
+		if f := strings.Fields(string(raw)); len(f) >= 7 {
+			return f
 		}
-		n, _ := strconv.ParseUint(f[5], 10, 64)
-		return n
+		return nil
 	}
-	return 0
+	return nil
+}
+
+// statField is field i of childStats as a number; 0 when absent.
+func statField(f []string, i int) float64 {
+	if i >= len(f) {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[i], 64)
+	return v
 }
 
 // straceRun is `strace -c -f` attached to the gateway for the window
