@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,11 +17,16 @@ import (
 func postServer(t *testing.T) (*httptest.Server, chan [32]byte) {
 	t.Helper()
 	got := make(chan [32]byte, 64)
-	bufs := sync.Pool{New: func() any { return make([]byte, 32<<10) }}
+	// Its copy buffers are kept in a channel, not a sync.Pool, which drops
+	// some of what it is given under the race detector.
+	bufs := make(chan []byte, 4)
+	for range cap(bufs) {
+		bufs <- make([]byte, 32<<10)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
-		buf := bufs.Get().([]byte)
-		defer bufs.Put(buf) //nolint:staticcheck // a slice is fine in a test
+		buf := <-bufs
+		defer func() { bufs <- buf }()
 		if _, err := io.CopyBuffer(h, r.Body, buf); err != nil {
 			return
 		}
@@ -113,10 +117,13 @@ func TestRequestBodyIsNotCopied(t *testing.T) {
 		<-got
 	}
 	runtime.ReadMemStats(&m1)
-	// Client and server together: the request, its headers, the
-	// response; about 10 KB. With the copy it was above 40 KB.
 	per := (m1.TotalAlloc - m0.TotalAlloc) / n
 	t.Logf("%d bytes allocated per request", per)
+	if raceEnabled {
+		t.Skip("allocation is not comparable under the race detector (its sync.Pools keep little)")
+	}
+	// Client and server together: the request, its headers, the
+	// response; about 12 KB. With the copy it was above 40 KB.
 	if per > 24<<10 {
 		t.Fatalf("%d bytes allocated per request of %d bytes; want under 24 KiB", per, len(body))
 	}
