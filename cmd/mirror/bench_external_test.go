@@ -258,10 +258,14 @@ func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
 	}
 	m0, _ := procCPU(modelPID)
 	self0, host0 := cpuTime(), hostBusy()
-	var alloc0 uint64 // the gateway's bytes allocated at the start of the window
+	var stats0 []string // the gateway's figures at the start of the window
 	if prof != "" {
 		_ = c.cmd.Process.Signal(syscall.SIGUSR1) // starts the profile
-		alloc0 = childAllocs(prof, "1 ")
+		stats0 = childStats(prof, "1 ")
+	}
+	var trace *straceRun
+	if file := os.Getenv("MIRROR_BENCH_STRACE"); file != "" {
+		trace = startStrace(b, pid, file)
 	}
 	start := time.Now()
 	// The window is at least dur and a whole number of rounds (nChats
@@ -292,6 +296,14 @@ loop:
 	if prof != "" {
 		_ = c.cmd.Process.Signal(syscall.SIGUSR1) // stops it
 	}
+	if trace != nil {
+		calls := trace.stop(b)
+		n := float64(turns.Load())
+		for _, name := range []string{"write", "read", "futex", "pwrite64", "fdatasync", "nanosleep", "epoll_pwait"} {
+			b.ReportMetric(float64(calls[name])/n, name+"/turn")
+		}
+		b.ReportMetric(float64(calls["total"])/n, "syscalls/turn")
+	}
 	gw1, _ := procCPU(pid)
 	m1, _ := procCPU(modelPID)
 	self, host := cpuTime()-self0, hostBusy()-host0
@@ -302,8 +314,15 @@ loop:
 	}
 	if prof != "" {
 		// The child writes its figures (seq 2) after it stopped the profile.
-		if a := childAllocs(prof, "2 "); a > alloc0 && alloc0 > 0 {
-			defer func(n int64) { b.ReportMetric(float64(a-alloc0)/float64(n), "gw_B/turn") }(turns.Load())
+		stats1 := childStats(prof, "2 ")
+		if a0, a1 := statField(stats0, 5), statField(stats1, 5); a1 > a0 && a0 > 0 {
+			defer func(n int64) { b.ReportMetric((a1-a0)/float64(n), "gw_B/turn") }(turns.Load())
+		}
+		// The collector's share of the gateway's CPU in the window (its
+		// idle-time marking left out: that is CPU nobody else wanted).
+		gc := statField(stats1, 1) - statField(stats0, 1) - (statField(stats1, 3) - statField(stats0, 3))
+		if used := statField(stats1, 2) - statField(stats0, 2); used > 0 {
+			defer b.ReportMetric(gc/used, "gw_gc_share")
 		}
 		// And a heap profile (FILE.heap: allocations since the start too).
 		_ = os.Remove(prof + ".heap")
@@ -335,21 +354,100 @@ loop:
 	b.ReportMetric(ms(pct(lats, 99)), "p99_ms")
 }
 
-// childAllocs waits (bounded) for the stats file a profiled gateway writes
+// childStats waits (bounded) for the stats file a profiled gateway writes
 // on SIGUSR1 to carry the figures of the signal numbered by prefix, and
-// returns its bytes allocated so far (/gc/heap/allocs:bytes); 0 when none came.
-func childAllocs(path, prefix string) uint64 {
+// returns its fields: seq, GC CPU seconds, CPU seconds used, idle GC
+// marking seconds, GC cycles, bytes allocated, live heap bytes (nil when
+// none came).
+func childStats(path, prefix string) []string {
 	for t0 := time.Now(); time.Since(t0) < benchWait; time.Sleep(10 * time.Millisecond) {
 		raw, err := os.ReadFile(path)
 		if err != nil || !strings.HasPrefix(string(raw), prefix) {
 			continue
 		}
-		f := strings.Fields(string(raw))
-		if len(f) < 6 {
-			return 0
+		if f := strings.Fields(string(raw)); len(f) >= 7 {
+			return f
 		}
-		n, _ := strconv.ParseUint(f[5], 10, 64)
-		return n
+		return nil
 	}
-	return 0
+	return nil
+}
+
+// statField is field i of childStats as a number; 0 when absent.
+func statField(f []string, i int) float64 {
+	if i >= len(f) {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[i], 64)
+	return v
+}
+
+// straceRun is `strace -c -f` attached to the gateway for the window
+// (MIRROR_BENCH_STRACE=FILE): how many system calls of each kind a turn
+// costs. The gateway runs far slower traced, so only the counts per turn
+// mean anything, not the times.
+type straceRun struct {
+	cmd  *exec.Cmd
+	file string
+}
+
+func startStrace(b *testing.B, pid int, file string) *straceRun {
+	cmd := exec.Command("strace", "-c", "-f", "-p", strconv.Itoa(pid), "-o", file)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("strace: %v", err)
+	}
+	// strace reports each thread it attached to; the window starts once
+	// it has.
+	attached := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "attached") {
+				once = true
+				close(attached)
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(benchWait):
+		_ = cmd.Process.Kill()
+		b.Fatal("strace did not attach")
+	}
+	return &straceRun{cmd: cmd, file: file}
+}
+
+// stop detaches strace and returns the calls counted per system call
+// ("total" for all of them).
+func (s *straceRun) stop(b *testing.B) map[string]int {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(benchWait):
+		_ = s.cmd.Process.Kill()
+		b.Fatal("strace did not stop")
+	}
+	raw, err := os.ReadFile(s.file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	calls := map[string]int{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		// % time, seconds, usecs/call, calls, [errors,] syscall
+		if len(f) < 5 {
+			continue
+		}
+		if n, err := strconv.Atoi(f[3]); err == nil {
+			calls[f[len(f)-1]] = n
+		}
+	}
+	return calls
 }

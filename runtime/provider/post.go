@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,10 +67,16 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 	// The idle watchdog cancels this context; the caller's ctx is checked
 	// first wherever an error is classified, so its cancellation wins.
 	rctx, cancel := context.WithCancelCause(ctx)
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, url, nil)
 	if err != nil {
 		cancel(nil)
 		return nil, LocalError(p.Name, p.Key, err.Error())
+	}
+	// A body the client's connections write without copying (reqbody.go).
+	hreq.Body, hreq.ContentLength = newRequestBody(body), int64(len(body))
+	hreq.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
+	if len(body) == 0 {
+		hreq.Body, hreq.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
 	}
 	for k, v := range header {
 		hreq.Header[k] = v

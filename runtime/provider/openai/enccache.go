@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -57,13 +58,22 @@ func newEncCache() *encCache {
 // cacheable says whether m's encoding is kept.
 func cacheable(m provider.Message) bool { return len(m.Parts) == 0 }
 
+// key is m's hash. Every message of a request is keyed each turn (a long
+// chat's request is a few hundred messages), so a plain message costs two
+// calls of the runtime's hash, its content's in one call: a maphash.Hash
+// hashes 128 bytes per call and its setup and writes cost more than the
+// short messages themselves. A key only says where to look: sameWire
+// compares the whole message, so a collision is a miss, never wrong bytes.
 func (c *encCache) key(m provider.Message) uint64 {
+	k := maphash.String(c.seed, m.Content) ^ maphash.String(c.seed, m.Role)*0x9e3779b97f4a7c15
+	if m.ToolCallID == "" && len(m.ToolCalls) == 0 {
+		return k
+	}
 	var h maphash.Hash
 	h.SetSeed(c.seed)
-	h.WriteString(m.Role)
-	h.WriteByte(0)
-	h.WriteString(m.Content)
-	h.WriteByte(0)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], k)
+	h.Write(b[:])
 	h.WriteString(m.ToolCallID)
 	for _, tc := range m.ToolCalls {
 		h.WriteByte(1)
@@ -71,7 +81,8 @@ func (c *encCache) key(m provider.Message) uint64 {
 		h.WriteByte(0)
 		h.WriteString(tc.Name)
 		h.WriteByte(0)
-		h.WriteString(tc.Arguments)
+		binary.LittleEndian.PutUint64(b[:], maphash.String(c.seed, tc.Arguments))
+		h.Write(b[:])
 	}
 	return h.Sum64()
 }
@@ -137,9 +148,12 @@ func (c *encCache) putLocked(key uint64, e encEntry) {
 	c.size += n
 }
 
-// encodeMessages writes the JSON array of msgs' wire messages to buf, each
-// element exactly as MarshalWire encodes it, from c where it can.
-func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, official bool, model string) error {
+// encodeMessages writes head, then the JSON array of msgs' wire messages to
+// buf, each element exactly as MarshalWire encodes it, from c where it
+// can. extra is what the caller writes after them: the buffer is grown
+// once for all of it (a request is the size of the history, and growing
+// it again for the tools copied it twice a turn).
+func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provider.Message, official bool, model string, extra int) error {
 	keys := make([]uint64, len(msgs))
 	for i, m := range msgs {
 		if cacheable(m) {
@@ -148,7 +162,7 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, of
 	}
 	encs := make([][]byte, len(msgs))
 	c.lookup(msgs, keys, encs)
-	need := len(msgs) + 2
+	need := len(head) + len(msgs) + 2
 	for i, e := range encs {
 		if e != nil {
 			need += len(e)
@@ -156,7 +170,8 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, msgs []provider.Message, of
 			need += len(msgs[i].Content) + 64
 		}
 	}
-	buf.Grow(need + 1024) // the rest of the request too: one allocation
+	buf.Grow(need + extra)
+	buf.Write(head)
 	buf.WriteByte('[')
 	for i, m := range msgs {
 		if i > 0 {

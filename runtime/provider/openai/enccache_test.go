@@ -187,3 +187,75 @@ func BenchmarkEncodeRequest(b *testing.B) {
 		})
 	}
 }
+
+// longRequest is a request as the external benchmark's chats send it late
+// in their run: 200 messages of about 400 characters and a dozen tools.
+func longRequest() provider.Request {
+	msgs := []provider.Message{{Role: provider.RoleSystem, Content: "You are Mirror."}}
+	for i := range 100 {
+		msgs = append(msgs,
+			provider.Message{Role: provider.RoleUser, Content: fmt.Sprintf("question %d: tell me more", i)},
+			provider.Message{Role: provider.RoleAssistant, Content: strings.Repeat(fmt.Sprintf("answer %d with words. ", i), 20)})
+	}
+	var tools []provider.Tool
+	for i := range 12 {
+		tools = append(tools, provider.Tool{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("does a thing well. ", 10),
+			Parameters: []byte(`{"type":"object","properties":{"path":{"type":"string","description":"where"},"limit":{"type":"integer"}},"required":["path"]}`)})
+	}
+	return provider.Request{Model: "gpt-4o", Messages: msgs, Tools: tools}
+}
+
+// BenchmarkEncodeLongRequest is one late request of a long chat, its
+// messages and tools all in the cache: what a turn pays to key, find and
+// copy its history.
+func BenchmarkEncodeLongRequest(b *testing.B) {
+	req := longRequest()
+	cache := newEncCache()
+	if _, err := encodeRequestWith(req, false, cache); err != nil {
+		b.Fatal(err)
+	}
+	// The view is read from the store each turn: equal strings, not the
+	// same ones.
+	fresh := func() provider.Request {
+		r := req
+		r.Messages = make([]provider.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			m.Content = strings.Clone(m.Content)
+			r.Messages[i] = m
+		}
+		return r
+	}
+	reqs := []provider.Request{fresh(), fresh()}
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		body, err := encodeRequestWith(reqs[n%2], false, cache)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n++
+		b.SetBytes(int64(len(body)))
+	}
+}
+
+// A cached request is built in one buffer of its size: the tools written
+// after the messages grew it again, a second copy of the whole history
+// each turn.
+func TestCachedRequestIsOneBuffer(t *testing.T) {
+	req := longRequest()
+	cache := newEncCache()
+	for i := range 2 {
+		body, err := encodeRequestWith(req, false, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, _ := encodeRequest(req, false)
+		if !bytes.Equal(body, fresh) {
+			t.Fatalf("request %d differs from the fresh encoding", i)
+		}
+		// The allocator rounds a size up by at most an eighth.
+		if limit := len(body) + len(body)/8 + 4096; cap(body) > limit {
+			t.Fatalf("request %d: %d bytes in a buffer of %d; want at most %d", i, len(body), cap(body), limit)
+		}
+	}
+}

@@ -10,7 +10,8 @@ import (
 // "delta":{"role":…,"content":"…"},"finish_reason":null}]} — without
 // encoding/json's reflection, into s.scratch. It reports false for anything
 // else: an unknown or repeated key, a key in another case, tool calls,
-// images, usage or error objects, more than one choice, a number where a
+// images, error objects, a usage object with other fields than OpenAI's
+// and DeepSeek's token counts, more than one choice, a number where a
 // string belongs, invalid JSON, trailing bytes. The caller then takes
 // json.Unmarshal, so the fast path only has to be exact on what it accepts:
 // FuzzFastChunk compares it with json.Unmarshal on the same bytes.
@@ -69,7 +70,10 @@ func (s *stream) fastChunk(data []byte) (*wireChunk, bool) {
 		case kChoices:
 			return p.choices(s, ch)
 		case kUsage:
-			return p.null() // a usage object takes the full decoder
+			if p.peek() == 'n' {
+				return p.null()
+			}
+			return p.usage(s, ch)
 		case kCreated:
 			return p.number()
 		default: // id, object, system_fingerprint, service_tier
@@ -381,4 +385,85 @@ func (p *fastParser) delta(c *wireChoice) bool {
 			return p.skipStringOrNull()
 		}
 	})
+}
+
+// integer reads an int field's value: what index accepts.
+func (p *fastParser) integer(v *int) bool {
+	n, ok := p.index()
+	*v = n
+	return ok
+}
+
+// usage reads the last chunk's usage object (OpenAI's counts and their
+// details, DeepSeek's cache counts) into the stream's own, so the chunk
+// every turn ends with skips the full decoder too.
+func (p *fastParser) usage(s *stream, ch *wireChunk) bool {
+	u := &s.usage0
+	*u = wireUsage{}
+	var seen uint8
+	ok := p.object(func(key []byte) bool {
+		var bit uint8
+		switch string(key) {
+		case "prompt_tokens":
+			bit = 1
+		case "completion_tokens":
+			bit = 2
+		case "total_tokens":
+			bit = 4
+		case "prompt_tokens_details":
+			bit = 8
+		case "completion_tokens_details":
+			bit = 16
+		case "prompt_cache_hit_tokens":
+			bit = 32
+		case "prompt_cache_miss_tokens":
+			bit = 64
+		default:
+			return false
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		switch bit {
+		case 1:
+			return p.integer(&u.PromptTokens)
+		case 2:
+			return p.integer(&u.CompletionTokens)
+		case 32:
+			return p.integer(&u.PromptCacheHitTokens)
+		case 8:
+			if p.peek() == 'n' {
+				return p.null()
+			}
+			d := &s.details0
+			d.CachedTokens = 0
+			u.PromptTokensDetails = d
+			var cached bool
+			return p.object(func(key []byte) bool {
+				switch string(key) {
+				case "cached_tokens":
+					if cached {
+						return false
+					}
+					cached = true
+					return p.integer(&d.CachedTokens)
+				case "audio_tokens":
+					return p.number()
+				}
+				return false
+			})
+		case 16: // not used: numbers of any name
+			if p.peek() == 'n' {
+				return p.null()
+			}
+			return p.object(func([]byte) bool { return p.number() })
+		default: // total_tokens, prompt_cache_miss_tokens: not used
+			return p.number()
+		}
+	})
+	if ok {
+		ch.Usage = u
+	}
+	return ok
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
 // fastChunkSeeds are chunk shapes seen on the wire and near misses the
@@ -24,8 +26,23 @@ var fastChunkSeeds = []struct {
 	{`{}`, true},
 	{` { "model" : null , "choices" : [ { "index" : 1 , "delta" : { "content" : "x" } } ] } `, true},
 	{`{"choices":[{"index":-0,"delta":{"content":"x"}}],"created":-1.5e+3}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":80}}`, true},
+	{`{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":80,"total_tokens":1280,"prompt_tokens_details":{"cached_tokens":1024,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12,"prompt_cache_hit_tokens":8,"prompt_cache_miss_tokens":1}}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null,"completion_tokens_details":null}}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":{}}}`, true},
+	{`{"choices":[],"usage":{}}`, true},
 	// Refused: the full decoder has the last word on these.
-	{`{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":80}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":1.0}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":null}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":"9"}}`, false},
+	{`{"choices":[],"usage":{"Prompt_Tokens":9}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens":10}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":2}}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens_details":{"other":1}}}`, false},
+	{`{"choices":[],"usage":{"completion_tokens_details":{"reasoning_tokens":"x"}}}`, false},
+	{`{"choices":[],"usage":{"cost":0.01}}`, false},
+	{`{"choices":[],"usage":[]}`, false},
 	{`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}}]}`, false},
 	{`{"choices":[{"index":0,"delta":{"images":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]}}]}`, false},
 	{`{"Choices":[{"index":0,"delta":{"content":"case"}}]}`, false},
@@ -83,6 +100,24 @@ func TestFastChunkMatchesEncodingJSON(t *testing.T) {
 		if got := checkFastChunk(t, []byte(tc.data)); got != tc.fast {
 			t.Errorf("fast path took %q: %v, want %v", tc.data, got, tc.fast)
 		}
+	}
+}
+
+// TestFastChunkReadsUsage: the chunk a turn ends with, as OpenAI sends it,
+// gives its counts without the full decoder.
+func TestFastChunkReadsUsage(t *testing.T) {
+	var s stream
+	ch, ok := s.fastChunk([]byte(`{"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":80,"total_tokens":1280,"prompt_tokens_details":{"cached_tokens":1024}}}`))
+	if !ok {
+		t.Fatal("refused")
+	}
+	if got := ch.Usage.usage(); got != (provider.Usage{InputTokens: 1200, OutputTokens: 80, CachedTokens: 1024}) {
+		t.Fatalf("usage %+v", got)
+	}
+	// The next chunk's usage starts afresh.
+	ch, ok = s.fastChunk([]byte(`{"choices":[],"usage":{"prompt_tokens":7}}`))
+	if !ok || ch.Usage.PromptTokensDetails != nil || ch.Usage.usage() != (provider.Usage{InputTokens: 7}) {
+		t.Fatalf("second usage: %v %+v", ok, ch.Usage)
 	}
 }
 

@@ -129,16 +129,18 @@ func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]
 	if !bytes.HasPrefix(rest[head:], []byte("[]")) {
 		return nil, fmt.Errorf("request encoding: no messages list at %d", head)
 	}
-	var buf bytes.Buffer
-	buf.Write(rest[:head])
-	if err := cache.encodeMessages(&buf, req.Messages, official, req.Model); err != nil {
-		return nil, err
-	}
+	var tools []byte
 	if len(req.Tools) > 0 {
-		tools, err := cache.encodeTools(req.Tools)
-		if err != nil {
+		if tools, err = cache.encodeTools(req.Tools); err != nil {
 			return nil, err
 		}
+	}
+	var buf bytes.Buffer
+	extra := len(rest) - head + len(`,"tools":`) + len(tools) + 64
+	if err := cache.encodeMessages(&buf, rest[:head], req.Messages, official, req.Model, extra); err != nil {
+		return nil, err
+	}
+	if len(tools) > 0 {
 		buf.WriteString(`,"tools":`)
 		buf.Write(tools)
 	}

@@ -88,6 +88,11 @@ type stream struct {
 	// chunk to chunk so the usual chunk allocates only its text.
 	scratch wireChunk
 	choice  [1]wireChoice
+	// usage0 and details0 hold a usage object fastChunk decodes.
+	usage0   wireUsage
+	details0 struct {
+		CachedTokens int `json:"cached_tokens"`
+	}
 }
 
 type callBuf struct {

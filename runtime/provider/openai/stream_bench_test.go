@@ -2,7 +2,10 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -23,6 +26,41 @@ func BenchmarkStreamRead(b *testing.B) {
 		var s stream
 		if err := s.read(bytes.NewReader(raw), func(provider.Delta) error { return nil }); err != nil || !s.done {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClientTurnLongChat is the adapter's whole share of a late turn
+// of a long chat, against a local server streaming the external
+// benchmark's answer (33 chunks, then usage): encoding the request (its
+// history cached), posting it, reading the stream. The server runs in the
+// benchmark's process, so its costs are counted too.
+func BenchmarkClientTurnLongChat(b *testing.B) {
+	var body bytes.Buffer
+	for i := range 33 {
+		fmt.Fprintf(&body, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"words %d and more \"},\"finish_reason\":null}]}\n\n", i)
+	}
+	body.WriteString("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":80,\"total_tokens\":180}}\n\ndata: [DONE]\n\n")
+	answer := body.Bytes()
+	buf := make([]byte, 32<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for {
+			if _, err := r.Body.Read(buf); err != nil {
+				break
+			}
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(answer)
+	}))
+	defer srv.Close()
+	c := New(Config{Name: "bench", BaseURL: srv.URL})
+	req := longRequest()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := c.Stream(context.Background(), req, func(provider.Delta) error { return nil })
+		if err != nil || res.Usage.InputTokens != 100 {
+			b.Fatal(err, res.Usage)
 		}
 	}
 }
