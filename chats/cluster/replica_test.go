@@ -603,6 +603,35 @@ func TestReadFromPosition(t *testing.T) {
 	if w, err := nd.WorkLeft(ctx(t)); err != nil || len(w) != 0 {
 		t.Fatalf("work left after the chat's work ended: %v %v", w, err)
 	}
+
+	// Another owner changes the index meanwhile (it had work, then took
+	// it off): taking the chat back, this node writes the state its next
+	// flush leaves, whatever it remembered.
+	f = flushOf(chat, 43, 43)
+	f.Meta.Pending = 1
+	if at1, err = r.Position(ctx(t), chat); err != nil {
+		t.Fatal(err)
+	}
+	if at1, err = r.Append(ctx(t), chat, at1, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx(t), chat); err != nil { // the other owner
+		t.Fatal(err)
+	}
+	if err := c1.Release(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if c1, at1, err = nd.ClaimChat(ctx(t), chat); err != nil {
+		t.Fatal(err)
+	}
+	f = flushOf(chat, 44, 44)
+	f.Meta.Pending = 1
+	if _, err = r.Append(ctx(t), chat, at1, f); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := nd.WorkLeft(ctx(t)); err != nil || fmt.Sprint(w) != "["+chat+"]" {
+		t.Fatalf("work left after this node took the chat back: %v %v", w, err)
+	}
 }
 
 func seqRange(from, to uint64) []uint64 {
