@@ -145,6 +145,29 @@ func (a *actor) held() error {
 	return nil
 }
 
+// heldWait bounds how long a tool call waits for a lapsed fence to hold
+// again before the turn stops.
+const heldWait = 10 * time.Second
+
+// waitHeld waits, on the turn's goroutine and at most heldWait, while
+// this node still owns the chat but its fence does not hold just now (a
+// renewal came late). a.own is set before the actor runs and never
+// changes, so reading it here is safe.
+func (a *actor) waitHeld() {
+	o := a.own
+	if a.s.opt.RecordLog == nil || o == nil {
+		return
+	}
+	deadline := time.Now().Add(heldWait)
+	for !o.fence.Held() && a.s.stillOwned(a.id, o) && time.Now().Before(deadline) {
+		select {
+		case <-a.done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // unheld stops the actor of a chat whose fence does not hold now (err
 // says so): its lease lapsed, or this node was disowned. The ownership
 // stays unless Disown came: a renewal that was late makes it hold again,

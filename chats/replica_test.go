@@ -154,12 +154,12 @@ func seqsOf(evs []*Event) string {
 	return ""
 }
 
-// TestClusterNoToolWithoutFence: an owner whose fence stops holding while
-// a call waits for its approval runs no tool when the approval comes: the
-// answer fails with ErrFenced, the chat closes for its subscribers; a
-// send after it is stored (the log's fence still holds) but starts no
-// turn, and once another node claimed the chat a send fails with
-// ErrFenced and writes nothing.
+// TestClusterNoToolWithoutFence: while an owner's fence does not hold
+// (its lease lapsed), an approval's answer is refused (the question stays
+// open) and the call does not run; a send is stored (the log's fence
+// still holds) but starts no turn; once another node claimed the chat a
+// send fails with ErrFenced, writes nothing, and the chat closes for its
+// subscribers. The tool never runs.
 func TestClusterNoToolWithoutFence(t *testing.T) {
 	log := newMemLog()
 	e, chat, fence := clusterEnv(t, log)
@@ -173,8 +173,26 @@ func TestClusterNoToolWithoutFence(t *testing.T) {
 	ap := approvalOf(t, s, 1)
 	before := len(e.durable(chat))
 	fence.off.Store(true)
-	if err := e.svc.AnswerApproval(bg, ap.ID, true, Origin{}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("approval answered without the fence: %v, want ErrFenced", err)
+	if err := e.svc.AnswerApproval(bg, ap.ID, true, Origin{}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("approval answered without the fence: %v, want ErrUnavailable", err)
+	}
+	if n := len(e.durable(chat)); n != before {
+		t.Fatalf("%d rows written by a refused answer", n-before)
+	}
+	if _, err := e.svc.Send(bg, chat, "anyone?", "2", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	if evs := e.durable(chat)[before:]; count(evs, EvTurnStarted) != 0 || count(evs, EvMessageAccepted) != 1 {
+		t.Fatalf("rows without the fence: %s", typesOf(evs))
+	}
+	// Another node's claim fences the log: nothing more is written.
+	log.claim(chat)
+	n := len(e.durable(chat))
+	if _, err := e.svc.Send(bg, chat, "still there?", "3", "", Origin{}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("send after another node's claim: %v, want ErrFenced", err)
+	}
+	if got := len(e.durable(chat)); got != n {
+		t.Fatalf("%d rows written after another node's claim", got-n)
 	}
 	deadline := time.After(wait)
 	for closed := false; !closed; {
@@ -190,30 +208,6 @@ func TestClusterNoToolWithoutFence(t *testing.T) {
 				t.Fatal("the subscriber was not told the chat closed")
 			}
 		}
-	}
-	if _, err := os.Stat(filepath.Join(e.workspace, "ran")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the tool ran without the fence: %v", err)
-	}
-	if n := len(e.durable(chat)); n != before {
-		t.Fatalf("%d rows written without the fence", n-before)
-	}
-	// The log's fence still guards writes (no other node claimed the
-	// chat): a message is stored, but no turn starts while the lease
-	// does not hold.
-	if _, err := e.svc.Send(bg, chat, "anyone?", "2", "", Origin{}); err != nil {
-		t.Fatal(err)
-	}
-	if evs := e.durable(chat)[before:]; count(evs, EvTurnStarted) != 0 || count(evs, EvMessageAccepted) != 1 {
-		t.Fatalf("rows without the fence: %s", typesOf(evs))
-	}
-	// Another node's claim fences the log: nothing more is written.
-	log.claim(chat)
-	n := len(e.durable(chat))
-	if _, err := e.svc.Send(bg, chat, "still there?", "3", "", Origin{}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("send after another node's claim: %v, want ErrFenced", err)
-	}
-	if got := len(e.durable(chat)); got != n {
-		t.Fatalf("%d rows written after another node's claim", got-n)
 	}
 	if _, err := os.Stat(filepath.Join(e.workspace, "ran")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the tool ran without the fence: %v", err)

@@ -114,6 +114,7 @@ func (h *host) Step(text string, calls []provider.ToolCall) (uint64, error) {
 }
 
 func (h *host) CallStarted(call provider.ToolCall) error {
+	h.a.waitHeld() // a late renewal: the call waits for it rather than the turn ending
 	return h.a.exec(func() error {
 		if err := h.a.mayRun(); err != nil { // the call runs next
 			return err
@@ -260,6 +261,11 @@ func (a *actor) resolveApproval(w *waiting, allow bool, reason string, o Origin)
 }
 
 func (a *actor) answerApproval(id string, allow, forChat bool, o Origin) error {
+	if err := a.owner(); err == nil && a.held() != nil {
+		// The lease lapsed for a moment (a late renewal): the question
+		// stays open, to be answered again.
+		return fmt.Errorf("approval %s: this node's hold on the chat is being renewed; answer again: %w", id, ErrUnavailable)
+	}
 	if err := a.mayRun(); err != nil { // an allowed call runs next
 		return err
 	}

@@ -32,6 +32,10 @@ type Lease struct {
 	ttl     time.Duration
 	subject string
 
+	// op orders a renewal and a release: a release made while a renewal
+	// is on its way would name the revision before it, be refused, and
+	// leave the lease for its TTL.
+	op      sync.Mutex
 	mu      sync.Mutex
 	rev     uint64
 	expires time.Time // local clock: when the lease ends unless renewed
@@ -66,6 +70,8 @@ func (n *Node) leaseSafe() time.Duration { return n.o.LeaseTTL * 2 / 3 }
 // Renew extends the lease by its TTL, if this node still holds it (the
 // revision it last wrote is the key's last). ErrLost when it does not.
 func (l *Lease) Renew(ctx context.Context) error {
+	l.op.Lock()
+	defer l.op.Unlock()
 	l.mu.Lock()
 	rev, lost := l.rev, l.lost
 	l.mu.Unlock()
@@ -113,6 +119,8 @@ func (l *Lease) markLost() {
 // Release deletes the lease key if this node still holds it, so another
 // node can take it at once rather than after the TTL.
 func (l *Lease) Release(ctx context.Context) error {
+	l.op.Lock()
+	defer l.op.Unlock()
 	l.mu.Lock()
 	rev, lost := l.rev, l.lost
 	l.lost = true

@@ -328,6 +328,9 @@ func (n *Node) ClaimChat(ctx context.Context, chat string) (*Claim, uint64, erro
 		}
 		n.mu.Lock()
 		n.claims[chat] = c
+		// Other owners wrote the chat's work state since this node last
+		// did: its next flush writes it whatever this node remembers.
+		delete(n.hasWork, chat)
 		n.mu.Unlock()
 		return c, pos, nil
 	}

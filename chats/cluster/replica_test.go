@@ -273,6 +273,21 @@ func (r *recorder) has(f func(chats.Delivery) bool) bool {
 	return false
 }
 
+// newSvcCluster is three nodes for tests that run chats on them: a lease
+// TTL of 3 s, so a loaded machine's late renewal does not count as a
+// lost lease while turns run.
+func newSvcCluster(t *testing.T) *testCluster {
+	t.Helper()
+	return startCluster(t, 3, 3*time.Second, 16, func(tc *testCluster, _ int) func(string) {
+		return func(chat string) {
+			select {
+			case tc.lost <- chat:
+			default:
+			}
+		}
+	})
+}
+
 // TestChatMovesBetweenNodes: a chat used on node A (answered turns, a
 // tool call, a client id, a running turn and a pending message when A
 // lets go) is adopted by node B from the log alone: B has the same
@@ -280,7 +295,7 @@ func (r *recorder) has(f func(chats.Delivery) bool) bool {
 // the same message, resumes the interrupted turn once and goes on with
 // the next seq; the work index follows the chat's state.
 func TestChatMovesBetweenNodes(t *testing.T) {
-	tc := newCluster(t, 3)
+	tc := newSvcCluster(t)
 	a, b := newSvcNode(t, tc.nodes[0]), newSvcNode(t, tc.nodes[1])
 	chat := a.create("moving", nil)
 	bg := ctx(t)
@@ -383,7 +398,7 @@ func (liar) Held() bool { return true }
 // before the tool call it had in hand runs, and it writes nothing more;
 // the new owner's record holds none of it.
 func TestStaleOwnerIsFenced(t *testing.T) {
-	tc := newCluster(t, 3)
+	tc := newSvcCluster(t)
 	a, b := newSvcNode(t, tc.nodes[0]), newSvcNode(t, tc.nodes[1])
 	chat := a.create("fenced", func(c *Claim) chats.Fence { return liar{c} })
 	bg := ctx(t)
@@ -431,7 +446,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 // servers are back and the chat is adopted again, every acknowledged
 // message and answer is there, the refused message at most once.
 func TestUnconfirmedFlushIsNotAcknowledged(t *testing.T) {
-	tc := newCluster(t, 3)
+	tc := newSvcCluster(t)
 	a := newSvcNode(t, tc.nodes[0])
 	chat := a.create("quorum", nil)
 	bg := ctx(t)
@@ -602,6 +617,35 @@ func TestReadFromPosition(t *testing.T) {
 	}
 	if w, err := nd.WorkLeft(ctx(t)); err != nil || len(w) != 0 {
 		t.Fatalf("work left after the chat's work ended: %v %v", w, err)
+	}
+
+	// Another owner changes the index meanwhile (it had work, then took
+	// it off): taking the chat back, this node writes the state its next
+	// flush leaves, whatever it remembered.
+	f = flushOf(chat, 43, 43)
+	f.Meta.Pending = 1
+	if at1, err = r.Position(ctx(t), chat); err != nil {
+		t.Fatal(err)
+	}
+	if at1, err = r.Append(ctx(t), chat, at1, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx(t), chat); err != nil { // the other owner
+		t.Fatal(err)
+	}
+	if err := c1.Release(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if c1, at1, err = nd.ClaimChat(ctx(t), chat); err != nil {
+		t.Fatal(err)
+	}
+	f = flushOf(chat, 44, 44)
+	f.Meta.Pending = 1
+	if _, err = r.Append(ctx(t), chat, at1, f); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := nd.WorkLeft(ctx(t)); err != nil || fmt.Sprint(w) != "["+chat+"]" {
+		t.Fatalf("work left after this node took the chat back: %v %v", w, err)
 	}
 }
 
