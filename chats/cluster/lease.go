@@ -11,7 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mirror-gateway/mirror/chats")
+	"github.com/mirror-gateway/mirror/chats"
+)
 
 // Errors of leases.
 var (

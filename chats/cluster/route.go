@@ -130,8 +130,9 @@ func (r *Router) Answer(ctx context.Context, id string, frame []byte) ([]byte, e
 // this node tries to take the lease, which the store grants only once the
 // holder's has ended (never two owners: a replica's copy of the lease may
 // lag, the store's leader does not). While the lease stands, Send asks
-// again until ctx ends; when the store does not answer (too few nodes),
-// Send fails at once with chats.ErrUnavailable. A frame is sent again
+// again until ctx ends; when the store does not answer (too few nodes)
+// for as long as an append may wait (5 s), Send fails with
+// chats.ErrUnavailable. A frame is sent again
 // only when no node handled it: nobody answered, the node said it no
 // longer owns the chat, or the lease moved to another node while the
 // answer was awaited (the former owner can no longer act: it checks its
@@ -141,6 +142,23 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 		return nil, err
 	}
 	wait := 10 * time.Millisecond
+	var down time.Time // since when the store has not answered a take
+	// failed reports a take the store did not answer: given up (the
+	// error returned) once it has not answered for as long as an append
+	// may wait, so that a leader's election is waited for, a store
+	// without quorum is not.
+	failed := func(err error) error {
+		if ctx.Err() != nil || !errors.Is(err, chats.ErrUnavailable) {
+			return err
+		}
+		if down.IsZero() {
+			down = time.Now()
+		}
+		if time.Since(down) >= appendTimeout {
+			return err
+		}
+		return nil
+	}
 	for {
 		if oc := r.mine(chat); oc != nil {
 			if out, err, handled := r.handle(ctx, oc, frame); handled {
@@ -154,11 +172,10 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 		case err != nil, owner == "":
 			// Nobody holds it, or who does could not be read here: the
 			// store's leader decides, by granting the lease or not.
-			if taken, err := r.tryTake(ctx, chat); taken || err != nil {
-				if err != nil {
-					return nil, err
-				}
+			if taken, err := r.tryTake(ctx, chat); taken {
 				continue // served here now
+			} else if err = failed(err); err != nil {
+				return nil, err
 			}
 		case owner == r.n.o.Name:
 			// Being taken here now, or a lease of this node's name
@@ -174,11 +191,10 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 					continue
 				case <-ctx.Done():
 				}
-			} else if taken, err := r.tryTake(ctx, chat); taken || err != nil {
-				if err != nil {
-					return nil, err
-				}
+			} else if taken, err := r.tryTake(ctx, chat); taken {
 				continue
+			} else if err = failed(err); err != nil {
+				return nil, err
 			}
 		default:
 			out, err, done := r.ask(ctx, chat, owner, frame)
@@ -188,11 +204,10 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 			r.forget(chat, owner)
 			// Nobody handled it there: the owner died, is opening the
 			// chat, or let it go. Taken here if its lease has ended.
-			if taken, err := r.tryTake(ctx, chat); taken || err != nil {
-				if err != nil {
-					return nil, err
-				}
+			if taken, err := r.tryTake(ctx, chat); taken {
 				continue
+			} else if err = failed(err); err != nil {
+				return nil, err
 			}
 		}
 		// Jittered so that the askers of one chat do not move in step.
