@@ -53,6 +53,9 @@ const hdrLeaseID = "Mirror-Lease-Id"
 // acquire creates the lease key for this node, or fails with ErrHeld.
 func (n *Node) acquire(ctx context.Context, key string) (*Lease, error) {
 	_, leases, _, err := n.buckets()
+	if errors.Is(err, errNotReady) {
+		return nil, unavailable(err) // too few servers yet
+	}
 	if err != nil {
 		return nil, err
 	}

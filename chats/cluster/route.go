@@ -67,6 +67,9 @@ type Router struct {
 	taking map[string]chan struct{} // chats this node is claiming now
 	owners map[string]string        // chat → the owner its lease named when last read
 
+	downMu              sync.Mutex
+	downSince, downLast time.Time // a run of takes the store did not answer (storeDown)
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -142,19 +145,13 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 		return nil, err
 	}
 	wait := 10 * time.Millisecond
-	var down time.Time // since when the store has not answered a take
 	// failed reports a take the store did not answer: given up (the
-	// error returned) once it has not answered for as long as an append
-	// may wait, so that a leader's election is waited for, a store
-	// without quorum is not.
+	// error returned) once the store has not answered this node's takes
+	// for as long as an append may wait, so that a leader's election is
+	// waited for, and a store without quorum refuses at once the frames
+	// that follow the first.
 	failed := func(err error) error {
-		if ctx.Err() != nil || !errors.Is(err, chats.ErrUnavailable) {
-			return err
-		}
-		if down.IsZero() {
-			down = time.Now()
-		}
-		if time.Since(down) >= appendTimeout {
+		if ctx.Err() != nil || !errors.Is(err, chats.ErrUnavailable) || r.storeDown(time.Now()) {
 			return err
 		}
 		return nil
@@ -228,13 +225,36 @@ func (r *Router) tryTake(ctx context.Context, chat string) (taken bool, err erro
 	oc, err := r.take(ctx, chat)
 	switch {
 	case oc != nil:
+		r.storeUp()
 		return true, nil
 	case ctx.Err() != nil:
 		return false, fmt.Errorf("cluster: chat %s: %w", chat, ctx.Err())
 	case err == nil, errors.Is(err, ErrHeld):
+		r.storeUp()
 		return false, nil
 	}
 	return false, err
+}
+
+// storeDown notes a take the store did not answer, at now, and says
+// whether it has not answered for an append's bound (appendTimeout):
+// since the first of a run of such takes, each less than that bound
+// after the one before.
+func (r *Router) storeDown(now time.Time) bool {
+	r.downMu.Lock()
+	defer r.downMu.Unlock()
+	if r.downSince.IsZero() || now.Sub(r.downLast) > appendTimeout {
+		r.downSince = now
+	}
+	r.downLast = now
+	return now.Sub(r.downSince) >= appendTimeout
+}
+
+// storeUp notes the store answered a take.
+func (r *Router) storeUp() {
+	r.downMu.Lock()
+	r.downSince = time.Time{}
+	r.downMu.Unlock()
 }
 
 // ask sends frame to owner, the node chat's lease names, and waits for
