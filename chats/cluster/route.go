@@ -129,7 +129,7 @@ func (r *Router) Answer(ctx context.Context, id string, frame []byte) ([]byte, e
 // holds the lease, this node takes it, opens the chat and handles the
 // frame. When the node the lease names does not handle the frame (nobody
 // answers there, it says it no longer owns the chat, or it does not
-// answer within the lease's TTL: a paused process), the store decides:
+// answer within half the lease's TTL: a paused process), the store decides:
 // this node tries to take the lease, which the store grants only once the
 // holder's has ended (never two owners: a replica's copy of the lease may
 // lag, the store's leader does not). While the lease stands, Send asks
@@ -274,11 +274,11 @@ func (r *Router) ask(ctx context.Context, chat, owner string, frame []byte) (out
 		return nil, unavailable(err), true
 	}
 	for {
-		// Bounded by the lease TTL: past it, an owner that has not
-		// answered may have lost the chat (a paused process, whose
-		// server's route still carries the request), so the store is
-		// asked whether its lease still stands.
-		actx, cancel := context.WithTimeout(ctx, r.n.o.LeaseTTL)
+		// Bounded by half the lease TTL (storeWait): past it, an owner
+		// that has not answered may have lost the chat (a paused
+		// process, whose server's route still carries the request), so
+		// the store is asked whether its lease still stands.
+		actx, cancel := context.WithTimeout(ctx, r.n.storeWait())
 		reply, err := sub.NextMsgWithContext(actx)
 		cancel()
 		switch {
@@ -300,10 +300,16 @@ func (r *Router) ask(ctx context.Context, chat, owner string, frame []byte) (out
 			// The store's leader decides: the lease ended (this node
 			// takes the chat, and the silent owner's writes are fenced
 			// from now on), or moved to a third node; otherwise the
-			// answer is awaited again (a store without quorum too: a
-			// frame delivered is never sent twice while it may run).
-			if taken, _ := r.tryTake(ctx, chat); taken {
+			// answer is awaited again (a frame delivered is never sent
+			// twice while it may run). A store that has not answered
+			// for an append's bound refuses the frame, as an owner's
+			// own unconfirmed append does (it may still land).
+			taken, err := r.tryTake(ctx, chat)
+			if taken {
 				return nil, nil, false
+			}
+			if errors.Is(err, chats.ErrUnavailable) && ctx.Err() == nil && r.storeDown(time.Now()) {
+				return nil, fmt.Errorf("cluster: chat %s: its owner %s did not answer: %w", chat, owner, err), true
 			}
 			now, err := r.readOwner(ctx, chat)
 			if err == nil && now != owner {
