@@ -80,6 +80,11 @@ func TestRouteLapsedLeaseKeepsChat(t *testing.T) {
 	eventually(t, rc.opts[0].LeaseTTL/3, "the lapsed chat's route stops", func() bool {
 		return !slices.Contains(rc.serving(chat), "n1")
 	})
+	select {
+	case got := <-rc.owners[0].closed:
+		t.Fatalf("the owner let %s go when its lease only lapsed", got)
+	default:
+	}
 	if c.lease.Gone() {
 		t.Skip("the machine is too slow for this test: the lease ran out before it could be renewed")
 	}
