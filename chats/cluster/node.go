@@ -441,6 +441,7 @@ func (n *Node) tick(ctx context.Context) {
 	if n.paused.Load() {
 		return
 	}
+	keep := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.o.LeaseTTL/3)
 	defer cancel()
 	n.heartbeat(ctx)
@@ -473,11 +474,7 @@ func (n *Node) tick(ctx context.Context) {
 	} else if !errors.Is(err, ErrHeld) && ctx.Err() == nil {
 		n.log.Debug("cluster: run for leader", "err", err)
 	}
-	for _, c := range claims {
-		if err := c.lease.Renew(ctx); err != nil && !c.lease.Held() {
-			n.lose(c, err)
-		}
-	}
+	n.renewClaims(keep, claims)
 }
 
 // lose drops a chat lease this node no longer holds and tells the owner.

@@ -105,7 +105,7 @@ func (n *Node) publish(ctx context.Context, m *nats.Msg, at uint64) (uint64, err
 		return 0, fmt.Errorf("%w (%s was at %d)", chats.ErrFenced, m.Subject, at)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting):
-		return 0, fmt.Errorf("%w: %w", chats.ErrUnavailable, err)
+		return 0, unavailable(err) // not a deadline of the asker's
 	}
 	var api *jetstream.APIError
 	if errors.As(err, &api) && api.Code == 503 {
@@ -125,9 +125,16 @@ func (r Records) Position(ctx context.Context, chat string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", chats.ErrUnavailable, err)
 	}
-	m, err := records.GetLastMsgForSubject(ctx, subj)
+	// Bounded as an append is: a store that does not answer is
+	// unavailable, not the asker's deadline.
+	gctx, cancel := context.WithTimeout(ctx, appendTimeout)
+	defer cancel()
+	m, err := records.GetLastMsgForSubject(gctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
+	}
+	if err != nil && ctx.Err() == nil {
+		return 0, fmt.Errorf("cluster: the last record of %s: %w", chat, unavailable(err))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: cluster: the last record of %s: %w", chats.ErrUnavailable, chat, err)

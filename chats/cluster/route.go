@@ -67,6 +67,9 @@ type Router struct {
 	taking map[string]chan struct{} // chats this node is claiming now
 	owners map[string]string        // chat → the owner its lease named when last read
 
+	downMu              sync.Mutex
+	downSince, downLast time.Time // a run of takes the store did not answer (storeDown)
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -76,6 +79,7 @@ type Router struct {
 type ownedChat struct {
 	claim *Claim
 	sub   *nats.Subscription // set and read under Router.mu
+	idle  bool               // under Router.mu: unsubscribed while its lease lapsed
 	mu    sync.Mutex         // one Handle at a time, from NATS or from this node
 }
 
@@ -123,17 +127,35 @@ func (r *Router) Answer(ctx context.Context, id string, frame []byte) ([]byte, e
 // handles it itself when it owns the chat; otherwise the frame is a
 // request on the chat's subject for the node its lease names. When nobody
 // holds the lease, this node takes it, opens the chat and handles the
-// frame; when the holder does not serve the chat (it is opening it, or
-// died and its lease has not expired yet) Send asks again, until ctx
-// ends. A frame is sent again only when no node handled it: nobody
-// answered, the node said it no longer owns the chat, or the lease moved
-// to another node while the answer was awaited (the former owner can no
-// longer act: it checks its lease first, and the store fences its writes).
+// frame. When the node the lease names does not handle the frame (nobody
+// answers there, it says it no longer owns the chat, or it does not
+// answer within half the lease's TTL: a paused process), the store decides:
+// this node tries to take the lease, which the store grants only once the
+// holder's has ended (never two owners: a replica's copy of the lease may
+// lag, the store's leader does not). While the lease stands, Send asks
+// again until ctx ends; when the store does not answer (too few nodes)
+// for as long as an append may wait (5 s), Send fails with
+// chats.ErrUnavailable. A frame is sent again
+// only when no node handled it: nobody answered, the node said it no
+// longer owns the chat, or the lease moved to another node while the
+// answer was awaited (the former owner can no longer act: it checks its
+// lease first, and the store fences its writes).
 func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, error) {
 	if _, err := routeSubject(chat); err != nil {
 		return nil, err
 	}
 	wait := 10 * time.Millisecond
+	// failed reports a take the store did not answer: given up (the
+	// error returned) once the store has not answered this node's takes
+	// for as long as an append may wait, so that a leader's election is
+	// waited for, and a store without quorum refuses at once the frames
+	// that follow the first.
+	failed := func(err error) error {
+		if ctx.Err() != nil || !errors.Is(err, chats.ErrUnavailable) || r.storeDown(time.Now()) {
+			return err
+		}
+		return nil
+	}
 	for {
 		if oc := r.mine(chat); oc != nil {
 			if out, err, handled := r.handle(ctx, oc, frame); handled {
@@ -142,23 +164,21 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 		}
 		owner, err := r.ownerOf(ctx, chat)
 		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("cluster: chat %s: %w", chat, ctx.Err())
-			}
-			return nil, fmt.Errorf("%w: chat %s: who owns it: %w", chats.ErrUnavailable, chat, err)
-		case owner == "":
-			oc, err := r.take(ctx, chat)
-			if err != nil && !errors.Is(err, ErrHeld) {
-				return nil, err
-			}
-			if oc != nil {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("cluster: chat %s: %w", chat, ctx.Err())
+		case err != nil, owner == "":
+			// Nobody holds it, or who does could not be read here: the
+			// store's leader decides, by granting the lease or not.
+			if taken, err := r.tryTake(ctx, chat); taken {
 				continue // served here now
+			} else if err = failed(err); err != nil {
+				return nil, err
 			}
 		case owner == r.n.o.Name:
 			// Being taken here now, or a lease of this node's name
-			// that this process does not hold (an earlier run's):
-			// wait for the one or the end of the other.
+			// that this process does not hold (an earlier run's), or
+			// this node's own lease lapsed for a moment: wait for the
+			// one, the end of the other, or the next renewal.
 			r.mu.Lock()
 			ch := r.taking[chat]
 			r.mu.Unlock()
@@ -168,6 +188,10 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 					continue
 				case <-ctx.Done():
 				}
+			} else if taken, err := r.tryTake(ctx, chat); taken {
+				continue
+			} else if err = failed(err); err != nil {
+				return nil, err
 			}
 		default:
 			out, err, done := r.ask(ctx, chat, owner, frame)
@@ -175,6 +199,13 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 				return out, err
 			}
 			r.forget(chat, owner)
+			// Nobody handled it there: the owner died, is opening the
+			// chat, or let it go. Taken here if its lease has ended.
+			if taken, err := r.tryTake(ctx, chat); taken {
+				continue
+			} else if err = failed(err); err != nil {
+				return nil, err
+			}
 		}
 		// Jittered so that the askers of one chat do not move in step.
 		select {
@@ -186,6 +217,46 @@ func (r *Router) Send(ctx context.Context, chat string, frame []byte) ([]byte, e
 	}
 }
 
+// tryTake takes chat for this node if the store grants its lease: taken
+// when this node serves the chat now; neither taken nor an error when
+// another holds the lease (ask again later); an error when the store did
+// not answer (chats.ErrUnavailable) or ctx ended.
+func (r *Router) tryTake(ctx context.Context, chat string) (taken bool, err error) {
+	oc, err := r.take(ctx, chat)
+	switch {
+	case oc != nil:
+		r.storeUp()
+		return true, nil
+	case ctx.Err() != nil:
+		return false, fmt.Errorf("cluster: chat %s: %w", chat, ctx.Err())
+	case err == nil, errors.Is(err, ErrHeld):
+		r.storeUp()
+		return false, nil
+	}
+	return false, err
+}
+
+// storeDown notes a take the store did not answer, at now, and says
+// whether it has not answered for an append's bound (appendTimeout):
+// since the first of a run of such takes, each less than that bound
+// after the one before.
+func (r *Router) storeDown(now time.Time) bool {
+	r.downMu.Lock()
+	defer r.downMu.Unlock()
+	if r.downSince.IsZero() || now.Sub(r.downLast) > appendTimeout {
+		r.downSince = now
+	}
+	r.downLast = now
+	return now.Sub(r.downSince) >= appendTimeout
+}
+
+// storeUp notes the store answered a take.
+func (r *Router) storeUp() {
+	r.downMu.Lock()
+	r.downSince = time.Time{}
+	r.downMu.Unlock()
+}
+
 // ask sends frame to owner, the node chat's lease names, and waits for
 // its answer. done is false when the frame may be sent again because no
 // node handled it.
@@ -194,19 +265,20 @@ func (r *Router) ask(ctx context.Context, chat, owner string, frame []byte) (out
 	inbox := r.n.nc.NewRespInbox()
 	sub, err := r.n.nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, fmt.Errorf("%w: chat %s: %w", chats.ErrUnavailable, chat, err), true
+		return nil, unavailable(err), true
 	}
 	defer sub.Unsubscribe()
 	m := &nats.Msg{Subject: subj + "." + owner, Reply: inbox, Data: frame, Header: nats.Header{}}
 	m.Header.Set(hdrNode, r.n.o.Name)
 	if err := r.n.nc.PublishMsg(m); err != nil {
-		return nil, fmt.Errorf("%w: chat %s: %w", chats.ErrUnavailable, chat, err), true
+		return nil, unavailable(err), true
 	}
 	for {
-		// Bounded by the lease TTL: past it, an owner that has not
-		// answered may have lost the chat (a paused process), so its
-		// lease is read again.
-		actx, cancel := context.WithTimeout(ctx, r.n.o.LeaseTTL)
+		// Bounded by half the lease TTL (storeWait): past it, an owner
+		// that has not answered may have lost the chat (a paused
+		// process, whose server's route still carries the request), so
+		// the store is asked whether its lease still stands.
+		actx, cancel := context.WithTimeout(ctx, r.n.storeWait())
 		reply, err := sub.NextMsgWithContext(actx)
 		cancel()
 		switch {
@@ -225,14 +297,35 @@ func (r *Router) ask(ctx context.Context, chat, owner string, frame []byte) (out
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("cluster: chat %s: no answer from its owner %s: %w", chat, owner, ctx.Err()), true
 		case errors.Is(err, context.DeadlineExceeded):
-			now, err := r.n.OwnerOf(ctx, chat)
+			// The store's leader decides: the lease ended (this node
+			// takes the chat, and the silent owner's writes are fenced
+			// from now on), or moved to a third node; otherwise the
+			// answer is awaited again (a frame delivered is never sent
+			// twice while it may run). A store that has not answered
+			// for an append's bound refuses the frame, as an owner's
+			// own unconfirmed append does (it may still land).
+			taken, err := r.tryTake(ctx, chat)
+			if taken {
+				return nil, nil, false
+			}
+			if errors.Is(err, chats.ErrUnavailable) && ctx.Err() == nil && r.storeDown(time.Now()) {
+				return nil, fmt.Errorf("cluster: chat %s: its owner %s did not answer: %w", chat, owner, err), true
+			}
+			now, err := r.readOwner(ctx, chat)
 			if err == nil && now != owner {
 				return nil, nil, false // the lease moved: owner cannot act on it
 			}
 		default:
-			return nil, fmt.Errorf("%w: chat %s: %w", chats.ErrUnavailable, chat, err), true
+			return nil, unavailable(err), true
 		}
 	}
+}
+
+// readOwner is Node.OwnerOf bounded by storeWait.
+func (r *Router) readOwner(ctx context.Context, chat string) (string, error) {
+	rctx, cancel := context.WithTimeout(ctx, r.n.storeWait())
+	defer cancel()
+	return r.n.OwnerOf(rctx, chat)
 }
 
 // Sync returns once any event chat's owner publishes after now will reach
@@ -273,7 +366,7 @@ func (r *Router) ownerOf(ctx context.Context, chat string) (string, error) {
 	if owner != "" {
 		return owner, nil
 	}
-	owner, err := r.n.OwnerOf(ctx, chat)
+	owner, err := r.readOwner(ctx, chat)
 	if err == nil && owner != "" && owner != r.n.o.Name {
 		r.mu.Lock()
 		if len(r.owners) >= maxOwners {
@@ -313,8 +406,13 @@ func (r *Router) handle(ctx context.Context, oc *ownedChat, frame []byte) (out [
 	r.mu.Lock()
 	listed := r.owned[oc.claim.Chat()] == oc
 	r.mu.Unlock()
-	if !listed || !oc.claim.Held() {
+	if !listed || oc.claim.lease.Gone() {
 		r.drop(oc) // a no-op once dropped
+		return nil, nil, false
+	}
+	if !oc.claim.Held() {
+		// Lapsed (renewals late), not lost: nothing is done now, and
+		// the chat stays this node's for the next renewal to restore.
 		return nil, nil, false
 	}
 	out, err = r.local.Handle(ctx, oc.claim.Chat(), frame)
@@ -355,8 +453,13 @@ func (r *Router) take(ctx context.Context, chat string) (*ownedChat, error) {
 	r.mu.Lock()
 	if oc := r.owned[chat]; oc != nil {
 		r.mu.Unlock()
-		if oc.claim.Held() {
+		switch {
+		case oc.claim.Held():
 			return oc, nil
+		case !oc.claim.lease.Gone():
+			// This node's lease lapsed for a moment: still its own (a
+			// claim now would fence its own live chat), so wait.
+			return nil, fmt.Errorf("%w (%s: this node's own, renewal late)", ErrHeld, chat)
 		}
 		r.drop(oc)
 		r.mu.Lock()
@@ -484,10 +587,13 @@ func (r *Router) Owned() []string {
 	return out
 }
 
-// watchLeases drops each owned chat whose lease this node can no longer
-// count as held, checking every sixth of the TTL: a lease counts as held
-// for two thirds of the TTL after its last renewal, so the chat stops
-// being served before the store lets another node take it.
+// watchLeases drops each owned chat whose lease is gone (see Lease.Gone),
+// checking every sixth of the TTL. A lease that is only lapsed (not
+// renewed within two thirds of the TTL, so not Held) keeps its chat
+// listed but idle: handle answers nothing there and the chat's actor
+// starts no turn and runs no tool, so nothing is done after the store
+// could let another node take it; dropping it instead would fence this
+// node's own live chat when its renewal lands late.
 func (r *Router) watchLeases() {
 	defer close(r.done)
 	t := time.NewTicker(r.n.o.LeaseTTL / 6)
@@ -499,16 +605,51 @@ func (r *Router) watchLeases() {
 		case <-t.C:
 		}
 		r.mu.Lock()
-		var gone []*ownedChat
+		var gone, wake []*ownedChat
+		var idle []*nats.Subscription
 		for _, oc := range r.owned {
-			if !oc.claim.Held() {
+			switch {
+			case oc.claim.lease.Gone():
 				gone = append(gone, oc)
+			case !oc.claim.Held() && oc.sub != nil:
+				// Lapsed: its route stops here before the store could
+				// let another node take the lease.
+				idle = append(idle, oc.sub)
+				oc.sub, oc.idle = nil, true
+			case oc.claim.Held() && oc.idle:
+				wake = append(wake, oc)
 			}
 		}
 		r.mu.Unlock()
+		for _, sub := range idle {
+			_ = sub.Drain()
+		}
 		for _, oc := range gone {
 			r.drop(oc)
 		}
+		for _, oc := range wake {
+			r.resume(oc)
+		}
+	}
+}
+
+// resume serves again an owned chat whose lease was renewed after it
+// lapsed.
+func (r *Router) resume(oc *ownedChat) {
+	subj, _ := routeSubject(oc.claim.Chat())
+	sub, err := r.n.nc.QueueSubscribe(subj+"."+r.n.o.Name, routeQueue, func(m *nats.Msg) { r.serve(oc, m) })
+	if err != nil {
+		r.n.log.Warn("cluster: serve a chat again after its lease was renewed", "chat", oc.claim.Chat(), "err", err)
+		return // tried again at the next check
+	}
+	r.mu.Lock()
+	kept := r.owned[oc.claim.Chat()] == oc && oc.idle
+	if kept {
+		oc.sub, oc.idle = sub, false
+	}
+	r.mu.Unlock()
+	if !kept {
+		_ = sub.Unsubscribe()
 	}
 }
 

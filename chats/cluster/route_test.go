@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,20 +212,29 @@ func TestRouteToOwnerAndTakeover(t *testing.T) {
 		}
 	})
 	rc.nodes[1].paused.Store(true)
-	select {
-	case got := <-rc.owners[1].closed:
-		if got != chat {
-			t.Fatalf("closed %q", got)
-		}
-	case <-time.After(rc.opts[1].LeaseTTL):
-		t.Fatal("the paused owner did not stop serving the chat within its lease TTL")
-	}
+	paused := time.Now()
+	eventually(t, rc.opts[1].LeaseTTL, "the paused owner stops serving the chat within its lease TTL", func() bool {
+		return !slices.Contains(rc.serving(chat), "n2")
+	})
 	node, seq := send(t, rc.routers[0], chat, "after")
 	if node == "n2" || seq != 7 {
 		t.Fatalf("after the takeover: answered by %s seq %d, want another node, seq 7", node, seq)
 	}
 	if node2, seq2 := send(t, rc.routers[1], chat, "from the old owner"); node2 != node || seq2 != 8 {
 		t.Fatalf("via the old owner: answered by %s seq %d, want %s 8", node2, seq2, node)
+	}
+	// The old owner lets the chat go once its lease is gone (a whole
+	// TTL unrenewed), not before: a renewal merely late keeps it.
+	select {
+	case got := <-rc.owners[1].closed:
+		if got != chat {
+			t.Fatalf("closed %q", got)
+		}
+		if d := time.Since(paused); d < rc.opts[1].LeaseTTL*2/3 {
+			t.Fatalf("the paused owner let the chat go %v after its last renewal could have been, before its lease could end", d)
+		}
+	case <-time.After(2 * rc.opts[1].LeaseTTL):
+		t.Fatal("the paused owner did not let the chat go within twice its lease TTL")
 	}
 	close(stop)
 	watched.Wait()
