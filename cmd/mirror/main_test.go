@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,8 +98,31 @@ func TestTokenIsKeptPrivately(t *testing.T) {
 type proc struct {
 	cmd  *exec.Cmd
 	addr string
-	errs *bytes.Buffer
+	errs *logBuffer
 }
+
+// logBuffer is a child's stderr: written by the process's copier while
+// tests read it, so every access is under its lock.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is what was written so far.
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Bytes is a copy of what was written so far.
+func (l *logBuffer) Bytes() []byte { return []byte(l.String()) }
 
 func startServe(t *testing.T, data string, env ...string) *proc {
 	t.Helper()
@@ -130,7 +154,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, errs: &bytes.Buffer{}}
+	p := &proc{cmd: cmd, errs: &logBuffer{}}
 	cmd.Stderr = p.errs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
