@@ -56,6 +56,10 @@ func (n *Node) Follow(f Follower) *Following {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, chats.ErrClosed) {
+				<-ctx.Done() // the Service shut down first: nothing left to apply to
+				return
+			}
 			n.log.Warn("cluster: following the records stream stopped; trying again", "err", err)
 			select {
 			case <-ctx.Done():
