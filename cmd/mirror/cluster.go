@@ -76,11 +76,16 @@ func clusterChats(node *cluster.Node, lost *routerSlot) (log chats.RecordLog, ow
 	router := node.NewRouter(local)
 	lost.Store(router)
 	var sweeper *cluster.Sweeper
+	var following *cluster.Following
 	serve = func(s *chats.Service) {
 		local.Serve(s)
 		sweeper = router.Sweep()
+		following = node.Follow(s) // every chat's flushes reach this node's bbolt: lists and search see the whole cluster
 	}
 	return node.Records(), cluster.NewOwners(router, node.NewFanout(router)), serve, func() {
+		if following != nil {
+			following.Close()
+		}
 		if sweeper != nil {
 			sweeper.Close()
 		}
