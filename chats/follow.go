@@ -50,22 +50,9 @@ func (s *Service) Follow(ctx context.Context, chat string, pos uint64, f *Flush)
 		applied, created bool
 		meta             Chat
 	)
-	err := s.store.Write(ctx, func(tx *bolt.Tx) error {
-		applied = false
-		prev, found, err := loadChat(tx, chat)
-		if err != nil {
-			return err
-		}
-		if prev.LogPos >= pos {
-			return nil
-		}
-		g := *f
-		g.Meta.LogPos = pos
-		if err := writeFlush(tx, s.store, prev.UpdatedAt, &g, nil); err != nil {
-			return err
-		}
-		applied, created, meta = true, !found, g.Meta
-		return nil
+	err := s.store.Write(ctx, func(tx *bolt.Tx) (err error) {
+		applied, created, meta, err = putFlushAt(tx, s.store, chat, pos, f)
+		return err
 	})
 	if err != nil || !applied {
 		return err

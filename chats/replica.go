@@ -289,17 +289,25 @@ func (s *Service) applyFlush(ctx context.Context, chat string, pos uint64, f *Fl
 		return fmt.Errorf("%w: a flush of chat %q in %q's log", ErrBadInput, f.Chat, chat)
 	}
 	return s.store.Write(ctx, func(tx *bolt.Tx) error {
-		prev, _, err := loadChat(tx, chat)
-		if err != nil {
-			return err
-		}
-		if prev.LogPos >= pos {
-			return nil
-		}
-		g := *f
-		g.Meta.LogPos = pos
-		return writeFlush(tx, s.store, prev.UpdatedAt, &g, nil)
+		_, _, _, err := putFlushAt(tx, s.store, chat, pos, f)
+		return err
 	})
+}
+
+// putFlushAt writes f, the flush at log position pos, in tx unless bbolt
+// has it already (the chat's LogPos is at or past pos). It says whether
+// it wrote it, whether the chat is new here, and the metadata it left.
+func putFlushAt(tx *bolt.Tx, st *Store, chat string, pos uint64, f *Flush) (applied, created bool, meta Chat, err error) {
+	prev, found, err := loadChat(tx, chat)
+	if err != nil || prev.LogPos >= pos {
+		return false, false, Chat{}, err
+	}
+	g := *f
+	g.Meta.LogPos = pos
+	if err := writeFlush(tx, st, prev.UpdatedAt, &g, nil); err != nil {
+		return false, false, Chat{}, err
+	}
+	return true, !found, g.Meta, nil
 }
 
 // createLogged stores a new chat in cluster mode: its first flush (c,

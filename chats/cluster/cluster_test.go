@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,22 +15,15 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/cluster/clustertest"
 )
 
 // testTTL is the lease TTL of the in-process clusters: the shortest NATS
 // message TTLs allow, so expiry tests stay short.
 const testTTL = time.Second
 
-// freeAddr returns a loopback address nobody listens on (just now).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a loopback address for a node's routes.
+func freeAddr(t testing.TB) string { return clustertest.RouteAddr(t) }
 
 var testLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 

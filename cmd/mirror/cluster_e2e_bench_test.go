@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats/cluster"
+	"github.com/mirror-gateway/mirror/chats/cluster/clustertest"
 )
 
 // BenchmarkClusterTurns: turn latency (p50, p99) and turns/s through one
@@ -91,7 +92,7 @@ func startBenchNodes(b *testing.B, n int, llm *fakeLLM) []*child {
 	b.Helper()
 	routes := make([]string, n)
 	for i := range routes {
-		routes[i] = freeAddr(b)
+		routes[i] = clustertest.RouteAddr(b)
 	}
 	var kids []*child
 	var first struct{ cfg, data string }

@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/mirror-gateway/mirror/chats/cluster"
+	"github.com/mirror-gateway/mirror/chats/cluster/clustertest"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -317,7 +318,7 @@ func startE2E(t *testing.T, o e2eOpts) *e2eCluster {
 	c := &e2eCluster{t: t, llm: newFakeLLM(t), work: t.TempDir(), env: o.env}
 	routes := make([]string, o.n)
 	for i := range routes {
-		routes[i] = freeAddr(t)
+		routes[i] = clustertest.RouteAddr(t)
 	}
 	for i := range o.n {
 		dir := t.TempDir()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats/cluster"
+	"github.com/mirror-gateway/mirror/chats/cluster/clustertest"
 )
 
 // clusterNode is one `mirror serve --cluster` process of a test.
@@ -30,7 +31,7 @@ func startClusterProcs(t *testing.T, n int, leaseTTL string, extra ...string) []
 	t.Helper()
 	routes := make([]string, n)
 	for i := range routes {
-		routes[i] = freeAddr(t)
+		routes[i] = clustertest.RouteAddr(t)
 	}
 	nodes := make([]*clusterNode, n)
 	for i := range n {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/cluster"
+	"github.com/mirror-gateway/mirror/chats/cluster/clustertest"
 	"github.com/mirror-gateway/mirror/config"
 )
 
@@ -32,12 +32,7 @@ func startNodes(t *testing.T, n int) *clusterNodes {
 	t.Helper()
 	routes := make([]string, n)
 	for i := range routes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		routes[i] = ln.Addr().String()
-		ln.Close()
+		routes[i] = clustertest.RouteAddr(t)
 	}
 	cn := &clusterNodes{}
 	base := t.TempDir()
