@@ -303,7 +303,11 @@ func (q *QuotaBook) grant(ctx context.Context, lb *leaderBook, m *nats.Msg) {
 	g := &grant{rec: grantRecord{Key: req.Key, Tokens: req.Tokens, At: q.opt.Clock().UTC()}, release: rel}
 	if err := q.journal(ctx, req.ID, g.rec); err != nil {
 		rel(quota.Usage{})
-		respond(m, reserveReply{Error: "the quota book could not journal the grant: " + err.Error()})
+		// Its store is unanswered while it elects a leader (a node just
+		// died or paused): the asker asks again, within its bound, rather
+		// than fail the turn. A journal stored unconfirmed is overwritten
+		// by the next grant of the same id.
+		respond(m, reserveReply{Again: true, Error: "the quota book could not journal the grant: " + err.Error()})
 		return
 	}
 	q.mu.Lock()
