@@ -1,75 +1,17 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
-	"github.com/mirror-gateway/mirror/chats/search"
-	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/runtime"
 )
 
-// newFollowers is newServices with what `mirror serve --cluster` adds for
-// reads: a search index per node and the node following the records
-// stream into its Service.
-func newFollowers(t *testing.T, n int, m *model) *services {
-	t.Helper()
-	wired := make([]atomic.Pointer[Router], n)
-	tc := startCluster(t, n, 10*time.Second, 1024, func(_ *testCluster, i int) func(string) {
-		return func(chat string) {
-			if r := wired[i].Load(); r != nil {
-				r.Lost(chat)
-			}
-		}
-	})
-	sv := &services{testCluster: tc, model: m}
-	for i, nd := range tc.nodes {
-		dir := t.TempDir()
-		db, err := chats.OpenDB(filepath.Join(dir, "mirror.db"), time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		store, err := chats.NewStore(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		index, err := search.Open(filepath.Join(dir, "search"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: m, Remote: "fake", Window: 128000}},
-			map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		local := NewLocal()
-		r := nd.NewRouter(local)
-		wired[i].Store(r)
-		svc := chats.New(chats.Options{Store: store, Turner: eng, Idle: time.Minute, MaxPending: 1000, Log: testLog, Search: index,
-			RecordLog: nd.Records(), Owners: NewOwners(r, nd.NewFanout(r))})
-		local.Serve(svc)
-		following := nd.Follow(svc)
-		sv.svcs = append(sv.svcs, svc)
-		sv.routers = append(sv.routers, r)
-		t.Cleanup(func() {
-			following.Close()
-			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			svc.Close(c)
-			r.Close()
-			store.Close()
-			index.Close()
-			db.Close()
-		})
-	}
-	return sv
-}
+// newFollowers is newServices with each node following the records
+// stream into its Service, and a search index per node.
+func newFollowers(t *testing.T, n int, m *model) *services { return startServices(t, n, m, true) }
 
 // listWatcher records the list changes it is told of.
 type listWatcher struct {

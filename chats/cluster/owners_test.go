@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/search"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/ids"
@@ -63,7 +64,13 @@ type services struct {
 	model   *model
 }
 
-func newServices(t testing.TB, n int, m *model) *services {
+func newServices(t testing.TB, n int, m *model) *services { return startServices(t, n, m, false) }
+
+// startServices starts n nodes, each with a Service routed through it;
+// with follow, also what `mirror serve --cluster` adds for reads: a search
+// index per node and the node following the records stream into its
+// Service.
+func startServices(t testing.TB, n int, m *model, follow bool) *services {
 	t.Helper()
 	wired := make([]atomic.Pointer[Router], n)
 	// A long lease: these tests move no chat, and a loaded machine late
@@ -77,13 +84,20 @@ func newServices(t testing.TB, n int, m *model) *services {
 	})
 	sv := &services{testCluster: tc, model: m}
 	for i, nd := range tc.nodes {
-		db, err := chats.OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
+		dir := t.TempDir()
+		db, err := chats.OpenDB(filepath.Join(dir, "mirror.db"), time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		store, err := chats.NewStore(db)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var index *search.Index
+		if follow {
+			if index, err = search.Open(filepath.Join(dir, "search")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: m, Remote: "fake", Window: 128000}},
 			map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
@@ -93,17 +107,27 @@ func newServices(t testing.TB, n int, m *model) *services {
 		local := NewLocal()
 		r := nd.NewRouter(local)
 		wired[i].Store(r)
-		svc := chats.New(chats.Options{Store: store, Turner: eng, Idle: time.Minute, MaxPending: 1000, Log: testLog,
+		svc := chats.New(chats.Options{Store: store, Turner: eng, Idle: time.Minute, MaxPending: 1000, Log: testLog, Search: index,
 			RecordLog: nd.Records(), Owners: NewOwners(r, nd.NewFanout(r))})
 		local.Serve(svc)
+		var following *Following
+		if follow {
+			following = nd.Follow(svc)
+		}
 		sv.svcs = append(sv.svcs, svc)
 		sv.routers = append(sv.routers, r)
 		t.Cleanup(func() {
+			if following != nil {
+				following.Close()
+			}
 			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			svc.Close(c)
 			r.Close()
 			store.Close()
+			if index != nil {
+				index.Close()
+			}
 			db.Close()
 		})
 	}
