@@ -96,6 +96,8 @@ type Node struct {
 	leader  *Lease            // this node's leader lease while it leads
 	claims  map[string]*Claim // chat leases this node holds
 	work    jetstream.KeyValue
+	// telegram is the Telegram offset's bucket (tgoffset.go).
+	telegram jetstream.KeyValue
 	// hasWork is, by chat, whether the work index holds it as this node
 	// last wrote it: Append writes the index only when that changes.
 	hasWork map[string]bool
@@ -430,8 +432,18 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s bucket: %w", WorkBucket, err)
 	}
+	// The Telegram offset's bucket, made here with the others: a node
+	// that becomes leader after another died must not need the meta
+	// group (electing then) to reach it.
+	telegram, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: TelegramBucket, Description: "Mirror's Telegram bot: the offset of receiving updates",
+		History: 1, Storage: jetstream.FileStorage, Replicas: n.o.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("%s bucket: %w", TelegramBucket, err)
+	}
 	n.mu.Lock()
-	n.records, n.leases, n.nodes, n.work = records, leases, nodes, work
+	n.records, n.leases, n.nodes, n.work, n.telegram = records, leases, nodes, work, telegram
 	n.mu.Unlock()
 	return nil
 }

@@ -151,12 +151,11 @@ func (t *Telegram) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err := t.n.WaitReady(ctx); err != nil {
 		return nil, err
 	}
-	kv, err := t.n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: TelegramBucket, Description: "Mirror's Telegram bot: the offset of receiving updates",
-		History: 1, Storage: jetstream.FileStorage, Replicas: t.n.o.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %s bucket: %w", TelegramBucket, err)
+	t.n.mu.Lock()
+	kv = t.n.telegram // made with the node's other buckets
+	t.n.mu.Unlock()
+	if kv == nil {
+		return nil, fmt.Errorf("cluster: %s bucket: the node is not set up", TelegramBucket)
 	}
 	t.mu.Lock()
 	t.kv = kv
