@@ -22,59 +22,23 @@ func (s *stream) fastChunk(data []byte) (*wireChunk, bool) {
 	p := fastParser{b: data}
 	ch := &s.scratch
 	*ch = wireChunk{}
-	var seen uint8
-	const (
-		kModel = 1 << iota
-		kChoices
-		kUsage
-		kID
-		kObject
-		kCreated
-		kFingerprint
-		kTier
-	)
-	ok := p.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "model":
-			bit = kModel
-		case "choices":
-			bit = kChoices
-		case "usage":
-			bit = kUsage
-		case "id":
-			bit = kID
-		case "object":
-			bit = kObject
-		case "created":
-			bit = kCreated
-		case "system_fingerprint":
-			bit = kFingerprint
-		case "service_tier":
-			bit = kTier
-		default:
-			return false
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		switch bit {
-		case kModel:
+	ok := p.fields(chunkKeys, func(i int) bool {
+		switch i {
+		case 0: // model
 			if s.model != "" {
 				return p.skipStringOrNull()
 			}
 			m, ok := p.stringOrNull()
 			ch.Model = m
 			return ok
-		case kChoices:
+		case 1:
 			return p.choices(s, ch)
-		case kUsage:
+		case 2: // usage
 			if p.peek() == 'n' {
 				return p.null()
 			}
 			return p.usage(s, ch)
-		case kCreated:
+		case 5: // created
 			return p.number()
 		default: // id, object, system_fingerprint, service_tier
 			return p.skipStringOrNull()
@@ -163,6 +127,36 @@ func (p *fastParser) object(field func(key []byte) bool) bool {
 		}
 		return p.lit("}")
 	}
+}
+
+// The keys each object of the fast path may hold, in the order its
+// reader's cases number them.
+var (
+	chunkKeys  = []string{"model", "choices", "usage", "id", "object", "created", "system_fingerprint", "service_tier"}
+	choiceKeys = []string{"index", "delta", "finish_reason", "logprobs"}
+	deltaKeys  = []string{"content", "refusal", "role"}
+	usageKeys  = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
+		"completion_tokens_details", "prompt_cache_hit_tokens", "prompt_cache_miss_tokens"}
+	detailKeys = []string{"cached_tokens", "audio_tokens"}
+)
+
+// fields reads an object whose keys are among names, each at most once
+// (encoding/json would keep the last of a repeated key: the full decoder
+// takes those), calling read with the key's index in names.
+func (p *fastParser) fields(names []string, read func(i int) bool) bool {
+	var seen uint32
+	return p.object(func(key []byte) bool {
+		for i, n := range names {
+			if string(key) == n {
+				if seen&(1<<i) != 0 {
+					return false
+				}
+				seen |= 1 << i
+				return read(i)
+			}
+		}
+		return false
+	})
 }
 
 // rawString returns the bytes of a string literal, quotes included, and
@@ -312,33 +306,15 @@ func (p *fastParser) choices(s *stream, ch *wireChunk) bool {
 	}
 	c := &s.choice[0]
 	*c = wireChoice{}
-	var seen uint8
-	ok := p.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "index":
-			bit = 1
-		case "delta":
-			bit = 2
-		case "finish_reason":
-			bit = 4
-		case "logprobs":
-			bit = 8
-		default:
-			return false
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		switch bit {
-		case 1:
+	ok := p.fields(choiceKeys, func(i int) bool {
+		switch i {
+		case 0:
 			n, ok := p.index()
 			c.Index = n
 			return ok
-		case 2:
+		case 1:
 			return p.delta(c)
-		case 4:
+		case 2:
 			v, ok := p.stringOrNull()
 			c.FinishReason = v
 			return ok
@@ -355,29 +331,13 @@ func (p *fastParser) choices(s *stream, ch *wireChunk) bool {
 
 // delta reads a delta of content, refusal and role only.
 func (p *fastParser) delta(c *wireChoice) bool {
-	var seen uint8
-	return p.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "content":
-			bit = 1
-		case "refusal":
-			bit = 2
-		case "role":
-			bit = 4
-		default:
-			return false
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		switch bit {
-		case 1:
+	return p.fields(deltaKeys, func(i int) bool {
+		switch i {
+		case 0:
 			v, ok := p.stringOrNull()
 			c.Delta.Content = v
 			return ok
-		case 2:
+		case 1:
 			v, ok := p.stringOrNull()
 			c.Delta.Refusal = v
 			return ok
@@ -400,60 +360,28 @@ func (p *fastParser) integer(v *int) bool {
 func (p *fastParser) usage(s *stream, ch *wireChunk) bool {
 	u := &s.usage0
 	*u = wireUsage{}
-	var seen uint8
-	ok := p.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
-		case "prompt_tokens":
-			bit = 1
-		case "completion_tokens":
-			bit = 2
-		case "total_tokens":
-			bit = 4
-		case "prompt_tokens_details":
-			bit = 8
-		case "completion_tokens_details":
-			bit = 16
-		case "prompt_cache_hit_tokens":
-			bit = 32
-		case "prompt_cache_miss_tokens":
-			bit = 64
-		default:
-			return false
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		switch bit {
-		case 1:
+	ok := p.fields(usageKeys, func(i int) bool {
+		switch i {
+		case 0:
 			return p.integer(&u.PromptTokens)
-		case 2:
+		case 1:
 			return p.integer(&u.CompletionTokens)
-		case 32:
+		case 5:
 			return p.integer(&u.PromptCacheHitTokens)
-		case 8:
+		case 3: // prompt_tokens_details
 			if p.peek() == 'n' {
 				return p.null()
 			}
 			d := &s.details0
 			d.CachedTokens = 0
 			u.PromptTokensDetails = d
-			var cached bool
-			return p.object(func(key []byte) bool {
-				switch string(key) {
-				case "cached_tokens":
-					if cached {
-						return false
-					}
-					cached = true
+			return p.fields(detailKeys, func(i int) bool {
+				if i == 0 {
 					return p.integer(&d.CachedTokens)
-				case "audio_tokens":
-					return p.number()
 				}
-				return false
+				return p.number() // audio_tokens: not used
 			})
-		case 16: // not used: numbers of any name
+		case 4: // completion_tokens_details, not used: numbers of any name
 			if p.peek() == 'n' {
 				return p.null()
 			}
