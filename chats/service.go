@@ -308,15 +308,16 @@ func (s *Service) listPage(after string, limit int, keep func(*Chat) bool) (Chat
 
 // Create makes a new chat. An empty chain means the chat role's chain.
 func (s *Service) Create(ctx context.Context, title, chain string, o Origin) (Chat, error) {
+	id := ids.NewChat()
+	if !s.routed(ctx, id) {
+		return s.create(ctx, id, title, chain, o) // it checks the arguments
+	}
+	// Checked here as well, so that a bad request claims no chat.
 	title, chain, err := s.createArgs(title, chain)
 	if err != nil {
 		return Chat{}, err
 	}
-	id := ids.NewChat()
-	if s.routed(ctx, id) {
-		return routeOp[Chat](ctx, s, id, opFrame{Op: opCreate, Title: title, Chain: chain}, o) // this node takes it
-	}
-	return s.create(ctx, id, title, chain, o)
+	return routeOp[Chat](ctx, s, id, opFrame{Op: opCreate, Title: title, Chain: chain}, o) // this node takes it
 }
 
 // createArgs checks a new chat's title and chain, and fills the defaults.
