@@ -75,6 +75,21 @@ type Flush struct {
 	Archive *archiveEntry `json:"archive,omitempty"`
 	// Creator is the person who created the chat (its first flush only).
 	Creator string `json:"creator,omitempty"`
+	// Purge is the chat's removal for good (a deleted chat whose undo
+	// window passed, or a pruned one): applying it removes everything a
+	// node holds of the chat, the same way on the owner and on every
+	// follower. A purge flush carries nothing else (Meta names the chat).
+	// Absent in every other flush, so their bytes stay as they were.
+	Purge bool `json:"purge,omitempty"`
+}
+
+// RecordForgetter is a RecordLog that can drop what a purged chat's
+// record holds before its purge (chats/cluster's Records does), so the
+// chat's rows are gone from the log too and a node that follows it from
+// the start reads only the purge.
+type RecordForgetter interface {
+	// Forget drops chat's entries stored before position before.
+	Forget(ctx context.Context, chat string, before uint64) error
 }
 
 // Limits of a decoded flush: one flush is one actor commit, far below them.
@@ -155,6 +170,9 @@ func (f *Flush) check(chat string) error {
 	}
 	if a := f.Archive; a != nil && (a.Boundary == 0 || a.Boundary > f.Meta.Seq) {
 		return fmt.Errorf("an archive at seq %d", a.Boundary)
+	}
+	if f.Purge && (len(f.Events)+len(f.PutPending)+len(f.DelPending)+len(f.ClientIDs)+len(f.Outputs) > 0 || f.Archive != nil || f.Creator != "") {
+		return errors.New("a purge that also writes the chat")
 	}
 	return nil
 }

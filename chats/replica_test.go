@@ -369,6 +369,11 @@ func TestDecodeFlush(t *testing.T) {
 		{"empty client id", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"client_ids":[["","m_1"]]}`, false},
 		{"pending without id", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"put_pending":[{"text":"x"}]}`, false},
 		{"not an object", `[]`, false},
+		{"purge", `{"chat":"c_f","meta":` + meta("c_f", 7) + `,"purge":true}`, true},
+		{"purge with events", `{"chat":"c_f","events":[` + ev("c_f", 1) + `],"meta":` + meta("c_f", 2) + `,"purge":true}`, false},
+		{"purge with pending", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":true,"del_pending":["m_1"]}`, false},
+		{"purge with a creator", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":true,"creator":"p_1"}`, false},
+		{"purge not a bool", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":1}`, false},
 	} {
 		_, err := DecodeFlush("c_f", []byte(c.data))
 		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrBadInput) {
@@ -388,6 +393,7 @@ func FuzzDecodeFlush(f *testing.F) {
 	f.Add([]byte(`{"chat":"c_f","meta":{"id":"c_f","seq":9},"archive":{"boundary":9,"from":1,"through":8,"reason":"x","time":"2026-01-01T00:00:00Z","record":"r"}}`))
 	f.Add([]byte(`{"chat":"c_f","events":[null],"meta":{"id":"c_f"}}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"chat":"c_f","meta":{"id":"c_f","seq":4},"purge":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fl, err := DecodeFlush("c_f", data)
 		if err != nil {
@@ -408,8 +414,11 @@ func FuzzDecodeFlush(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if fl.Purge && (len(fl.Events) > 0 || len(fl.PutPending) > 0 || fl.Archive != nil) {
+			t.Fatalf("accepted a purge that writes the chat: %s", data)
+		}
 		fl2, err := DecodeFlush("c_f", again)
-		if err != nil || len(fl2.Events) != len(fl.Events) || fl2.Last() != fl.Last() {
+		if err != nil || len(fl2.Events) != len(fl.Events) || fl2.Last() != fl.Last() || fl2.Purge != fl.Purge {
 			t.Fatalf("re-encoded flush %s: %v", again, err)
 		}
 	})

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -385,7 +386,7 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	// electing goes unanswered, and the next attempt is answered.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	records, err := n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	rcfg := jetstream.StreamConfig{
 		Name:        RecordsStream,
 		Description: "Mirror chat records: one subject per chat, one message per flush",
 		Subjects:    []string{recordsPrefix + ">"},
@@ -396,10 +397,18 @@ func (n *Node) setupOnce(ctx context.Context) error {
 		MaxBytes:    -1,
 		Discard:     jetstream.DiscardNew, // never drop a record to make room
 		DenyDelete:  true,
-		DenyPurge:   true,
+		// Purge stays allowed: a purged chat's subject is purged up to
+		// its purge flush (Records.Forget), so its rows leave the log too.
 		// PersistMode stays the default: every write flushed (and, with
 		// the server's SyncAlways, synced) before it is acknowledged.
-	})
+	}
+	records, err := n.js.CreateOrUpdateStream(ctx, rcfg)
+	if err != nil && strings.Contains(err.Error(), "deny purge") {
+		// A stream made by an earlier version denies purges for good:
+		// purged chats' older records then stay in it (Forget says so).
+		rcfg.DenyPurge = true
+		records, err = n.js.CreateOrUpdateStream(ctx, rcfg)
+	}
 	if err != nil {
 		return fmt.Errorf("records stream: %w", err)
 	}
