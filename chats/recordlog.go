@@ -47,6 +47,29 @@ var (
 	ErrUnavailable = errors.New("the cluster's record store did not confirm the write: too few nodes answer")
 )
 
+// What goes through the log. In cluster mode every write to bbolt that
+// changes what a chat is must be a Flush its owner appends, fenced, and
+// that the owner and every follower apply with the same code (putFlushAt),
+// or the nodes disagree. The writes outside the actor's flush, by kind:
+//
+//   - chat state, through the log: creating a chat (createLogged); renames,
+//     chains, archiving, deleting and restoring (manageChat: a flush of
+//     the metadata, DeleteAt included); pins and marks (record rows); its
+//     removal for good, a deleted chat's purge and a prune (actor.remove:
+//     a flush with Purge set, which followers apply with removeChatTx, and
+//     after which the log keeps only the purge, RecordForgetter).
+//   - derived by each node from what it applies: the chats_* sets and the
+//     list index (putMeta, deleteMeta), the search index's marks
+//     (chats_search, indexLater on every apply), a followed chat's purge
+//     timer (followDelete), handoff folders of removed chats (removedHere).
+//   - the node's own, not chat state: its followed position, its tool
+//     process journal (procs.go), held recovery answers (tools.go: held by
+//     the owner that could not take them), people's token charges, upload
+//     records of attachments (blobs.go).
+//   - not shared yet (say so in the README): people's grants on chats and
+//     the file-change ledger live in each node's file (the people registry
+//     and tools.Ledger are per node in cluster mode).
+//
 // Flush is everything one actor flush commits for one chat, as the
 // cluster's log stores it: applying the flushes of a chat in order to an
 // empty bbolt gives the chat as its owner had it. What is local to the
