@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,20 +84,22 @@ func (sv *services) onEveryNode(t *testing.T, what string, cond func(i int, s *c
 	})
 }
 
-// onlyThePurge says the chat's record in the log holds its purge flush
-// and nothing before it.
+// onlyThePurge waits (bounded) until the chat's record in the log holds
+// its purge flush and nothing before it (the owner drops the older ones
+// just after it applied the purge).
 func onlyThePurge(t *testing.T, nd *Node, chat string) {
 	t.Helper()
 	var kinds []string
-	if _, err := nd.Records().Read(ctx(t), chat, 0, func(_ uint64, f *chats.Flush) error {
-		kinds = append(kinds, fmt.Sprintf("purge=%v events=%d", f.Purge, len(f.Events)))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(kinds) != "[purge=true events=0]" {
-		t.Fatalf("the log holds %v of the purged chat, want its purge alone", kinds)
-	}
+	eventually(t, 30*time.Second, "the log keeps only the purge", func() bool {
+		kinds = nil
+		if _, err := nd.Records().Read(ctx(t), chat, 0, func(_ uint64, f *chats.Flush) error {
+			kinds = append(kinds, fmt.Sprintf("purge=%v events=%d", f.Purge, len(f.Events)))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(kinds) == "[purge=true events=0]"
+	})
 }
 
 // TestPurgeReachesEveryNode: a chat deleted on node A goes, when its
@@ -174,5 +177,37 @@ func TestPruneReachesEveryNode(t *testing.T) {
 	onlyThePurge(t, sv.nodes[2], x.ID)
 	if _, err := a.Get(ctx(t), y.ID); !errors.Is(err, chats.ErrNotFound) {
 		t.Fatalf("a pruned chat on its owner: %v, want ErrNotFound", err)
+	}
+}
+
+// TestPurgeWhenTheDeleterIsGone: the node that deleted a chat stops
+// before its undo window passes (its purge never runs) and gives the chat
+// up; the other nodes, which followed the delete, purge it themselves
+// once the window and the grace have passed: one of them takes the chat
+// and appends the purge, and both drop it.
+func TestPurgeWhenTheDeleterIsGone(t *testing.T) {
+	sv := startServicesWith(t, 3, newModel(true), true, func(_ int, o *chats.Options) { o.UndoDelete = time.Second })
+	a := sv.svcs[0]
+	c := sv.written(t, a, "orphan", "pangolinword")
+	sv.onEveryNode(t, "the chat found everywhere", func(_ int, s *chats.Service) bool { return found(t, s, "pangolinword", c.ID) })
+	if _, err := a.DeleteChat(ctx(t), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	sv.onEveryNode(t, "the delete followed everywhere", func(_ int, s *chats.Service) bool { return !listed(t, s, c.ID) })
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	a.Close(closeCtx) // its purge timer stops with it
+	cancel()
+	sv.routers[0].Release(c.ID)
+	eventually(t, 90*time.Second, "B and C purge the chat themselves", func() bool {
+		for i := 1; i < 3; i++ {
+			if sv.stored(t, i, c.ID) || found(t, sv.svcs[i], "pangolinword", c.ID) {
+				return false
+			}
+		}
+		return true
+	})
+	onlyThePurge(t, sv.nodes[1], c.ID)
+	if o := sv.owners(c.ID); len(o) != 1 || o[0] == "n1" {
+		t.Fatalf("owners %v: the purge was not appended by a survivor", o)
 	}
 }
