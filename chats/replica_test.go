@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -473,4 +475,26 @@ func TestClusterTurnStartsAfterALapse(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitFor(t, "the turn after the lapse", has(EvTurnFinished, 1))
+}
+
+// TestFlushBytesKeepWithoutPurge: a flush that is not a purge encodes as
+// before the purge field existed (no "purge" key), so the log's existing
+// messages and new ones read the same on every version; a purge says so.
+func TestFlushBytesKeepWithoutPurge(t *testing.T) {
+	for _, c := range []struct {
+		f    Flush
+		keys string
+	}{
+		{Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 2}, DelPending: []string{"m_1"}}, "[chat del_pending meta]"},
+		{Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 2}, Purge: true}, "[chat meta purge]"},
+	} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(Marshal(&c.f), &m); err != nil {
+			t.Fatal(err)
+		}
+		keys := slices.Sorted(maps.Keys(m))
+		if fmt.Sprint(keys) != c.keys {
+			t.Errorf("keys %v, want %s", keys, c.keys)
+		}
+	}
 }
