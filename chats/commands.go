@@ -375,7 +375,7 @@ func (s *Service) Prune(ctx context.Context, days int, active string) (PruneRepo
 	if days <= 0 {
 		return r, fmt.Errorf("%w: days must be positive; nothing was deleted", ErrBadInput)
 	}
-	cutoff := time.Now().Add(-time.Duration(days) * 24 * time.Hour)
+	cutoff := s.now().Add(-time.Duration(days) * 24 * time.Hour)
 	var old []Chat
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
@@ -482,6 +482,9 @@ func (s *Service) pruneLeftovers(r *PruneReport) error {
 // shard lock, so the chat cannot be loaded while its rows go, and checks
 // the stored metadata again inside the transaction.
 func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (int, error) {
+	if s.opt.RecordLog != nil {
+		return s.dropLogged(ctx, id, cutoff)
+	}
 	sh := s.shardOf(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -504,6 +507,38 @@ func (s *Service) drop(ctx context.Context, id string, cutoff time.Time) (int, e
 		state = dropRemoved
 		return nil
 	})
+	return state, err
+}
+
+// dropLogged is drop in cluster mode: the chat's owner (this node taking
+// it when nobody owns it) checks it on its goroutine and, when it is
+// still old and idle, removes it through its log (actor.remove), so every
+// node drops it, not only the one that ran the prune.
+func (s *Service) dropLogged(ctx context.Context, id string, cutoff time.Time) (int, error) {
+	if s.routed(ctx, id) {
+		state, err := routeOp[int](ctx, s, id, opFrame{Op: opPrune, Before: uint64(cutoff.UnixNano())}, Origin{})
+		if errors.Is(err, ErrNotFound) {
+			return dropGone, nil
+		}
+		return state, err
+	}
+	state, err := doValue(ctx, s, id, func(a *actor) (int, error) {
+		if a.broken != nil {
+			return dropActive, a.broken
+		}
+		if !a.meta.UpdatedAt.Before(cutoff) || a.turn != nil || len(a.pending) > 0 || a.meta.Resume ||
+			len(a.approvals) > 0 || len(a.recoveries) > 0 || !a.b.empty() {
+			return dropActive, nil
+		}
+		if err := a.remove(ctx); err != nil {
+			return dropActive, err
+		}
+		a.gone()
+		return dropRemoved, nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return dropGone, nil
+	}
 	return state, err
 }
 

@@ -51,7 +51,7 @@ func (s *Service) Follow(ctx context.Context, chat string, pos uint64, f *Flush)
 		meta             Chat
 	)
 	err := s.store.Write(ctx, func(tx *bolt.Tx) (err error) {
-		applied, created, meta, err = putFlushAt(tx, s.store, chat, pos, f)
+		applied, created, meta, err = s.putFlushAt(tx, chat, pos, f)
 		return err
 	})
 	if err != nil || !applied {
@@ -62,9 +62,29 @@ func (s *Service) Follow(ctx context.Context, chat string, pos uint64, f *Flush)
 	if s.loaded(chat) && !s.owns(chat) {
 		s.unload(chat, fmt.Errorf("chat %s changed on its owner; it is read again from the record", chat))
 	}
+	if f.Purge {
+		s.removedHere(chat)
+		return nil
+	}
+	s.followDelete(meta)
 	s.indexLater(chat)
 	s.notifyList(meta, created, nil)
 	return nil
+}
+
+// followDelete keeps this node's purge of a followed chat in step with
+// its owner's: a chat deleted there is purged from here too once its
+// undo window and purgeGrace have passed, unless the owner's purge
+// arrives first (the usual case: it cancels this one); a restored chat
+// has none due. The purge goes to the chat's owner, or takes the chat
+// when nobody owns it (its owner died), so a deleted chat goes even when
+// the node that deleted it is gone.
+func (s *Service) followDelete(meta Chat) {
+	if meta.DeleteAt == nil {
+		s.cancelPurge(meta.ID)
+		return
+	}
+	s.schedulePurge(meta.ID, meta.DeleteAt.Add(purgeGrace))
 }
 
 // owns says this node adopted chat (and was not disowned).

@@ -216,16 +216,28 @@ func (s *Service) RestoreChat(ctx context.Context, id string) (Chat, error) {
 		return nil
 	})
 	if err == nil {
-		m := &s.manage
-		m.mu.Lock()
-		if t := m.timers[id]; t != nil {
-			t.Stop()
-			delete(m.timers, id)
-		}
-		m.mu.Unlock()
+		s.cancelPurge(id)
 	}
 	return c, err
 }
+
+// cancelPurge stops chat id's pending purge, if any.
+func (s *Service) cancelPurge(id string) {
+	m := &s.manage
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.timers[id]; t != nil {
+		t.Stop()
+		delete(m.timers, id)
+	}
+}
+
+// purgeGrace is how long after a deleted chat's deadline a node that did
+// not delete it (a follower, or any node after a restart, in cluster
+// mode) asks for its purge itself: the owner's purge normally lands
+// first and cancels that; and how soon a purge the cluster did not
+// confirm is tried again.
+const purgeGrace = 15 * time.Second
 
 // schedulePurge purges chat id at at (at once when at has passed).
 func (s *Service) schedulePurge(id string, at time.Time) {
@@ -253,6 +265,11 @@ func (s *Service) schedulePurge(id string, at time.Time) {
 		defer cancel()
 		if err := s.purge(ctx, id); err != nil && !errors.Is(err, ErrClosed) {
 			s.log.Warn("delete chat", "chat", id, "err", err)
+			if s.opt.RecordLog != nil {
+				// Not confirmed (too few nodes, the chat moving): the
+				// purge is due still, on whichever node owns the chat.
+				s.schedulePurge(id, time.Now().Add(purgeGrace))
+			}
 		}
 	})
 	m.timers[id] = t
@@ -276,6 +293,9 @@ func (s *Service) resumeDeletes() {
 		})
 	})
 	for _, d := range list {
+		if s.opt.RecordLog != nil {
+			d.at = d.at.Add(purgeGrace) // its owner purges it first (followDelete)
+		}
 		s.schedulePurge(d.id, d.at)
 	}
 }
@@ -286,7 +306,19 @@ var errNotYet = errors.New("the undo window is still open")
 // purge removes a deleted chat whose undo window has passed, on its
 // goroutine, so nothing can write to it meanwhile; the actor then leaves
 // the registry and every later request finds no chat.
+//
+// In cluster mode the purge runs on the chat's owner (a node that owns no
+// one takes it), which appends it to the chat's log as a purge flush
+// (see actor.remove): every node applies it, so the chat is gone from
+// every node's list, history and search, not only the owner's.
 func (s *Service) purge(ctx context.Context, id string) error {
+	if s.routed(ctx, id) {
+		err := routeErr(ctx, s, id, opFrame{Op: opPurge}, Origin{})
+		if errors.Is(err, ErrNotFound) {
+			return nil // gone already
+		}
+		return err
+	}
 	gone, err := doValue(ctx, s, id, func(a *actor) (bool, error) {
 		switch {
 		case a.meta.DeleteAt == nil:
@@ -296,15 +328,10 @@ func (s *Service) purge(ctx context.Context, id string) error {
 		case a.turn != nil || len(a.pending) > 0 || !a.b.empty():
 			return false, busyError{id}
 		}
-		if err := s.store.Write(ctx, func(tx *bolt.Tx) error { return s.removeChatTx(tx, id) }); err != nil {
+		if err := a.remove(ctx); err != nil {
 			return false, err
 		}
-		a.broken = fmt.Errorf("chat %s was deleted: %w", id, ErrNotFound)
-		s.evict(a)
-		for sub := range a.subs {
-			sub.Deliver(Delivery{Closed: id})
-		}
-		a.subs = map[Subscriber]struct{}{}
+		a.gone()
 		return true, nil
 	})
 	if errors.Is(err, errNotYet) {
@@ -470,4 +497,53 @@ func decodeIfTranscript(b *bolt.Bucket, chat string, k, v []byte) (*Event, error
 		return nil, nil
 	}
 	return decodeRow(b, chat, k, v)
+}
+
+// remove deletes everything stored of the chat, on its goroutine. On one
+// node that is one bbolt write. In cluster mode the removal is chat
+// state every node must share, so it is a purge flush appended to the
+// chat's log fenced at the actor's position (refused if another node owns
+// the chat now), then applied here by the same code that applies it on
+// the followers (putFlushAt), and the log's older entries of the chat are
+// dropped when the log can (RecordForgetter).
+func (a *actor) remove(ctx context.Context) error {
+	s := a.s
+	if s.opt.RecordLog == nil {
+		return s.store.Write(ctx, func(tx *bolt.Tx) error { return s.removeChatTx(tx, a.id) })
+	}
+	f := &Flush{Chat: a.id, Meta: a.meta, Purge: true}
+	pos, err := a.appendLog(f)
+	if err != nil {
+		return err
+	}
+	if err := s.store.Write(ctx, func(tx *bolt.Tx) error {
+		_, _, _, err := s.putFlushAt(tx, a.id, pos, f)
+		return err
+	}); err != nil {
+		// The log holds the purge: this node applies it when it next
+		// reads the chat's tail (or follows it).
+		if a.own != nil {
+			s.markStale(a.id, a.own)
+		}
+		a.breakDown(err)
+		return a.broken
+	}
+	s.removedHere(a.id)
+	if fg, ok := s.opt.RecordLog.(RecordForgetter); ok {
+		if err := fg.Forget(ctx, a.id, pos); err != nil {
+			s.log.Warn("a purged chat's older records stay in the cluster's log", "chat", a.id, "err", err)
+		}
+	}
+	return nil
+}
+
+// gone ends the actor of a chat just removed: every later request finds
+// no chat, and its subscribers are told it closed.
+func (a *actor) gone() {
+	a.broken = fmt.Errorf("chat %s was deleted: %w", a.id, ErrNotFound)
+	a.s.evict(a)
+	for sub := range a.subs {
+		sub.Deliver(Delivery{Closed: a.id})
+	}
+	a.subs = map[Subscriber]struct{}{}
 }

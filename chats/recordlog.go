@@ -47,6 +47,29 @@ var (
 	ErrUnavailable = errors.New("the cluster's record store did not confirm the write: too few nodes answer")
 )
 
+// What goes through the log. In cluster mode every write to bbolt that
+// changes what a chat is must be a Flush its owner appends, fenced, and
+// that the owner and every follower apply with the same code (putFlushAt),
+// or the nodes disagree. The writes outside the actor's flush, by kind:
+//
+//   - chat state, through the log: creating a chat (createLogged); renames,
+//     chains, archiving, deleting and restoring (manageChat: a flush of
+//     the metadata, DeleteAt included); pins and marks (record rows); its
+//     removal for good, a deleted chat's purge and a prune (actor.remove:
+//     a flush with Purge set, which followers apply with removeChatTx, and
+//     after which the log keeps only the purge, RecordForgetter).
+//   - derived by each node from what it applies: the chats_* sets and the
+//     list index (putMeta, deleteMeta), the search index's marks
+//     (chats_search, indexLater on every apply), a followed chat's purge
+//     timer (followDelete), handoff folders of removed chats (removedHere).
+//   - the node's own, not chat state: its followed position, its tool
+//     process journal (procs.go), held recovery answers (tools.go: held by
+//     the owner that could not take them), people's token charges, upload
+//     records of attachments (blobs.go).
+//   - not shared yet (say so in the README): people's grants on chats and
+//     the file-change ledger live in each node's file (the people registry
+//     and tools.Ledger are per node in cluster mode).
+//
 // Flush is everything one actor flush commits for one chat, as the
 // cluster's log stores it: applying the flushes of a chat in order to an
 // empty bbolt gives the chat as its owner had it. What is local to the
@@ -75,6 +98,21 @@ type Flush struct {
 	Archive *archiveEntry `json:"archive,omitempty"`
 	// Creator is the person who created the chat (its first flush only).
 	Creator string `json:"creator,omitempty"`
+	// Purge is the chat's removal for good (a deleted chat whose undo
+	// window passed, or a pruned one): applying it removes everything a
+	// node holds of the chat, the same way on the owner and on every
+	// follower. A purge flush carries nothing else (Meta names the chat).
+	// Absent in every other flush, so their bytes stay as they were.
+	Purge bool `json:"purge,omitempty"`
+}
+
+// RecordForgetter is a RecordLog that can drop what a purged chat's
+// record holds before its purge (chats/cluster's Records does), so the
+// chat's rows are gone from the log too and a node that follows it from
+// the start reads only the purge.
+type RecordForgetter interface {
+	// Forget drops chat's entries stored before position before.
+	Forget(ctx context.Context, chat string, before uint64) error
 }
 
 // Limits of a decoded flush: one flush is one actor commit, far below them.
@@ -155,6 +193,9 @@ func (f *Flush) check(chat string) error {
 	}
 	if a := f.Archive; a != nil && (a.Boundary == 0 || a.Boundary > f.Meta.Seq) {
 		return fmt.Errorf("an archive at seq %d", a.Boundary)
+	}
+	if f.Purge && (len(f.Events)+len(f.PutPending)+len(f.DelPending)+len(f.ClientIDs)+len(f.Outputs) > 0 || f.Archive != nil || f.Creator != "") {
+		return errors.New("a purge that also writes the chat")
 	}
 	return nil
 }

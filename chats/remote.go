@@ -85,6 +85,10 @@ const (
 	opMediaRefused = "media_refused"
 	opExport       = "export"
 	opTranscript   = "transcript"
+	// opPurge and opPrune remove a chat for good on its owner, which
+	// appends the removal to the chat's log (see actor.remove).
+	opPurge = "purge"
+	opPrune = "prune"
 )
 
 // opFields lists, for each op, the fields its frame may carry besides v
@@ -116,6 +120,8 @@ var opFields = map[string][]string{
 	opMediaRefused: {"origin", "via", "outcome", "reason"},
 	opExport:       nil,
 	opTranscript:   {"after"},
+	opPurge:        nil,
+	opPrune:        {"before"}, // the cutoff, Unix nanoseconds
 }
 
 // opOrigin is an Origin on the wire: who asked, and whether the asker
@@ -554,6 +560,10 @@ func (s *Service) runOp(ctx context.Context, chat string, f *opFrame, o Origin) 
 		return s.exportHead(ctx, chat)
 	case opTranscript:
 		return s.transcriptPage(ctx, chat, f.After)
+	case opPurge:
+		return nil, s.purge(ctx, chat)
+	case opPrune:
+		return s.dropLogged(ctx, chat, time.Unix(0, int64(f.Before)))
 	}
 	return nil, fmt.Errorf("%w: unknown op %q", ErrBadInput, f.Op)
 }

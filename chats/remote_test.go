@@ -53,6 +53,8 @@ func TestOpFrameRoundTrip(t *testing.T) {
 		{Op: opMediaRefused, Via: "telegram", Outcome: runtime.OutcomeTooLarge, Reason: "big"},
 		{Op: opExport},
 		{Op: opTranscript, After: 500},
+		{Op: opPurge},
+		{Op: opPrune, Before: 1700000000000000000},
 	}
 	seen := map[string]bool{}
 	for _, f := range tests {

@@ -288,26 +288,52 @@ func (s *Service) applyFlush(ctx context.Context, chat string, pos uint64, f *Fl
 	if f.Chat != chat || f.Meta.ID != chat {
 		return fmt.Errorf("%w: a flush of chat %q in %q's log", ErrBadInput, f.Chat, chat)
 	}
-	return s.store.Write(ctx, func(tx *bolt.Tx) error {
-		_, _, _, err := putFlushAt(tx, s.store, chat, pos, f)
+	var applied bool
+	err := s.store.Write(ctx, func(tx *bolt.Tx) (err error) {
+		applied, _, _, err = s.putFlushAt(tx, chat, pos, f)
 		return err
 	})
+	if err == nil && applied && f.Purge {
+		s.removedHere(chat)
+	}
+	return err
 }
 
 // putFlushAt writes f, the flush at log position pos, in tx unless bbolt
 // has it already (the chat's LogPos is at or past pos). It says whether
 // it wrote it, whether the chat is new here, and the metadata it left.
-func putFlushAt(tx *bolt.Tx, st *Store, chat string, pos uint64, f *Flush) (applied, created bool, meta Chat, err error) {
+// A purge removes whatever bbolt holds of the chat (applied: something
+// was there); applied again it finds nothing and writes nothing.
+func (s *Service) putFlushAt(tx *bolt.Tx, chat string, pos uint64, f *Flush) (applied, created bool, meta Chat, err error) {
 	prev, found, err := loadChat(tx, chat)
+	if f.Purge {
+		if err == nil && found && prev.LogPos >= pos {
+			return false, false, Chat{}, nil // stored again after the purge (not written so today)
+		}
+		// Damaged metadata goes too (removeChatTx looks for its rows).
+		found = found || err != nil || tx.Bucket(bucketChats).Get([]byte(chat)) != nil
+		return found, false, f.Meta, s.removeChatTx(tx, chat)
+	}
 	if err != nil || prev.LogPos >= pos {
 		return false, false, Chat{}, err
 	}
 	g := *f
 	g.Meta.LogPos = pos
-	if err := writeFlush(tx, st, prev.UpdatedAt, &g, nil); err != nil {
+	if err := writeFlush(tx, s.store, prev.UpdatedAt, &g, nil); err != nil {
 		return false, false, Chat{}, err
 	}
 	return true, !found, g.Meta, nil
+}
+
+// removedHere is what follows a chat's removal from this node's bbolt
+// in cluster mode, on its owner and on each follower alike: no purge of
+// it is due any more here, its search documents go (the indexer sees
+// it in chats_search), and so does its handoff folder in this node's
+// data dir.
+func (s *Service) removedHere(chat string) {
+	s.cancelPurge(chat)
+	s.indexLater(chat)
+	_ = s.dropFiles(chat) // logged; a later prune removes what stays
 }
 
 // createLogged stores a new chat in cluster mode: its first flush (c,

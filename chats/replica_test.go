@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -369,6 +371,11 @@ func TestDecodeFlush(t *testing.T) {
 		{"empty client id", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"client_ids":[["","m_1"]]}`, false},
 		{"pending without id", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"put_pending":[{"text":"x"}]}`, false},
 		{"not an object", `[]`, false},
+		{"purge", `{"chat":"c_f","meta":` + meta("c_f", 7) + `,"purge":true}`, true},
+		{"purge with events", `{"chat":"c_f","events":[` + ev("c_f", 1) + `],"meta":` + meta("c_f", 2) + `,"purge":true}`, false},
+		{"purge with pending", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":true,"del_pending":["m_1"]}`, false},
+		{"purge with a creator", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":true,"creator":"p_1"}`, false},
+		{"purge not a bool", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":1}`, false},
 	} {
 		_, err := DecodeFlush("c_f", []byte(c.data))
 		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrBadInput) {
@@ -388,6 +395,7 @@ func FuzzDecodeFlush(f *testing.F) {
 	f.Add([]byte(`{"chat":"c_f","meta":{"id":"c_f","seq":9},"archive":{"boundary":9,"from":1,"through":8,"reason":"x","time":"2026-01-01T00:00:00Z","record":"r"}}`))
 	f.Add([]byte(`{"chat":"c_f","events":[null],"meta":{"id":"c_f"}}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"chat":"c_f","meta":{"id":"c_f","seq":4},"purge":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fl, err := DecodeFlush("c_f", data)
 		if err != nil {
@@ -408,8 +416,11 @@ func FuzzDecodeFlush(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if fl.Purge && (len(fl.Events) > 0 || len(fl.PutPending) > 0 || fl.Archive != nil) {
+			t.Fatalf("accepted a purge that writes the chat: %s", data)
+		}
 		fl2, err := DecodeFlush("c_f", again)
-		if err != nil || len(fl2.Events) != len(fl.Events) || fl2.Last() != fl.Last() {
+		if err != nil || len(fl2.Events) != len(fl.Events) || fl2.Last() != fl.Last() || fl2.Purge != fl.Purge {
 			t.Fatalf("re-encoded flush %s: %v", again, err)
 		}
 	})
@@ -464,4 +475,26 @@ func TestClusterTurnStartsAfterALapse(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitFor(t, "the turn after the lapse", has(EvTurnFinished, 1))
+}
+
+// TestFlushBytesKeepWithoutPurge: a flush that is not a purge encodes as
+// before the purge field existed (no "purge" key), so the log's existing
+// messages and new ones read the same on every version; a purge says so.
+func TestFlushBytesKeepWithoutPurge(t *testing.T) {
+	for _, c := range []struct {
+		f    Flush
+		keys string
+	}{
+		{Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 2}, DelPending: []string{"m_1"}}, "[chat del_pending meta]"},
+		{Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 2}, Purge: true}, "[chat meta purge]"},
+	} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(Marshal(&c.f), &m); err != nil {
+			t.Fatal(err)
+		}
+		keys := slices.Sorted(maps.Keys(m))
+		if fmt.Sprint(keys) != c.keys {
+			t.Errorf("keys %v, want %s", keys, c.keys)
+		}
+	}
 }

@@ -109,7 +109,8 @@ type Options struct {
 	// TokensPerDay caps each person's tokens a UTC day (people.tokens_per_day;
 	// 0: no cap): past it their messages are refused with a *RateLimited.
 	TokensPerDay int64
-	// Now is the clock of per-person days (nil: time.Now).
+	// Now is the clock of per-person days and of Prune's cutoff (nil:
+	// time.Now).
 	Now func() time.Time
 	// Owners routes every operation on a chat to the chat's owner in a
 	// cluster (see remote.go); nil: one node, every chat served here.

@@ -37,6 +37,10 @@ type Cluster struct {
 	// LeaseTTL is how long a lease (the leader's, a chat owner's) lasts
 	// unless renewed; a dead node's work moves on after at most this long.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// TLS, when set, encrypts and authenticates the routes between the
+	// embedded servers, their client port, and the connection to an
+	// external NATS (clustertls.go).
+	TLS ClusterTLS `yaml:"tls"`
 }
 
 // defaultCluster is the cluster section's built-in values (disabled).
@@ -106,6 +110,7 @@ func (v *validator) cluster() {
 	if strings.ContainsRune(cl.StoreDir, 0) {
 		v.fail("cluster.store_dir", "contains a NUL byte")
 	}
+	v.clusterTLS()
 }
 
 // hostPort checks a host:port key of the cluster section ("" is allowed

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +70,14 @@ type Options struct {
 	// embedded server (serve passes one derived from the access token,
 	// which is the same on every node). Derive it with RouteSecret.
 	Secret string
+	// TLS, when set, is mutual TLS for the cluster's connections (see
+	// config.ClusterTLSConfig): this node's certificate, and the CA pool
+	// that every peer's must come from. The embedded server's routes, both
+	// ways, and its client port then require it (a peer or client without
+	// such a certificate is refused); with NATSURL the connection to the
+	// external servers uses it. The node's own connection to its embedded
+	// server is in-process, not over TCP.
+	TLS *tls.Config
 	// HTTP is this node's gateway address, shown by status.
 	HTTP string
 	// Log receives the node's and the embedded server's warnings.
@@ -139,6 +149,11 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	n := &Node{o: o, log: o.Log, ready: make(chan struct{}), claims: map[string]*Claim{}, hasWork: map[string]bool{}, started: time.Now().UTC(), done: make(chan struct{})}
 	opts := []nats.Option{nats.Name("mirror " + o.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
 	url := o.NATSURL
+	if url != "" && o.TLS != nil {
+		// The external servers must offer TLS, and verify this node's
+		// certificate if they require one.
+		opts = append(opts, nats.Secure(clientTLS(o.TLS)))
+	}
 	if url == "" {
 		srv, err := embed(o)
 		if err != nil {
@@ -215,12 +230,22 @@ func embed(o Options) (*server.Server, error) {
 		}
 		sopts.Username, sopts.Password = routeUser, string(h)
 	}
+	if o.TLS != nil {
+		// TCP clients: TLS with a certificate from the CA, or nothing.
+		sopts.TLSConfig, sopts.TLSVerify, sopts.TLSTimeout = serverTLS(o.TLS), true, tlsTimeout
+	}
 	if len(o.Peers) > 0 || o.Routes != "" && o.Replicas > 1 {
 		rh, rp, err := splitHostPort(o.Routes)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: routes: %w", err)
 		}
 		sopts.Cluster = server.ClusterOpts{Name: clusterName, Host: rh, Port: rp}
+		if o.TLS != nil {
+			// Routes: mutual TLS both ways, as nats-server's own cluster
+			// tls block sets it (the CA verifies the peer whichever side
+			// dialed; the dialer checks the peer's name against its URL).
+			sopts.Cluster.TLSConfig, sopts.Cluster.TLSTimeout = serverTLS(o.TLS), tlsTimeout
+		}
 		if o.Secret != "" {
 			sopts.Cluster.Username, sopts.Cluster.Password = routeUser, o.Secret
 		}
@@ -246,6 +271,39 @@ func embed(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("cluster: the NATS server did not accept connections on %s within 30s", o.Listen)
 	}
 	return srv, nil
+}
+
+// tlsTimeout is how long, in seconds, a TLS handshake may take.
+const tlsTimeout = 5
+
+// serverTLS is t for the embedded server's listeners: a peer must
+// present a certificate from the CA pool (and, dialing, this node checks
+// the server's against the same pool).
+func serverTLS(t *tls.Config) *tls.Config {
+	c := t.Clone()
+	if c.MinVersion < tls.VersionTLS12 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	c.ClientAuth = tls.RequireAndVerifyClientCert
+	if c.ClientCAs == nil {
+		c.ClientCAs = c.RootCAs
+	}
+	if c.RootCAs == nil {
+		c.RootCAs = c.ClientCAs
+	}
+	return c
+}
+
+// clientTLS is t for a connection to an external NATS server.
+func clientTLS(t *tls.Config) *tls.Config {
+	c := t.Clone()
+	if c.MinVersion < tls.VersionTLS12 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	if c.RootCAs == nil {
+		c.RootCAs = c.ClientCAs
+	}
+	return c
 }
 
 func splitHostPort(s string) (string, int, error) {
@@ -385,7 +443,7 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	// electing goes unanswered, and the next attempt is answered.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	records, err := n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	rcfg := jetstream.StreamConfig{
 		Name:        RecordsStream,
 		Description: "Mirror chat records: one subject per chat, one message per flush",
 		Subjects:    []string{recordsPrefix + ">"},
@@ -396,10 +454,18 @@ func (n *Node) setupOnce(ctx context.Context) error {
 		MaxBytes:    -1,
 		Discard:     jetstream.DiscardNew, // never drop a record to make room
 		DenyDelete:  true,
-		DenyPurge:   true,
+		// Purge stays allowed: a purged chat's subject is purged up to
+		// its purge flush (Records.Forget), so its rows leave the log too.
 		// PersistMode stays the default: every write flushed (and, with
 		// the server's SyncAlways, synced) before it is acknowledged.
-	})
+	}
+	records, err := n.js.CreateOrUpdateStream(ctx, rcfg)
+	if err != nil && strings.Contains(err.Error(), "deny purge") {
+		// A stream made by an earlier version denies purges for good:
+		// purged chats' older records then stay in it (Forget says so).
+		rcfg.DenyPurge = true
+		records, err = n.js.CreateOrUpdateStream(ctx, rcfg)
+	}
 	if err != nil {
 		return fmt.Errorf("records stream: %w", err)
 	}

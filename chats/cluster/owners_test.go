@@ -16,6 +16,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	bolt "go.etcd.io/bbolt"
 )
 
 // model is a fake model: each answer streams "partial ", then, unless
@@ -62,6 +63,7 @@ type services struct {
 	svcs    []*chats.Service
 	routers []*Router
 	model   *model
+	dbs     []*bolt.DB // each node's bbolt file, to look at what it holds
 }
 
 func newServices(t testing.TB, n int, m *model) *services { return startServices(t, n, m, false) }
@@ -71,6 +73,13 @@ func newServices(t testing.TB, n int, m *model) *services { return startServices
 // index per node and the node following the records stream into its
 // Service.
 func startServices(t testing.TB, n int, m *model, follow bool) *services {
+	t.Helper()
+	return startServicesWith(t, n, m, follow, nil)
+}
+
+// startServicesWith is startServices with tweak (when not nil) changing
+// node i's Service options before it starts.
+func startServicesWith(t testing.TB, n int, m *model, follow bool, tweak func(i int, o *chats.Options)) *services {
 	t.Helper()
 	wired := make([]atomic.Pointer[Router], n)
 	// A long lease: these tests move no chat, and a loaded machine late
@@ -107,8 +116,12 @@ func startServices(t testing.TB, n int, m *model, follow bool) *services {
 		local := NewLocal()
 		r := nd.NewRouter(local)
 		wired[i].Store(r)
-		svc := chats.New(chats.Options{Store: store, Turner: eng, Idle: time.Minute, MaxPending: 1000, Log: testLog, Search: index,
-			RecordLog: nd.Records(), Owners: NewOwners(r, nd.NewFanout(r))})
+		opt := chats.Options{Store: store, Turner: eng, Idle: time.Minute, MaxPending: 1000, Log: testLog, Search: index,
+			RecordLog: nd.Records(), Owners: NewOwners(r, nd.NewFanout(r))}
+		if tweak != nil {
+			tweak(i, &opt)
+		}
+		svc := chats.New(opt)
 		local.Serve(svc)
 		var following *Following
 		if follow {
@@ -116,6 +129,7 @@ func startServices(t testing.TB, n int, m *model, follow bool) *services {
 		}
 		sv.svcs = append(sv.svcs, svc)
 		sv.routers = append(sv.routers, r)
+		sv.dbs = append(sv.dbs, db)
 		t.Cleanup(func() {
 			if following != nil {
 				following.Close()

@@ -195,6 +195,29 @@ func (r Records) read(ctx context.Context, chat string, from uint64, last *uint6
 	return end, nil
 }
 
+var _ chats.RecordForgetter = Records{}
+
+// Forget implements chats.RecordForgetter: the chat's subject is purged
+// of every message before position before (its purge flush), so what a
+// purged chat held is gone from the stream and a node following it from
+// the start reads only the purge.
+func (r Records) Forget(ctx context.Context, chat string, before uint64) error {
+	subj, err := subject(chat)
+	if err != nil {
+		return err
+	}
+	records, _, _, err := r.n.buckets()
+	if err != nil {
+		return fmt.Errorf("%w: %w", chats.ErrUnavailable, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
+	defer cancel()
+	if err := records.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(before)); err != nil {
+		return fmt.Errorf("cluster: purge %s's records before %d: %w", chat, before, err)
+	}
+	return nil
+}
+
 // getMsg is the chat's (subject's) first message at or after stream
 // sequence seq, counted (Node.gets) so tests can tell a read's cost.
 func (n *Node) getMsg(ctx context.Context, records jetstream.Stream, seq uint64, opt jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {

@@ -40,14 +40,18 @@ func startNode(ctx context.Context, cfg *config.Config, dir, tok, httpAddr strin
 		return nil, nil
 	}
 	cl := cfg.Cluster
+	tlsConf, err := cfg.ClusterTLSConfig(dir) // nil without cluster.tls
+	if err != nil {
+		return nil, err
+	}
 	node, err := cluster.Start(ctx, cluster.Options{Name: cl.Name, Listen: cl.Listen, Routes: cl.Routes, Peers: cl.Peers,
 		StoreDir: cfg.ClusterStorePath(dir), NATSURL: cl.NATSURL, Replicas: cl.Replicas, LeaseTTL: cl.LeaseTTL,
-		Secret: cluster.RouteSecret(tok), HTTP: httpAddr, Log: log.With("node", cl.Name), OnLost: lost.lost})
+		Secret: cluster.RouteSecret(tok), TLS: tlsConf, HTTP: httpAddr, Log: log.With("node", cl.Name), OnLost: lost.lost})
 	if err != nil {
 		return nil, err
 	}
 	log.Info("cluster: node started; the records stream and the leader follow once enough nodes are up",
-		"node", cl.Name, "nats", node.ClientURL(), "peers", len(cl.Peers), "replicas", cl.Replicas)
+		"node", cl.Name, "nats", node.ClientURL(), "peers", len(cl.Peers), "replicas", cl.Replicas, "tls", tlsConf != nil)
 	return node, nil
 }
 
