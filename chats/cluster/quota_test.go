@@ -50,7 +50,15 @@ func TestQuotaAcrossNodes(t *testing.T) {
 		}
 		return at
 	}
-	eventually(t, 20*testTTL, "one node keeps the quota book", func() bool { return leading() >= 0 })
+	// leader waits until exactly one node keeps the book and says which
+	// (leadership may move between two reads, so never index by a fresh
+	// leading()).
+	leader := func(within time.Duration, what string) int {
+		at := -1
+		eventually(t, within, what, func() bool { at = leading(); return at >= 0 })
+		return at
+	}
+	first := leader(20*testTTL, "one node keeps the quota book")
 
 	var seen atomic.Int64 // input tokens the provider was sent
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,7 +77,7 @@ func TestQuotaAcrossNodes(t *testing.T) {
 	key := quota.Key{Provider: "openai", Model: "gpt-test", Fingerprint: "k1"}
 	// The provider teaches the quota to one node (its headers); the leader
 	// learns it through the bucket.
-	books[(leading()+1)%3].ObserveLimits(key, &provider.RateLimits{InputTokens: &provider.RateWindow{Limit: limit, Remaining: -1}})
+	books[(first+1)%3].ObserveLimits(key, &provider.RateLimits{InputTokens: &provider.RateWindow{Limit: limit, Remaining: -1}})
 	budget := 0
 	eventually(t, 20*testTTL, "the leader learned the quota", func() bool {
 		l := leading()
@@ -128,7 +136,7 @@ func TestQuotaAcrossNodes(t *testing.T) {
 		t.Fatalf("%d granted, %d refused: the quota was not enforced across nodes", granted, refused)
 	}
 
-	old := leading()
+	old := leader(20*testTTL, "one node keeps the quota book")
 	usage := func(i int) int {
 		for _, s := range books[i].Snapshot() {
 			if s.Key == key {
@@ -141,8 +149,7 @@ func TestQuotaAcrossNodes(t *testing.T) {
 	books[old].Close()
 	books[old] = nil
 	tc.stop(old)
-	eventually(t, 30*testTTL, "another node keeps the quota book", func() bool { return leading() >= 0 })
-	now := leading()
+	now := leader(30*testTTL, "another node keeps the quota book")
 	after := usage(now)
 	t.Logf("window: %d tokens on the old leader, %d on the new", before, after)
 	if d := float64(after - before); d > 0.05*float64(before) || -d > 0.05*float64(before) {
