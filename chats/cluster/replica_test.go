@@ -84,7 +84,10 @@ type svcNode struct {
 	claim map[string]*Claim // the chats' claims this node took
 }
 
-func newSvcNode(t *testing.T, n *Node) *svcNode {
+func newSvcNode(t *testing.T, n *Node) *svcNode { t.Helper(); return newSvcNodeLog(t, n, n.Records()) }
+
+// newSvcNodeLog is newSvcNode with the Service's record log given.
+func newSvcNodeLog(t *testing.T, n *Node, log chats.RecordLog) *svcNode {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := chats.OpenDB(filepath.Join(dir, "mirror.db"), time.Second)
@@ -113,7 +116,7 @@ func newSvcNode(t *testing.T, n *Node) *svcNode {
 		t.Fatal(err)
 	}
 	sn.svc = chats.New(chats.Options{Store: store, Turner: eng, Idle: time.Minute, Ledger: ledger, Workspace: reg.Workspace(),
-		RecordLog: n.Records(), Log: testLog})
+		RecordLog: log, Log: testLog})
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

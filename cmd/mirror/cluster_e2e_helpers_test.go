@@ -298,6 +298,9 @@ type e2eCluster struct {
 	llm   *fakeLLM
 	work  string
 	env   []string
+	// earlier are the logs of nodes' processes killed and started again
+	// (keepLogs).
+	earlier map[*clusterNode][]string
 }
 
 // startE2E starts the cluster and waits until it is ready: a leader, every
