@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,5 +42,65 @@ func TestSyncSilentOwnerBounded(t *testing.T) {
 	}
 	if err == nil {
 		t.Fatal("Sync with a silent owner returned nil: it cannot have been ordered after it")
+	}
+}
+
+// TestLeaderKeepsLapsedLease: a leader whose renewal fails while its lease
+// has lapsed (not held, not yet able to expire in the store: a loaded
+// machine, a store electing) keeps the lease: it does not lead meanwhile,
+// its singletons are not told it stopped, and the next renewal restores
+// it, with no other node leading in between. Before, the one failed
+// renewal dropped the lease, and nobody led until its key expired.
+func TestLeaderKeepsLapsedLease(t *testing.T) {
+	tc := startCluster(t, 3, 6*time.Second, 16, func(*testCluster, int) func(string) { return func(string) {} })
+	var nd *Node
+	eventually(t, 30*time.Second, "a leader", func() bool {
+		for _, x := range tc.nodes {
+			if x.IsLeader() {
+				nd = x
+				return true
+			}
+		}
+		return false
+	})
+	var stopped atomic.Int32
+	defer nd.OnLeader(func(leading bool) {
+		if !leading {
+			stopped.Add(1)
+		}
+	})()
+	nd.mu.Lock()
+	l := nd.leader
+	nd.mu.Unlock()
+	nd.paused.Store(true) // no renewals, as on a machine too loaded to send them
+	eventually(t, nd.o.LeaseTTL, "the leader lease lapses", func() bool { return !l.Held() })
+	// The renewal that is due fails (here: its deadline passed already).
+	late, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	nd.keepLeader(late)
+	if l.Gone() {
+		t.Skip("the machine is too slow for this test: the lease ran out before the failed renewal")
+	}
+	if n := stopped.Load(); n != 0 {
+		t.Fatalf("the leader's singletons were told it stopped leading %d times after one failed renewal", n)
+	}
+	nd.mu.Lock()
+	kept := nd.leader == l
+	nd.mu.Unlock()
+	if !kept {
+		t.Fatal("the leader dropped a lapsed lease after one failed renewal")
+	}
+	nd.paused.Store(false)
+	eventually(t, nd.o.LeaseTTL, "the leader leads again with the same lease", func() bool { return nd.IsLeader() })
+	nd.mu.Lock()
+	kept = nd.leader == l
+	nd.mu.Unlock()
+	if !kept || stopped.Load() != 0 {
+		t.Fatalf("after the next renewal: same lease %v, told it stopped %d times", kept, stopped.Load())
+	}
+	for _, x := range tc.nodes {
+		if x != nd && x.IsLeader() {
+			t.Fatalf("%s leads too", x.Name())
+		}
 	}
 }
