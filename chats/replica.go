@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -254,12 +255,12 @@ func (s *Service) reloadLater(chat string, o *owned) {
 
 // reload is reloadLater's goroutine.
 func (s *Service) reload(chat string, o *owned) {
-	wait := reloadFirst
+	wait, failed := reloadFirst, 0
 	for {
 		select {
 		case <-s.quit:
 			return
-		case <-time.After(wait):
+		case <-time.After(wait/2 + rand.N(wait)): // jittered: a store back up is not asked by every such chat at once
 		}
 		s.replica.mu.Lock()
 		if s.replica.m[chat] != o {
@@ -290,7 +291,9 @@ func (s *Service) reload(chat string, o *owned) {
 			return // deleted meanwhile, or shutting down: nothing to go on with
 		case err != nil:
 			wait = min(2*wait, reloadMax)
-			s.log.Warn("chat: loading it again after a write the store did not confirm failed; trying again", "chat", chat, "err", err, "in", wait)
+			if failed++; failed == 1 { // once: a store without quorum fails every chat's try
+				s.log.Warn("chat: loading it again after a write the store did not confirm failed; it is tried again until it loads", "chat", chat, "err", err)
+			}
 		default:
 			wait = reloadFirst
 		}
