@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/mirror-gateway/mirror/runtime/quota"
 )
 
 // TestSyncSilentOwnerBounded: Sync with an owner that does not answer (its
@@ -106,5 +108,76 @@ func TestLeaderKeepsLapsedLease(t *testing.T) {
 		if x != nd && x.IsLeader() {
 			t.Fatalf("%s leads too", x.Name())
 		}
+	}
+}
+
+// TestQuotaSilentLeaderAskedAgain: a grant asked of a leader that went
+// silent (paused: its lease runs out, its server still carries its
+// subscription, nothing answers) is asked again of the next leader once
+// the lease names it, well within the book's MaxWait. Before, the grant
+// was asked on one subject everyone's book listened to, reached only the
+// silent ex-leader, and waited the whole MaxWait (two minutes by
+// default): the paused owner's chat, taken over, did not ask its model.
+func TestQuotaSilentLeaderAskedAgain(t *testing.T) {
+	tc := startCluster(t, 3, 2*time.Second, 16, func(*testCluster, int) func(string) { return func(string) {} })
+	books := make([]*QuotaBook, 3)
+	for i, nd := range tc.nodes {
+		books[i] = nd.Quotas(quota.Options{MaxWait: time.Minute})
+	}
+	t.Cleanup(func() {
+		for _, b := range books {
+			b.Close()
+		}
+	})
+	old := -1
+	eventually(t, 30*time.Second, "one node keeps the quota book", func() bool {
+		for i, b := range books {
+			if b.Leading() {
+				old = i
+				return true
+			}
+		}
+		return false
+	})
+	asker := (old + 1) % 3
+	key := quota.Key{Provider: "openai", Model: "m", Fingerprint: "k"}
+	rel, err := books[asker].Reserve(ctx(t), key, 10, nil)
+	if err != nil {
+		t.Fatalf("a grant while the leader answers: %v", err)
+	}
+	rel(quota.Usage{Input: 10})
+
+	// The leader goes silent: no renewals, its book answers nothing, and
+	// its connection keeps subscriptions on every subject a grant may be
+	// asked on (as a stopped process's server does).
+	nd := tc.nodes[old]
+	nd.paused.Store(true)
+	t.Cleanup(func() { nd.paused.Store(false) })
+	books[old].Close() // nothing of its book answers, and it takes nothing up again
+	for _, subj := range []string{QuotaReserveSubject, reserveSubject(nd.Name())} {
+		s, err := nd.nc.Subscribe(subj, func(*nats.Msg) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Unsubscribe()
+	}
+	if err := nd.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	rel, err = books[asker].Reserve(c, key, 10, nil)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("a grant asked while the leader is silent: %v after %v", err, took)
+	}
+	rel(quota.Usage{Input: 10})
+	t.Logf("granted %v after the leader went silent (lease TTL %v)", took.Round(time.Millisecond), tc.opts[old].LeaseTTL)
+	if bound := 10 * tc.opts[old].LeaseTTL; took > bound {
+		t.Fatalf("granted %v after the leader went silent, want within %v (the lease's end and the next leader's book)", took, bound)
+	}
+	if books[old].Leading() {
+		t.Fatal("the silent node keeps the book")
 	}
 }
