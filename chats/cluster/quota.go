@@ -214,7 +214,7 @@ func (q *QuotaBook) takeUp(ctx context.Context) error {
 	}()
 	for subj, h := range map[string]nats.MsgHandler{
 		reserveSubject(q.n.o.Name): func(m *nats.Msg) { go q.grant(lctx, lb, m) },
-		QuotaReleaseSubject: func(m *nats.Msg) { q.release(lctx, lb, m) },
+		QuotaReleaseSubject:        func(m *nats.Msg) { q.release(lctx, lb, m) },
 	} {
 		s, err := q.n.nc.Subscribe(subj, h)
 		if err != nil {
