@@ -408,7 +408,9 @@ func waitIdle(t *testing.T, c *e2eCluster, chat string) {
 // TestClusterQuorumLost is test 9: with two of three NATS servers stopped
 // (their nodes killed with SIGKILL), sends are refused with a clear error,
 // and nothing acknowledged earlier is lost: once the two are back, every
-// node reads every acknowledged message, once, and sends work again.
+// node reads every acknowledged message, once, and sends work again and
+// are answered (a chat whose write the store did not confirm right after
+// the servers came back is loaded again by its owner, not left unloaded).
 func TestClusterQuorumLost(t *testing.T) {
 	c := startE2E(t, e2eOpts{})
 	s := dialNode(t, c.nodes[0])
@@ -494,7 +496,10 @@ func TestClusterQuorumLost(t *testing.T) {
 // owner's turn waits for the model when it is paused; the model's answer,
 // one shell call, reaches it only after another node took the chat over.
 // Only the new owner runs the call (its shell writes the node's name); the
-// record holds the call, its result and the answer once.
+// record holds the call, its result and the answer once. (Its two past
+// failures: the new owner's quota grant asked of the paused leader's
+// lingering subscription, waiting two minutes; and the new owner's write
+// unconfirmed while the resumed node rejoined, leaving the chat unloaded.)
 func TestClusterPausedOwner(t *testing.T) {
 	c := startE2E(t, e2eOpts{})
 	paused := c.nodes[0]
