@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -33,6 +34,9 @@ type owned struct {
 	// just taken, or a write the store did not confirm, which may have
 	// landed): the tail is read before the chat is loaded.
 	stale bool
+	// reloading says a goroutine loads the chat again (reloadLater);
+	// again, that it must try once more after a load it already made.
+	reloading, again bool
 }
 
 // replicas are the chats this node owns, by id.
@@ -175,6 +179,7 @@ func (a *actor) waitHeld() {
 func (a *actor) unheld(err error) {
 	if a.own != nil {
 		a.s.markStale(a.id, a.own)
+		a.s.reloadLater(a.id, a.own)
 	}
 	a.disown(err)
 }
@@ -182,8 +187,10 @@ func (a *actor) unheld(err error) {
 // appendLog appends f to the chat's log after the actor's position and
 // returns the new one. A refused append (ErrFenced) disowns the actor; an
 // unconfirmed one (ErrUnavailable, or any other failure) unloads it and
-// marks the chat's tail unread, so the next operation reads what landed
-// before it writes. Either way nothing of the batch was acknowledged.
+// marks the chat's tail unread, so the next load reads what landed
+// before it writes, and has the chat loaded again once the store answers
+// (reloadLater): its turn goes on even when nobody sends to it. Either
+// way nothing of the batch was acknowledged.
 func (a *actor) appendLog(f *Flush) (uint64, error) {
 	if err := a.owner(); err != nil {
 		a.disown(err)
@@ -211,8 +218,86 @@ func (a *actor) appendLog(f *Flush) (uint64, error) {
 		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	a.s.markStale(a.id, a.own)
+	a.s.reloadLater(a.id, a.own)
 	a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
 	return 0, a.broken
+}
+
+// Reloading a chat whose write the store did not confirm: the first try
+// after reloadFirst, then twice as long each time, at most reloadMax.
+const (
+	reloadFirst = 250 * time.Millisecond
+	reloadMax   = 4 * time.Second
+)
+
+// reloadLater has o's chat loaded again, in the background, while this
+// node still owns it: its actor was unloaded because a write was not
+// confirmed (the store lost its quorum, a leader was being elected) or
+// its fence did not hold for a moment, and its lease stays this node's,
+// so neither the sweeper nor any other node would ever pick up its work.
+// The load reads what landed first and then goes on as after a restart:
+// pending messages start, an interrupted turn is answered once. A load
+// that fails is tried again, until one succeeds or the chat is disowned.
+// One such goroutine per ownership at a time.
+func (s *Service) reloadLater(chat string, o *owned) {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	if s.replica.m[chat] != o {
+		return
+	}
+	if o.reloading {
+		o.again = true
+		return
+	}
+	o.reloading = true
+	go s.reload(chat, o)
+}
+
+// reload is reloadLater's goroutine.
+func (s *Service) reload(chat string, o *owned) {
+	wait, failed := reloadFirst, 0
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-time.After(wait/2 + rand.N(wait)): // jittered: a store back up is not asked by every such chat at once
+		}
+		s.replica.mu.Lock()
+		if s.replica.m[chat] != o {
+			s.replica.mu.Unlock()
+			return
+		}
+		o.again = false
+		s.replica.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
+		err := s.do(ctx, chat, func(a *actor) error { return a.usable() })
+		cancel()
+		s.replica.mu.Lock()
+		switch {
+		case s.replica.m[chat] != o:
+			s.replica.mu.Unlock()
+			return
+		case err == nil && !o.again:
+			o.reloading = false
+			s.replica.mu.Unlock()
+			return
+		}
+		s.replica.mu.Unlock()
+		switch {
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+			s.replica.mu.Lock()
+			o.reloading = false
+			s.replica.mu.Unlock()
+			return // deleted meanwhile, or shutting down: nothing to go on with
+		case err != nil:
+			wait = min(2*wait, reloadMax)
+			if failed++; failed == 1 { // once: a store without quorum fails every chat's try
+				s.log.Warn("chat: loading it again after a write the store did not confirm failed; it is tried again until it loads", "chat", chat, "err", err)
+			}
+		default:
+			wait = reloadFirst
+		}
+	}
 }
 
 // ownedFresh is the chat's ownership and the position to append after,
@@ -247,10 +332,15 @@ func (s *Service) ownedFresh(chat string) (*owned, uint64, error) {
 	}
 	if pos > o.at {
 		// Written after the claim: by this node (an unconfirmed write
-		// that landed) while its fence holds, else by another owner.
+		// that landed) while its fence holds. While it does not hold,
+		// whose write it was is not known here: the load waits (the
+		// tail stays unread), and the lease decides. Once renewed, the
+		// fence held all along, so nobody else can have claimed the
+		// chat; once lost, the router disowns the chat. (Dropping the
+		// ownership here instead left a chat whose lease this node
+		// still renews, with nobody to run it.)
 		if !o.fence.Held() {
-			delete(s.replica.m, chat)
-			return nil, 0, fmt.Errorf("chat %s: %w", chat, ErrFenced)
+			return nil, 0, fmt.Errorf("chat %s: its record moved on while this node's hold on it is being renewed; try again: %w", chat, ErrUnavailable)
 		}
 		o.at = pos
 	}

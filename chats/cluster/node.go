@@ -524,14 +524,31 @@ func (n *Node) tick(ctx context.Context) {
 	defer cancel()
 	n.heartbeat(ctx)
 	n.mu.Lock()
-	leader := n.leader
 	claims := make([]*Claim, 0, len(n.claims))
 	for _, c := range n.claims {
 		claims = append(claims, c)
 	}
 	n.mu.Unlock()
+	n.keepLeader(ctx)
+	n.renewClaims(keep, claims)
+}
+
+// keepLeader renews the leader lease this node holds, or runs for leader
+// when it holds none. A renewal that fails drops the lease only once it
+// is Gone (refused by the store, or not renewed for a whole TTL), as a
+// chat's is: a lease merely lapsed (one renewal late or timed out on a
+// loaded machine, a store electing a leader) is still this node's, and
+// nobody else can take it before it is Gone. Dropping it at once left
+// the cluster without a leader (no sweeper, no Telegram poller) until
+// the key expired, since this node could not take its own key again and
+// nobody else could either. While lapsed IsLeader is false, so the
+// leader's singletons pause; the next renewal restores it.
+func (n *Node) keepLeader(ctx context.Context) {
+	n.mu.Lock()
+	leader := n.leader
+	n.mu.Unlock()
 	if leader != nil {
-		if err := leader.Renew(ctx); err != nil && !leader.Held() {
+		if err := leader.Renew(ctx); err != nil && leader.Gone() {
 			n.log.Warn("cluster: this node lost the leader lease", "err", err)
 			n.mu.Lock()
 			mine := n.leader == leader
@@ -542,6 +559,8 @@ func (n *Node) tick(ctx context.Context) {
 			if mine {
 				n.notifyLeader(false)
 			}
+		} else if err != nil && !leader.Held() {
+			n.log.Warn("cluster: the leader lease lapsed (a renewal failed); the next renewal may restore it", "err", err)
 		}
 	} else if l, err := n.acquire(ctx, leaderKey); err == nil {
 		n.log.Info("cluster: this node leads the cluster", "node", n.o.Name)
@@ -552,7 +571,6 @@ func (n *Node) tick(ctx context.Context) {
 	} else if !errors.Is(err, ErrHeld) && ctx.Err() == nil {
 		n.log.Debug("cluster: run for leader", "err", err)
 	}
-	n.renewClaims(keep, claims)
 }
 
 // lose drops a chat lease this node no longer holds and tells the owner.

@@ -19,7 +19,8 @@ import (
 )
 
 // The quota book's names in NATS: grants are asked of the leader on
-// QuotaReserveSubject (request/reply) and ended on QuotaReleaseSubject;
+// QuotaReserveSubject.LEADER (request/reply; LEADER is the node the leader
+// lease names) and ended on QuotaReleaseSubject;
 // the leader journals each grant in QuotaBucket (key "grant.<id>", with a
 // TTL of a window, so the bucket holds exactly what the window counts),
 // and every node saves the observations its providers report there too
@@ -51,6 +52,9 @@ type QuotaBook struct {
 	kv     jetstream.KeyValue
 	lead   *leaderBook // while this node leads
 	closed bool
+	// leaderName is the node grants are asked of (the leader lease's
+	// holder when last read); "" when unknown.
+	leaderName string
 }
 
 // leaderBook is the leader's side: its window and the grants it answered.
@@ -209,8 +213,8 @@ func (q *QuotaBook) takeUp(ctx context.Context) error {
 		}
 	}()
 	for subj, h := range map[string]nats.MsgHandler{
-		QuotaReserveSubject: func(m *nats.Msg) { go q.grant(lctx, lb, m) },
-		QuotaReleaseSubject: func(m *nats.Msg) { q.release(lctx, lb, m) },
+		reserveSubject(q.n.o.Name): func(m *nats.Msg) { go q.grant(lctx, lb, m) },
+		QuotaReleaseSubject:        func(m *nats.Msg) { q.release(lctx, lb, m) },
 	} {
 		s, err := q.n.nc.Subscribe(subj, h)
 		if err != nil {
@@ -370,7 +374,7 @@ func (q *QuotaBook) Reserve(ctx context.Context, key quota.Key, tokens int, onWa
 	pause := 50 * time.Millisecond
 	for {
 		rctx, cancel := context.WithDeadline(ctx, deadline)
-		m, err := q.n.nc.RequestWithContext(rctx, QuotaReserveSubject, data)
+		m, err := q.ask(rctx, data)
 		cancel()
 		if err == nil {
 			var rep reserveReply
@@ -388,6 +392,9 @@ func (q *QuotaBook) Reserve(ctx context.Context, key quota.Key, tokens int, onWa
 				return nil, fmt.Errorf("cluster: the quota book: %s", rep.Error)
 			}
 			err = fmt.Errorf("%w (%s)", nats.ErrNoResponders, rep.Error) // the leader changes: ask the next
+			q.mu.Lock()
+			q.leaderName = "" // read again who leads
+			q.mu.Unlock()
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -404,6 +411,97 @@ func (q *QuotaBook) Reserve(ctx context.Context, key quota.Key, tokens int, onWa
 		}
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// reserveSubject is where the quota book of node leader is asked.
+func reserveSubject(leader string) string { return QuotaReserveSubject + "." + leader }
+
+// errLeaderMoved is a reservation asked of a node the leader lease no
+// longer names: asked again of the next.
+var errLeaderMoved = fmt.Errorf("%w: the leader lease moved while a grant was asked", nats.ErrNoResponders)
+
+// ask sends one reservation to the node the leader lease names and waits
+// for its answer, bounded by ctx: ErrNoResponders (wrapped) when nobody
+// leads, nobody keeps the book there (yet), or the lease moved to another
+// node while the answer was awaited. The leader may wait for room before
+// it answers, so the wait is not cut short while the lease still names
+// it; but a leader that went silent (a paused process, whose server's
+// route still carries its subscription) loses its lease, and the grant is
+// then asked of the next. (Asked of everyone on one subject, such a grant
+// reached only the silent ex-leader and waited the book's whole MaxWait:
+// the turn did not ask its model for two minutes.)
+func (q *QuotaBook) ask(ctx context.Context, data []byte) (*nats.Msg, error) {
+	_, leases, _, err := q.n.buckets()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", nats.ErrNoResponders, err)
+	}
+	leader, err := q.leader(ctx, leases)
+	if err != nil || leader == "" {
+		return nil, fmt.Errorf("%w: nobody leads (%v)", nats.ErrNoResponders, err)
+	}
+	inbox := q.n.nc.NewRespInbox()
+	sub, err := q.n.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := q.n.nc.PublishMsg(&nats.Msg{Subject: reserveSubject(leader), Reply: inbox, Data: data}); err != nil {
+		return nil, err
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, q.n.storeWait())
+		m, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		switch {
+		case err == nil && m.Header.Get("Status") == "503", errors.Is(err, nats.ErrNoResponders):
+			q.forgetLeader(leader)
+			return nil, fmt.Errorf("%w: %s keeps no quota book", nats.ErrNoResponders, leader)
+		case err == nil:
+			return m, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case !errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		}
+		// Still unanswered: asked again elsewhere once the lease names
+		// another node (this one cannot grant validly any more).
+		rctx, cancel := context.WithTimeout(ctx, q.n.storeWait())
+		now, err := holderOf(rctx, leases, leaderKey)
+		cancel()
+		if err == nil && now != leader {
+			q.forgetLeader(leader)
+			return nil, errLeaderMoved
+		}
+	}
+}
+
+// leader is the node the leader lease names, remembered until a grant
+// asked of it fails.
+func (q *QuotaBook) leader(ctx context.Context, leases jetstream.KeyValue) (string, error) {
+	q.mu.Lock()
+	l := q.leaderName
+	q.mu.Unlock()
+	if l != "" {
+		return l, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, q.n.storeWait())
+	defer cancel()
+	l, err := holderOf(rctx, leases, leaderKey)
+	if err == nil && l != "" {
+		q.mu.Lock()
+		q.leaderName = l
+		q.mu.Unlock()
+	}
+	return l, err
+}
+
+// forgetLeader drops the remembered leader, when it is still leader.
+func (q *QuotaBook) forgetLeader(leader string) {
+	q.mu.Lock()
+	if q.leaderName == leader {
+		q.leaderName = ""
+	}
+	q.mu.Unlock()
 }
 
 func (q *QuotaBook) releaser(id string) func(quota.Usage) {

@@ -331,7 +331,11 @@ func (r *Router) readOwner(ctx context.Context, chat string) (string, error) {
 // Sync returns once any event chat's owner publishes after now will reach
 // a subscription this node made before the call: the request travels
 // after the subscription's interest to the owner's server. Nil at once
-// when nobody owns the chat, or this node does.
+// when nobody owns the chat, or this node does. Bounded by half the lease
+// TTL (storeWait), as an ask is: an owner that does not answer (a paused
+// process, whose server's route still carries its subscription) would
+// otherwise hold the caller, a client opening the chat, for its whole
+// deadline, when only ordering is at stake.
 func (r *Router) Sync(ctx context.Context, chat string) error {
 	subj, err := routeSubject(chat)
 	if err != nil {
@@ -340,6 +344,8 @@ func (r *Router) Sync(ctx context.Context, chat string) error {
 	if r.mine(chat) != nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, r.n.storeWait())
+	defer cancel()
 	owner, err := r.n.OwnerOf(ctx, chat)
 	if err != nil || owner == "" || owner == r.n.o.Name {
 		return err

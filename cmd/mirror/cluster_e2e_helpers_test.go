@@ -298,6 +298,9 @@ type e2eCluster struct {
 	llm   *fakeLLM
 	work  string
 	env   []string
+	// earlier are the logs of nodes' processes killed and started again
+	// (keepLogs).
+	earlier map[*clusterNode][]string
 }
 
 // startE2E starts the cluster and waits until it is ready: a leader, every
@@ -690,12 +693,23 @@ func count(fs []frame, chat, typ string) int {
 // chat.open since 0 replays every stored event, then chat.resumed.
 func readRecord(t testing.TB, name, addr, chat string) []frame {
 	t.Helper()
-	s := dialAddr(t, name, addr)
-	defer s.close()
-	ans := s.call(map[string]any{"type": "chat.open", "chat": chat, "since": 0}, e2eWait)
-	if ans.typ() == "error" {
-		t.Fatalf("%s: chat.open %s since 0: %v", name, chat, ans)
+	var s *e2eSock
+	// A store that does not answer yet (its servers electing after one
+	// was stopped, paused or restarted) refuses the read with the clear
+	// "too few nodes answer"; a client asks again, and so does this.
+	for deadline := time.Now().Add(e2eWait); ; {
+		s = dialAddr(t, name, addr)
+		ans := s.call(map[string]any{"type": "chat.open", "chat": chat, "since": 0}, e2eWait)
+		if ans.typ() != "error" {
+			break
+		}
+		s.close()
+		if !strings.Contains(ans.str("message"), "too few nodes answer") || time.Now().After(deadline) {
+			t.Fatalf("%s: chat.open %s since 0: %v", name, chat, ans)
+		}
+		time.Sleep(250 * time.Millisecond) // a store electing: asked again, bounded
 	}
+	defer s.close()
 	s.wait("chat.resumed of "+chat, e2eWait, func(fs []frame) bool {
 		for _, f := range fs {
 			if f.typ() == "chat.resumed" && f.chatID() == chat {
