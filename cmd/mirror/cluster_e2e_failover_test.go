@@ -29,6 +29,7 @@ type failoverProbe struct {
 	chats   []string
 	streams []string
 	led     []string // streams the dead node led at the kill
+	held    int      // chats whose lease it held just before the kill
 
 	mu       sync.Mutex
 	killed   time.Time
@@ -60,6 +61,13 @@ func probeFailover(t *testing.T, via cluster.NodeInfo, dead string, chats []stri
 	for _, s := range p.streams {
 		if p.leader(s) == dead {
 			p.led = append(p.led, s)
+		}
+	}
+	if holders, err := p.leases(); err == nil {
+		for _, c := range chats {
+			if holders[c] == dead {
+				p.held++
+			}
 		}
 	}
 	return p
@@ -201,6 +209,6 @@ func (p *failoverProbe) report(served []time.Duration) string {
 	for i, d := range served {
 		sv[p.chats[i]] = d
 	}
-	return fmt.Sprintf("kill → leases gone %s; → stream leaders re-elected: %s; → chats adopted %s; → chats served %s",
-		span(p.gone), strings.Join(el, ", "), span(p.adopted), span(sv))
+	return fmt.Sprintf("%s held %d of the %d chats' leases before the kill; kill → leases gone %s; → stream leaders re-elected: %s; → chats adopted %s; → chats served %s",
+		p.dead, p.held, len(p.chats), span(p.gone), strings.Join(el, ", "), span(p.adopted), span(sv))
 }

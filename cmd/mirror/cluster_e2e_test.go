@@ -691,13 +691,14 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 	for _, at := range servedAt {
 		since = append(since, at.Sub(killed))
 	}
-	t.Logf("failover phases: %s", probe.report(since))
-	// The issue asks for 15 s; measured 11.4–34 s here (a 5 s lease, the
-	// killed server's Raft groups electing for 4–9 s, then 2 s sweeps of
-	// 64 chats): this bound catches a takeover that stalls, and the figure
-	// goes to docs/benchmarks.md. Issue 21 stays open on it.
-	if took > 60*time.Second {
-		t.Errorf("the survivors served all %d chats %v after the kill, want within 60 s (the goal is 15 s)", chats, took)
+	phases := probe.report(since)
+	t.Logf("failover phases: %s", phases)
+	// The issue's 15 s: the 5 s lease (up to 9 s when the killed server
+	// led a stream the takeover writes to: NATS elects a new leader after
+	// 4–9 s), then the sweeper, which wakes as the leases end and takes 16
+	// chats at a time (docs/benchmarks.md has the phases).
+	if took > 15*time.Second {
+		t.Errorf("the survivors served all %d chats %v after the kill, want within 15 s; %s", chats, took, phases)
 	}
 	// Answer every question with skip: the call is not run again.
 	for i := range shells {
