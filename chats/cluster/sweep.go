@@ -88,6 +88,7 @@ func (s *Sweeper) run(ctx context.Context) {
 	soonest := min(sweepSoonest, s.every)
 	t := time.NewTimer(soonest)
 	defer t.Stop()
+	failed := 0 // sweeps failed in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,14 +103,22 @@ func (s *Sweeper) run(ctx context.Context) {
 		}
 		start := time.Now()
 		taken, next, err := s.once(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.r.n.log.Warn("cluster: the sweep for chats left without an owner failed; the next tries again", "err", err)
-		}
 		if len(taken) > 0 {
 			s.r.n.log.Info("cluster: the sweeper took chats with work left and no owner", "chats", len(taken), "first", taken[0],
 				"took", time.Since(start).Round(time.Millisecond))
 		}
-		t.Reset(sweepWait(next, time.Now(), soonest, s.every))
+		if err == nil {
+			failed = 0
+			t.Reset(sweepWait(next, time.Now(), soonest, s.every))
+			continue
+		}
+		if ctx.Err() == nil {
+			s.r.n.log.Warn("cluster: the sweep for chats left without an owner failed; the next tries again", "err", err)
+		}
+		// Soon (a node's death can fail one sweep), then less and less
+		// often while the store does not answer.
+		t.Reset(min(soonest<<min(failed, 8), s.every))
+		failed++
 	}
 }
 
@@ -186,6 +195,9 @@ func (s *Sweeper) once(ctx context.Context) (taken []string, next time.Time, err
 	return taken, next, errors.Join(errs...)
 }
 
+// directWait bounds the wait for each message of a direct get's answer.
+const directWait = time.Second
+
 // errTooMany is a direct get that matched more subjects than the server
 // answers in one batch.
 var errTooMany = errors.New("too many subjects for one direct get")
@@ -213,7 +225,12 @@ func (n *Node) lastMsgs(ctx context.Context, stream string, filters []string, fn
 		return err
 	}
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
+		// Each message of the batch comes within directWait or the get
+		// fails: a request handed to a server that died just then is
+		// never answered, and the sweep tries again soon.
+		mctx, cancel := context.WithTimeout(ctx, directWait)
+		m, err := sub.NextMsgWithContext(mctx)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("cluster: direct get from %s: %w", stream, err)
 		}
