@@ -135,7 +135,7 @@ func sweepWait(next, now time.Time, soonest, every time.Duration) time.Duration 
 // once is one sweep: the chats of the work index whose lease nobody
 // holds are taken here, at most s.max of them, while this node leads.
 // It returns the chats it took, and when to look again: when the first
-// lease of a chat with work left that another node holds ends unless
+// lease of a chat with work left that some node holds ends unless
 // renewed (zero when none does), or now when more orphans wait than one
 // sweep takes.
 func (s *Sweeper) once(ctx context.Context) (taken []string, next time.Time, err error) {
