@@ -2,11 +2,16 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -17,14 +22,34 @@ import (
 // such chats (claims and opens them: the owner adopts the chat, and its
 // interrupted turn is recovered as after a restart), a bounded number
 // per sweep.
+//
+// A dead node's chats are the ones that must move quickly. Their leases
+// end when their TTL runs out (nothing earlier: a node merely paused or
+// cut off still acts until its own lease stops counting as held, so only
+// the store's expiry makes taking a chat safe), so the sweeper wakes when
+// the first lease of a chat with work left would end unless renewed, as
+// the lease's stored message says (time and TTL), rather than on a fixed
+// tick. Its readings are direct gets, which any replica answers: no
+// consumer (whose creation needs the JetStream meta leader) and no stream
+// leader, either of which the dead node may have been.
 const (
-	// SweepEvery is how often the leader sweeps.
+	// SweepEvery is the longest the leader waits between sweeps.
 	SweepEvery = 2 * time.Second
+	// sweepSoonest is the shortest: a lease read as past its end but
+	// still stored (its stream electing a leader, or the store's expiry
+	// a moment behind) is looked at again no sooner than this.
+	sweepSoonest = 250 * time.Millisecond
 	// SweepMax bounds the chats one sweep takes; the rest wait for the
-	// next sweep, so a node's death does not stall the leader.
-	SweepMax = 64
-	// sweepParallel is how many chats a sweep opens at once.
-	sweepParallel = 4
+	// next sweep, so that a sweep's end (and a lost leadership seen
+	// between sweeps) comes within seconds.
+	SweepMax = 512
+	// sweepParallel is how many chats a sweep opens at once: a take is
+	// mostly waiting for replicated, synced writes (the lease, the claim),
+	// so a dead node's hundred chats move in a few rounds rather than in
+	// twenty-five.
+	sweepParallel = 16
+	// takeTimeout bounds one take of a sweep.
+	takeTimeout = 10 * time.Second
 )
 
 // Sweeper takes orphaned chats with work left, on the leader.
@@ -60,8 +85,10 @@ func (s *Sweeper) run(ctx context.Context) {
 		return
 	case <-s.r.n.Ready():
 	}
-	t := time.NewTicker(s.every)
+	soonest := min(sweepSoonest, s.every)
+	t := time.NewTimer(soonest)
 	defer t.Stop()
+	failed := 0 // sweeps failed in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -69,41 +96,75 @@ func (s *Sweeper) run(ctx context.Context) {
 		case <-t.C:
 		}
 		if !s.r.n.IsLeader() {
+			// Looked at often (a local read): a node that has just
+			// become leader, its predecessor dead, sweeps at once.
+			t.Reset(soonest)
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, max(s.every*5, 10*time.Second))
-		taken, err := s.once(sctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
+		start := time.Now()
+		taken, next, err := s.once(ctx)
+		if len(taken) > 0 {
+			s.r.n.log.Info("cluster: the sweeper took chats with work left and no owner", "chats", len(taken), "first", taken[0],
+				"took", time.Since(start).Round(time.Millisecond))
+		}
+		if err == nil {
+			failed = 0
+			t.Reset(sweepWait(next, time.Now(), soonest, s.every))
+			continue
+		}
+		if ctx.Err() == nil {
 			s.r.n.log.Warn("cluster: the sweep for chats left without an owner failed; the next tries again", "err", err)
 		}
-		if len(taken) > 0 {
-			s.r.n.log.Info("cluster: the sweeper took chats with work left and no owner", "chats", len(taken), "first", taken[0])
-		}
+		// Soon (a node's death can fail one sweep), then less and less
+		// often while the store does not answer.
+		t.Reset(min(soonest<<min(failed, 8), s.every))
+		failed++
 	}
+}
+
+// sweepWait is how long after now to sweep again: until next (when the
+// first lease of a chat with work left ends unless renewed; zero when
+// none is held), within [soonest, every].
+func sweepWait(next, now time.Time, soonest, every time.Duration) time.Duration {
+	if next.IsZero() {
+		return every
+	}
+	return min(max(next.Sub(now), soonest), every)
 }
 
 // once is one sweep: the chats of the work index whose lease nobody
 // holds are taken here, at most s.max of them, while this node leads.
-// It returns the chats it took.
-func (s *Sweeper) once(ctx context.Context) ([]string, error) {
-	work, err := s.r.n.WorkLeft(ctx)
-	if err != nil || len(work) == 0 {
-		return nil, err
+// It returns the chats it took, and when to look again: when the first
+// lease of a chat with work left that some node holds ends unless
+// renewed (zero when none does), or now when more orphans wait than one
+// sweep takes.
+func (s *Sweeper) once(ctx context.Context) (taken []string, next time.Time, err error) {
+	lctx, cancel := context.WithTimeout(ctx, takeTimeout)
+	work, err := s.r.n.workLeft(lctx)
+	var held map[string]time.Time
+	if err == nil && len(work) > 0 {
+		held, err = s.r.n.leasesOf(lctx, work)
 	}
-	held, err := s.r.n.heldChats(ctx)
-	if err != nil {
-		return nil, err
+	cancel()
+	if err != nil || len(work) == 0 {
+		return nil, time.Time{}, err
 	}
 	var orphans []string
 	for _, chat := range work {
-		if !held[chat] && len(orphans) < s.max {
-			orphans = append(orphans, chat)
+		end, ok := held[chat]
+		switch {
+		case !ok:
+			if len(orphans) < s.max {
+				orphans = append(orphans, chat)
+			} else {
+				next = time.Now()
+			}
+		case !end.IsZero() && (next.IsZero() || end.Before(next)):
+			next = end
 		}
 	}
 	var (
 		mu    sync.Mutex
-		taken []string
 		errs  []error
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, sweepParallel)
@@ -115,7 +176,9 @@ func (s *Sweeper) once(ctx context.Context) ([]string, error) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			_, err := s.r.take(ctx, chat)
+			tctx, cancel := context.WithTimeout(ctx, takeTimeout)
+			defer cancel()
+			_, err := s.r.take(tctx, chat)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -129,30 +192,131 @@ func (s *Sweeper) once(ctx context.Context) ([]string, error) {
 		})
 	}
 	wg.Wait()
-	return taken, errors.Join(errs...)
+	return taken, next, errors.Join(errs...)
 }
 
-// heldChats is the set of chats whose lease someone holds now: one
-// listing of the leases bucket (expired and released leases are gone
-// from it), however many chats there are.
-func (n *Node) heldChats(ctx context.Context) (map[string]bool, error) {
-	_, leases, _, err := n.buckets()
+// directWait bounds the wait for each message of a direct get's answer.
+const directWait = time.Second
+
+// errTooMany is a direct get that matched more subjects than the server
+// answers in one batch.
+var errTooMany = errors.New("too many subjects for one direct get")
+
+// lastMsgs reads the last message of every subject of stream matching
+// filters, in one direct get (a batch answered by any replica, so neither
+// a consumer, whose creation needs the meta leader, nor the stream's
+// leader is needed; a replica may lag a little, which a sweep can afford:
+// a take is decided by the leases stream's leader). fn is called with
+// each. errTooMany past the server's batch (1024 subjects).
+func (n *Node) lastMsgs(ctx context.Context, stream string, filters []string, fn func(*nats.Msg)) error {
+	inbox := n.nc.NewInbox()
+	sub, err := n.nc.SubscribeSync(inbox)
 	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	req, err := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+	}{filters})
+	if err != nil {
+		return err
+	}
+	if err := n.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return err
+	}
+	for {
+		// Each message of the batch comes within directWait or the get
+		// fails: a request handed to a server that died just then is
+		// never answered, and the sweep tries again soon.
+		mctx, cancel := context.WithTimeout(ctx, directWait)
+		m, err := sub.NextMsgWithContext(mctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cluster: direct get from %s: %w", stream, err)
+		}
+		switch st := m.Header.Get("Status"); st {
+		case "":
+			fn(m)
+		case "204", "404": // the batch's end; no subject matched
+			return nil
+		case "413":
+			return errTooMany
+		case "503":
+			return fmt.Errorf("cluster: direct get from %s: %w", stream, nats.ErrNoResponders)
+		default:
+			return fmt.Errorf("cluster: direct get from %s: %s %s", stream, st, m.Header.Get("Description"))
+		}
+	}
+}
+
+// live says whether a KV entry's last message is a value (not a delete,
+// a purge, or the marker of an expired key).
+func live(m *nats.Msg) bool {
+	return m.Header.Get("KV-Operation") == "" && m.Header.Get(jetstream.MarkerReasonHeader) == ""
+}
+
+// workLeft lists the work index's chats by direct get; past one batch
+// (more than 1024 chats with work left) by WorkLeft's listing.
+func (n *Node) workLeft(ctx context.Context) ([]string, error) {
+	if _, _, _, err := n.buckets(); err != nil {
 		return nil, err
 	}
-	lister, err := leases.ListKeys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return map[string]bool{}, nil
+	prefix := "$KV." + WorkBucket + "."
+	var out []string
+	err := n.lastMsgs(ctx, "KV_"+WorkBucket, []string{prefix + ">"}, func(m *nats.Msg) {
+		if k, ok := strings.CutPrefix(m.Header.Get(jetstream.SubjectHeader), prefix); ok && live(m) {
+			out = append(out, k)
+		}
+	})
+	if errors.Is(err, errTooMany) {
+		return n.WorkLeft(ctx)
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer lister.Stop()
-	held := map[string]bool{}
-	for k := range lister.Keys() {
-		if chat, ok := strings.CutPrefix(k, chatKeyPrefix); ok {
-			held[chat] = true
+	return out, err
+}
+
+// leasesBatch is how many chats' leases one direct get asks for.
+const leasesBatch = 256
+
+// leasesOf reads which of chats have a lease someone holds now, and when
+// each ends unless renewed (the time its last renewal was stored plus its
+// TTL, as the store's clock says).
+func (n *Node) leasesOf(ctx context.Context, chats []string) (map[string]time.Time, error) {
+	prefix := "$KV." + LeasesBucket + "." + chatKeyPrefix
+	held := map[string]time.Time{}
+	for b := range slices.Chunk(chats, leasesBatch) {
+		filters := make([]string, len(b))
+		for i, chat := range b {
+			filters[i] = prefix + chat
+		}
+		err := n.lastMsgs(ctx, "KV_"+LeasesBucket, filters, func(m *nats.Msg) {
+			chat, ok := strings.CutPrefix(m.Header.Get(jetstream.SubjectHeader), prefix)
+			if !ok || !live(m) {
+				return
+			}
+			held[chat] = leaseEnd(m, n.o.LeaseTTL)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return held, nil
+}
+
+// leaseEnd is when the lease message m stores ends unless renewed: its
+// time plus its TTL (ttl when it names none); zero when its time is
+// unreadable (the sweeper then waits its longest).
+func leaseEnd(m *nats.Msg, ttl time.Duration) time.Time {
+	at, err := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+	if err != nil {
+		return time.Time{}
+	}
+	if v := m.Header.Get(jetstream.MsgTTLHeader); v != "" {
+		// The store counts TTLs in whole seconds.
+		if d, err := time.ParseDuration(v); err == nil {
+			ttl = d.Truncate(time.Second)
+		} else if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+			ttl = time.Duration(secs) * time.Second
+		}
+	}
+	return at.Add(ttl)
 }

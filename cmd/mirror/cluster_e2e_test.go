@@ -714,6 +714,14 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 		}
 	})
 
+	var via cluster.NodeInfo
+	for _, ni := range st.Nodes {
+		if ni.Name == survivors[0].name {
+			via = ni
+		}
+	}
+	probe := probeFailover(t, via, owner.name, ids)
+	probe.start()
 	killed := time.Now()
 	c.kill9(owner)
 	c.llm.setGate(true)
@@ -725,15 +733,23 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 		}
 		return answered(ids[i], fmt.Sprintf("m-k%d", i))(fs)
 	}
-	waitChats(t, w, "the survivors serving all 100 chats", ids, served)
+	servedAt := waitChats(t, w, "the survivors serving all 100 chats", ids, served)
 	took := time.Since(killed)
 	t.Logf("all %d chats of the killed %s served again %v after kill -9 (lease_ttl 5s)", chats, owner.name, took.Round(time.Millisecond))
-	// The issue asks for 15 s; measured 11.4–34 s here (a 5 s lease, the
-	// killed server's Raft groups electing for 4–9 s, then 2 s sweeps of
-	// 64 chats): this bound catches a takeover that stalls, and the figure
-	// goes to docs/benchmarks.md. Issue 21 stays open on it.
+	var since []time.Duration
+	for _, at := range servedAt {
+		since = append(since, at.Sub(killed))
+	}
+	phases := probe.report(since)
+	t.Logf("failover phases: %s", phases)
+	// The issue asks for 15 s: met without the race detector (7.9 s) and
+	// with it on a quiet machine unless the killed server led the leases
+	// stream (15.2 s: NATS elects its new leader after 4–9 s); with it on
+	// a loaded two-core machine the takes alone take 7–24 s. So this bound
+	// catches a takeover that stalls, and the phases above say where the
+	// time went (docs/benchmarks.md).
 	if took > 60*time.Second {
-		t.Errorf("the survivors served all %d chats %v after the kill, want within 60 s (the goal is 15 s)", chats, took)
+		t.Errorf("the survivors served all %d chats %v after the kill, want within 60 s (the goal is 15 s); %s", chats, took, phases)
 	}
 	// Answer every question with skip: the call is not run again.
 	for i := range shells {
@@ -789,14 +805,20 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 // waitChats waits (bounded) until done holds for every chat of ids among
 // the frames s received; on a timeout it names the chats left and what
 // s last received of each.
-func waitChats(t *testing.T, s *e2eSock, what string, ids []string, done func(i int, fs []frame) bool) {
+func waitChats(t *testing.T, s *e2eSock, what string, ids []string, done func(i int, fs []frame) bool) []time.Time {
 	t.Helper()
 	deadline := time.Now().Add(e2eWait)
+	at := make([]time.Time, len(ids)) // when each chat was first seen done
 	for {
 		fs := s.snapshot()
 		var left []string
 		for i, id := range ids {
-			if !done(i, fs) {
+			if !at[i].IsZero() {
+				continue
+			}
+			if done(i, fs) {
+				at[i] = time.Now()
+			} else {
 				var types []string
 				for _, f := range ofChat(fs, id) {
 					types = append(types, f.typ())
@@ -805,7 +827,7 @@ func waitChats(t *testing.T, s *e2eSock, what string, ids []string, done func(i 
 			}
 		}
 		if len(left) == 0 {
-			return
+			return at
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d chats left after %v:\n%s", what, len(left), e2eWait, strings.Join(left[:min(len(left), 10)], "\n"))
