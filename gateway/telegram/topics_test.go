@@ -508,7 +508,7 @@ func BenchmarkChatAt(b *testing.B) {
 	for _, n := range []int{1, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			st := newStackWith(b, stackOpts{delay: time.Millisecond})
-			if err := st.bot.write(func(bk *bolt.Bucket) error {
+			if err := st.bot.write(func(bk stateBucket) error {
 				for i := 1; i <= n; i++ {
 					if err := bk.Put(tgKey("cur", place{tgForum, i + 1}), []byte(fmt.Sprintf("c_%016x", i))); err != nil {
 						return err
