@@ -31,16 +31,22 @@ import (
 // former leader's write (paused past its lease, or still finishing) is
 // refused however far it caught up.
 //
-// The update offset stays in the cluster's KV bucket (Offsets), committed
-// after the update's writes are in the log. An update is never lost: the
-// offset moves past it only once everything handling it wrote is stored.
-// It is never handled twice in effect: a kill between the two leaves the
-// offset before it, and the new leader, which caught up to the log first,
-// handles it again over the state the first handling left, and every
-// effect of handling is keyed by the update's own ids (the chat message's
-// client id "tg:<chat>:<message>", m/ and g/ keys by message id), so the
-// second handling finds it done (an album part is put again under the
-// same key; the message is not stored twice).
+// The update offset is in the cluster's KV bucket (Offsets), committed by
+// compare-and-set after the update's writes are in the log, and, when
+// handling an update recorded anything (an album part, a message's
+// mapping), also in the bucket, in the same entry as what it recorded,
+// as on a single node; a leader starts at the larger of the two. An
+// update is never lost: neither offset moves past it before everything
+// handling it wrote is stored. It is never handled twice: a kill after
+// its entry was stored leaves the bucket's offset past it on every copy
+// (the new leader catches up before it reads it), so the album part is
+// not gathered again; a kill before that leaves no trace of it in the
+// log, and the new leader handles it as if for the first time. Handling
+// that records nothing here (a message passed on to a chat that is
+// followed already) moves only the KV offset; a kill just before that
+// commit has the new leader handle it again, and its effect is keyed by
+// the update's own ids (the message's client id "tg:<chat>:<message>"),
+// so the chat stores it once.
 //
 // The quarantine (quarantine.go) stays per node: it is what one node
 // could not handle, for its operator.

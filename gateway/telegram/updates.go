@@ -260,14 +260,17 @@ func (b *Bot) handle(u tgbotapi.Update, tp updateTopics) error {
 	}
 	next := strconv.Itoa(u.UpdateID + 1)
 	if b.opt.Offsets == nil || rec != nil {
+		// In cluster mode too, when handling recorded something: the
+		// offset rides in the same replicated write, so a new leader
+		// that caught up never handles the update again, even when the
+		// shared offset (below) was not committed (nextUpdate takes the
+		// larger). An update that recorded nothing moves the shared
+		// offset alone.
 		err = b.write(func(bk stateBucket) error {
 			if rec != nil {
 				if err := rec(bk); err != nil {
 					return err
 				}
-			}
-			if b.opt.Offsets != nil {
-				return nil // cluster mode: the shared offset, below
 			}
 			return bk.Put([]byte("offset"), []byte(next))
 		})
