@@ -425,13 +425,51 @@ func (b *Bot) beginLead(stint context.Context, claim uint64) (*leadRun, error) {
 		b.endLead(lr)
 		return nil, err
 	}
+	var failed []followKey
 	for _, st := range states {
-		if err := b.follow(place{st.TG, st.Thread}, st.Chat, &st); err != nil {
-			b.log.Warn("telegram: a follower of the cluster's bot state did not start", "chat", st.Chat, "err", err)
+		if err := b.follow(place{st.TG, st.Thread}, st.Chat, &st); err != nil && !errors.Is(err, chats.ErrNotFound) {
+			failed = append(failed, followKey{place{st.TG, st.Thread}, st.Chat})
 		}
+	}
+	if len(failed) > 0 {
+		// A chat whose owner died with the old leader may not answer
+		// until its lease runs out: its follower is started again until
+		// it starts (or its state is gone), so the reply it was
+		// streaming still lands.
+		b.mu.Lock()
+		lr.wg.Add(1)
+		b.mu.Unlock()
+		go func() {
+			defer lr.wg.Done()
+			b.refollow(lr.ctx, failed)
+		}()
 	}
 	b.resumeGroups()
 	return lr, nil
+}
+
+// refollow starts the followers of keys that failed to start, backing off,
+// until each started, its stored state is gone, or ctx ends.
+func (b *Bot) refollow(ctx context.Context, keys []followKey) {
+	wait := pollBackoff
+	for len(keys) > 0 {
+		b.log.Warn("telegram: followers of the cluster's bot state did not start; trying again", "followers", len(keys), "retry_in", wait)
+		if sleep(ctx, wait) != nil {
+			return
+		}
+		wait = min(2*wait, maxPollBackoff)
+		left := keys[:0]
+		for _, k := range keys {
+			st, ok := b.loadFollow(k.where, k.chat)
+			if !ok {
+				continue
+			}
+			if err := b.follow(k.where, k.chat, &st); err != nil && !errors.Is(err, chats.ErrNotFound) && ctx.Err() == nil {
+				left = append(left, k)
+			}
+		}
+		keys = left
+	}
 }
 
 // endLead stops a stint's leader work: no write of it is stored from now
