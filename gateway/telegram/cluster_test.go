@@ -28,7 +28,7 @@ type clusterNodes struct {
 	nodes []*cluster.Node
 }
 
-func startNodes(t *testing.T, n int) *clusterNodes {
+func startNodes(t testing.TB, n int) *clusterNodes {
 	t.Helper()
 	routes := make([]string, n)
 	for i := range routes {
