@@ -200,10 +200,7 @@ func (b *Bot) replicate(ctx context.Context, fn func(bk stateBucket) error, lead
 	for try := 0; ; try++ {
 		var claim uint64
 		if leader {
-			b.mu.Lock()
-			claim = b.claim
-			b.mu.Unlock()
-			if claim == 0 {
+			if claim = b.claim.Load(); claim == 0 {
 				return errNotLeading
 			}
 		}
@@ -418,7 +415,8 @@ func (b *Bot) beginLead(stint context.Context, claim uint64) (*leadRun, error) {
 	ctx, cancel := context.WithCancel(stint)
 	lr := &leadRun{ctx: ctx, cancel: cancel}
 	b.mu.Lock()
-	b.lead, b.claim = lr, claim
+	b.lead = lr
+	b.claim.Store(claim)
 	b.mu.Unlock()
 	states, err := loadFollows(b.store)
 	if err != nil {
@@ -478,7 +476,8 @@ func (b *Bot) refollow(ctx context.Context, keys []followKey) {
 func (b *Bot) endLead(lr *leadRun) {
 	b.mu.Lock()
 	if b.lead == lr {
-		b.lead, b.claim = nil, 0
+		b.lead = nil
+		b.claim.Store(0)
 	}
 	b.mu.Unlock()
 	lr.cancel()

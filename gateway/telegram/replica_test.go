@@ -144,6 +144,21 @@ func TestClusterBotStateCarriesOver(t *testing.T) {
 	if after <= sent {
 		t.Fatalf("no send or edit after the leader went (%d, %d)", sent, after)
 	}
+
+	// A new chat: the follower left behind retires, its state deleted on
+	// every node's copy.
+	fake.pushText(111, 111, "/new")
+	fake.waitFor("the old chat's follower gone from every copy", func() bool {
+		for i, b := range bots {
+			if i == leader {
+				continue
+			}
+			if _, ok := b.loadFollow(at(111), chat); ok || b.currentChat(111) == chat {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestClusterStaleLeaderWriteRefused: a bot whose claim another node's
@@ -166,9 +181,7 @@ func TestClusterStaleLeaderWriteRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.mu.Lock()
-		b.claim = c
-		b.mu.Unlock()
+		b.claim.Store(c)
 	}
 	put := func(b *Bot, k string) error {
 		return b.write(func(bk stateBucket) error { return bk.Put([]byte(k), []byte("v")) })
@@ -349,9 +362,7 @@ func BenchmarkStateWrite(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bot.mu.Lock()
-		bot.claim = c
-		bot.mu.Unlock()
+		bot.claim.Store(c)
 		run(b, bot)
 	})
 }

@@ -166,10 +166,11 @@ type Bot struct {
 	// stint is the leader's stint this node receives updates under, in
 	// cluster mode (nil while it does not lead); under mu.
 	stint context.Context
-	// lead is the current stint's leader work, and claim the position of
-	// its claim in the cluster's log (replica.go); under mu.
+	// lead is the current stint's leader work (under mu), and claim the
+	// position of its claim in the cluster's log (replica.go; atomic, as
+	// a write may be made under mu).
 	lead     *leadRun
-	claim    uint64
+	claim    atomic.Uint64
 	groupsMu sync.Mutex
 	groups   map[groupKey]*gathering
 }
