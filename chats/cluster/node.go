@@ -108,6 +108,8 @@ type Node struct {
 	work    jetstream.KeyValue
 	// telegram is the Telegram offset's bucket (tgoffset.go).
 	telegram jetstream.KeyValue
+	// tgState is the stream of the Telegram bot's bucket (tgstate.go).
+	tgState jetstream.Stream
 	// hasWork is, by chat, whether the work index holds it as this node
 	// last wrote it: Append writes the index only when that changes.
 	hasWork map[string]bool
@@ -508,8 +510,14 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s bucket: %w", TelegramBucket, err)
 	}
+	// The Telegram bot's bucket, replicated (tgstate.go): made here too,
+	// so that a new leader reaches it without the meta group.
+	tgState, err := n.js.CreateOrUpdateStream(ctx, tgStateConfig(n.o.Replicas))
+	if err != nil {
+		return fmt.Errorf("%s stream: %w", TelegramStream, err)
+	}
 	n.mu.Lock()
-	n.records, n.leases, n.nodes, n.work, n.telegram = records, leases, nodes, work, telegram
+	n.records, n.leases, n.nodes, n.work, n.telegram, n.tgState = records, leases, nodes, work, telegram, tgState
 	n.mu.Unlock()
 	return nil
 }

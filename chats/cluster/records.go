@@ -95,9 +95,14 @@ func (r Records) Append(ctx context.Context, chat string, at uint64, f *chats.Fl
 
 // publish stores m after position at of its subject.
 func (n *Node) publish(ctx context.Context, m *nats.Msg, at uint64) (uint64, error) {
+	return n.publishTo(ctx, RecordsStream, m, at)
+}
+
+// publishTo stores m in stream after position at of its subject.
+func (n *Node) publishTo(ctx context.Context, stream string, m *nats.Msg, at uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
 	defer cancel()
-	ack, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(RecordsStream), jetstream.WithExpectLastSequencePerSubject(at))
+	ack, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(stream), jetstream.WithExpectLastSequencePerSubject(at))
 	switch {
 	case err == nil:
 		return ack.Sequence, nil

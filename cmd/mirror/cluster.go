@@ -97,15 +97,16 @@ func clusterChats(node *cluster.Node, lost *routerSlot) (log chats.RecordLog, ow
 	}
 }
 
-// clusterTelegram is the Telegram bot's leader lease and shared offset in
-// cluster mode (only the leader receives updates); nil, nil and a no-op in
+// clusterTelegram is the Telegram bot's leader lease, shared offset and
+// replicated bucket in cluster mode (only the leader receives updates;
+// every node keeps a copy of the bot's state); nils and a no-op in
 // single-node mode. close goes after the bot's Close.
-func clusterTelegram(node *cluster.Node) (telegram.Leader, telegram.Offsets, func()) {
+func clusterTelegram(node *cluster.Node) (telegram.Leader, telegram.Offsets, telegram.Replica, func()) {
 	if node == nil {
-		return nil, nil, func() {}
+		return nil, nil, nil, func() {}
 	}
 	tg := node.Telegram()
-	return tg, tg, tg.Close
+	return tg, tg, tg, tg.Close
 }
 
 // clusterRoutes are the routes of a cluster node (none in single-node mode).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -24,12 +25,15 @@ type pollWatch struct {
 	active  map[string]int
 	polled  map[string]int // getUpdates asked, by node
 	overlap []string       // "n1+n2" each time two nodes polled at once
+	// sentBy are the nodes that sent or edited a message, by its text
+	// (sendMessage and editMessageText).
+	sentBy map[string][]string
 }
 
 // newClusterTGFake is a tgFake whose requests pass through a pollWatch.
 func newClusterTGFake(t *testing.T) (*tgFake, *pollWatch) {
 	f := &tgFake{changed: make(chan struct{}), nextMsg: 500}
-	pw := &pollWatch{f: f, active: map[string]int{}, polled: map[string]int{}}
+	pw := &pollWatch{f: f, active: map[string]int{}, polled: map[string]int{}, sentBy: map[string][]string{}}
 	f.srv = httptest.NewServer(pw)
 	t.Cleanup(f.srv.Close)
 	return f, pw
@@ -53,8 +57,27 @@ func (pw *pollWatch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			pw.mu.Unlock()
 		}()
 	}
+	if m := path.Base(r.URL.Path); m == "sendMessage" || m == "editMessageText" {
+		_ = r.ParseForm() // kept in r.Form for the fake
+		pw.mu.Lock()
+		pw.sentBy[r.Form.Get("text")] = append(pw.sentBy[r.Form.Get("text")], node)
+		pw.mu.Unlock()
+	}
 	r.URL.Path = "/" + rest
 	pw.f.serve(w, r)
+}
+
+// senders are the nodes that sent or edited a text containing sub.
+func (pw *pollWatch) senders(sub string) []string {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	var out []string
+	for text, nodes := range pw.sentBy {
+		if strings.Contains(text, sub) {
+			out = append(out, nodes...)
+		}
+	}
+	return out
 }
 
 // pollers are the nodes that asked getUpdates so far, and the overlaps.
@@ -74,8 +97,10 @@ func (pw *pollWatch) pollers() (map[string]int, []string) {
 // polls. It is killed with SIGKILL while a reply streams into Telegram and
 // while an update waits at Telegram; a new leader polls from the stored
 // offset and every update is stored and answered exactly once. The reply
-// the kill interrupted is answered in the record but not yet delivered to
-// Telegram by the new leader: that part skips, saying so.
+// the kill interrupted is finished in Telegram by the new leader (its
+// copy of the bot's state, replicated through the cluster, has the
+// follower that streamed it), its final text in one message, and every
+// message, before the kill and after, goes to the same Mirror chat.
 func TestClusterTelegramPoller(t *testing.T) {
 	tg, pw := newClusterTGFake(t)
 	c := startE2E(t, e2eOpts{
@@ -151,14 +176,18 @@ func TestClusterTelegramPoller(t *testing.T) {
 	}
 
 	// No update lost or handled twice: across the chats' records each
-	// message is stored once, and m-t3's interrupted turn is answered.
-	stored := map[string]int{}
+	// message is stored once, all in one chat (the Telegram chat's
+	// current chat survived the kill), and m-t3's interrupted turn is
+	// answered.
+	stored, chatOf := map[string]int{}, map[string]string{}
 	for _, id := range clusterChatIDs(t, survivor) {
 		rec := readRecord(t, survivor.name, survivor.p.addr, id)
 		checkSeqs(t, survivor.name, rec)
 		for _, e := range rec {
 			if e.typ() == "message.accepted" {
-				stored[strings.Fields(e.obj("message").str("text"))[0]]++
+				m := strings.Fields(e.obj("message").str("text"))[0]
+				stored[m]++
+				chatOf[m] = id
 			}
 		}
 	}
@@ -166,14 +195,22 @@ func TestClusterTelegramPoller(t *testing.T) {
 		if m := fmt.Sprintf("m-t%d", i); stored[m] != 1 {
 			t.Fatalf("update %s stored %d times: %v", m, stored[m], stored)
 		}
+		if m := fmt.Sprintf("m-t%d", i); chatOf[m] != chatOf["m-t0"] {
+			t.Fatalf("%s went to chat %s, m-t0 to %s: the next message after the kill must continue the same chat (%v)", m, chatOf[m], chatOf["m-t0"], chatOf)
+		}
 	}
-	if finals("m-t3") != 1 {
-		// Not built yet (issue 21 stays open): the bot's own state (each
-		// Telegram chat's current chat, the follower that edits a reply
-		// into its message) is in the dead leader's bbolt file, so the
-		// new leader neither finishes m-t3's message nor continues the
-		// same chat.
-		t.Skipf("not built: the Telegram bot's state is per node, so m-t3's reply, interrupted by the kill, is not delivered by the new leader (Telegram has %v)", texts)
+	// The reply the kill interrupted lands once, sent by the new leader.
+	if !tgWithin(tg, e2eWait, func() bool { return finals("m-t3") >= 1 }) {
+		t.Fatalf("the final text of m-t3's reply, interrupted by the kill, never landed in Telegram: %v%s", texts, c.logs())
+	}
+	if n := finals("m-t3"); n != 1 {
+		t.Fatalf("the final text answering m-t3 is in %d messages, want one: %v", n, texts)
+	}
+	by := pw.senders("echo m-t3")
+	for _, nd := range by {
+		if nd != st2.Leader {
+			t.Fatalf("the final text of m-t3 was sent or edited by %v; want the new leader %s only", by, st2.Leader)
+		}
 	}
 }
 

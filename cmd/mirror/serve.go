@@ -326,10 +326,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			secret = getenv(cfg.Telegram.WebhookSecretEnv)
 		}
 		// cluster.go: in cluster mode only the leader receives updates.
-		leader, offsets, closeLead := clusterTelegram(node)
+		leader, offsets, replica, closeLead := clusterTelegram(node)
 		defer closeLead()
 		tg, err = telegram.New(sig, telegram.Options{Config: cfg, Token: getenv(cfg.Telegram.TokenEnv), WebhookSecret: secret,
-			Chats: svc, Store: store, Monitor: mon, Metrics: metrics, Log: log, Sends: sends, Leader: leader, Offsets: offsets})
+			Chats: svc, Store: store, Monitor: mon, Metrics: metrics, Log: log, Sends: sends, Leader: leader, Offsets: offsets, Replica: replica})
 		if err != nil {
 			svc.Close(context.Background())
 			store.Close()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Albums. Telegram sends each part of an album (one media_group_id) as an
@@ -63,7 +62,7 @@ func validGroup(g string) bool {
 // gatheringGroup reports whether parts of group are stored already.
 func (b *Bot) gatheringGroup(where place, group string) bool {
 	found := false
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		k, _ := bk.Cursor().Seek([]byte(groupPrefix(where, group)))
 		found = k != nil && strings.HasPrefix(string(k), groupPrefix(where, group))
 		return nil
@@ -72,7 +71,7 @@ func (b *Bot) gatheringGroup(where place, group string) bool {
 }
 
 // readGroup returns the stored parts of group, in message order.
-func readGroup(bk *bolt.Bucket, where place, group string) ([]groupPart, [][]byte) {
+func readGroup(bk stateBucket, where place, group string) ([]groupPart, [][]byte) {
 	var parts []groupPart
 	var keys [][]byte
 	prefix := groupPrefix(where, group)
@@ -110,7 +109,9 @@ func (b *Bot) armGroup(k groupKey, d time.Duration) {
 // Close waits for it.
 func (b *Bot) flushGroupTimer(k groupKey) {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed || b.opt.Leader != nil && b.lead == nil {
+		// Closing, or the stint ended: the next (or the new leader)
+		// passes it on.
 		b.mu.Unlock()
 		return
 	}
@@ -127,7 +128,7 @@ func (b *Bot) flushGroupTimer(k groupKey) {
 // resumeGroups arms every album a previous run had begun gathering.
 func (b *Bot) resumeGroups() {
 	seen := map[groupKey]bool{}
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		c := bk.Cursor()
 		for k, _ := c.Seek([]byte("g/")); k != nil && strings.HasPrefix(string(k), "g/"); k, _ = c.Next() {
 			f := strings.Split(string(k), "/")
@@ -169,9 +170,9 @@ func (b *Bot) flushGroup(k groupKey) {
 	b.groupsMu.Unlock()
 	var parts []groupPart
 	var keys [][]byte
-	_ = b.read(func(bk *bolt.Bucket) error { parts, keys = readGroup(bk, k.where, k.group); return nil })
-	forget := func(more func(bk *bolt.Bucket) error) error {
-		err := b.write(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error { parts, keys = readGroup(bk, k.where, k.group); return nil })
+	forget := func(more func(bk stateBucket) error) error {
+		err := b.write(func(bk stateBucket) error {
 			for _, key := range keys {
 				if err := bk.Delete(key); err != nil {
 					return err
@@ -252,7 +253,7 @@ func (b *Bot) flushGroup(k groupKey) {
 		return
 	}
 	v, _ := json.Marshal(sentRecord{Chat: chat, Msg: msg.ID, Text: text, Atts: sums})
-	if err := forget(func(bk *bolt.Bucket) error {
+	if err := forget(func(bk stateBucket) error {
 		for _, p := range parts {
 			if err := bk.Put(tgKey("m", k.where.tg, p.Msg), v); err != nil {
 				return err
@@ -281,7 +282,7 @@ func (b *Bot) editGathered(where place, group string, msg int, caption string) (
 	}
 	key := groupPartKey(where, group, msg)
 	found := false
-	err := b.write(func(bk *bolt.Bucket) error {
+	err := b.write(func(bk stateBucket) error {
 		v := bk.Get(key)
 		var p groupPart
 		if v == nil || json.Unmarshal(v, &p) != nil {

@@ -136,7 +136,7 @@ func FuzzDecodePress(f *testing.F) {
 func TestAskWithAnIDTooLongForButtons(t *testing.T) {
 	st := newStackWith(t, stackOpts{delay: time.Millisecond})
 	// A follower of its own, with no goroutine: nothing else touches it.
-	f := &follower{b: st.bot, key: followKey{at(111), ids.NewChat()}, signal: make(chan struct{}, 1)}
+	f := &follower{b: st.bot, key: followKey{at(111), ids.NewChat()}, signal: make(chan struct{}, 1), ctx: st.bot.ctx}
 	long := "a_" + strings.Repeat("c", 60) + "_0123456789abcdef"
 	if err := f.ask(long, "Run ls?", verbAllow, verbDeny, "Allow", "Deny"); err != nil {
 		t.Fatalf("ask with a long id: %v", err)

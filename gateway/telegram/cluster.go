@@ -127,7 +127,23 @@ func (b *Bot) leadLoop() {
 }
 
 // runStint receives updates until stint ends (or an offset commit fails).
+// It first catches up with the cluster's copy of the bot's bucket and
+// claims it (replica.go), then goes on with the followers and albums the
+// copy holds; they stop, and no write of the stint is stored, before it
+// returns.
 func (b *Bot) runStint(stint context.Context) error {
+	claim, err := b.claimLead(stint)
+	if err != nil {
+		if stint.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	lr, err := b.beginLead(stint, claim)
+	if err != nil {
+		return err
+	}
+	defer b.endLead(lr)
 	b.mu.Lock()
 	b.stint = stint
 	b.mu.Unlock()

@@ -28,7 +28,7 @@ type clusterNodes struct {
 	nodes []*cluster.Node
 }
 
-func startNodes(t *testing.T, n int) *clusterNodes {
+func startNodes(t testing.TB, n int) *clusterNodes {
 	t.Helper()
 	routes := make([]string, n)
 	for i := range routes {
@@ -127,7 +127,7 @@ func clusterBots(t *testing.T, cn *clusterNodes, fake *fakeAPI, pc *pollCounter,
 	for _, nd := range cn.nodes {
 		tg := nd.Telegram()
 		t.Cleanup(tg.Close) // after the bot stops (cleanups run last first)
-		so := stackOpts{delay: time.Millisecond, fake: fake, leader: tg, offsets: tg, mutate: mutate}
+		so := stackOpts{delay: time.Millisecond, fake: fake, leader: tg, offsets: tg, replica: tg, mutate: mutate}
 		if pc != nil {
 			so.client = pc.client()
 		}

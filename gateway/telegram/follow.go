@@ -12,7 +12,6 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
-	bolt "go.etcd.io/bbolt"
 )
 
 // followKey is a (place, Mirror chat) pair: one follower each.
@@ -28,6 +27,12 @@ type follower struct {
 	b   *Bot
 	key followKey
 	st  followState
+	// ctx is what the follower runs under: the bot's, or in cluster mode
+	// the leader's stint it was started in (only the leader sends).
+	ctx context.Context
+	// release counts the follower's goroutine out (the bot's and the
+	// stint's).
+	release func()
 
 	mu     sync.Mutex
 	queue  []chats.Delivery
@@ -82,7 +87,12 @@ func (b *Bot) follow(where place, chat string, st *followState) error {
 		b.mu.Unlock()
 		return chats.ErrClosed
 	}
-	f := &follower{b: b, key: key, signal: make(chan struct{}, 1)}
+	ctx, release, err := b.followerRun()
+	if err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	f := &follower{b: b, key: key, signal: make(chan struct{}, 1), ctx: ctx, release: release}
 	fresh := st == nil
 	if fresh {
 		// A follower retired in memory may have left its record behind.
@@ -96,7 +106,6 @@ func (b *Bot) follow(where place, chat string, st *followState) error {
 	f.st.TG, f.st.Thread, f.st.Chat = where.tg, where.thread, chat
 	f.seen = f.st.LastSeq
 	b.followers[key] = f
-	b.wg.Add(1)
 	b.mu.Unlock()
 	var since *uint64
 	if !fresh {
@@ -106,13 +115,13 @@ func (b *Bot) follow(where place, chat string, st *followState) error {
 		s := f.seen
 		since = &s
 	}
-	if err := b.svc.Open(b.ctx, chat, since, f, ""); err != nil {
+	if err := b.svc.Open(f.ctx, chat, since, f, ""); err != nil {
 		b.mu.Lock()
 		delete(b.followers, key)
 		b.mu.Unlock()
-		b.wg.Done()
+		f.release()
 		if errors.Is(err, chats.ErrNotFound) {
-			_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", where, chat)) })
+			_ = b.write(func(bk stateBucket) error { return bk.Delete(tgKey("f", where, chat)) })
 		}
 		return fmt.Errorf("telegram: follow chat %s: %w", chat, err)
 	}
@@ -128,7 +137,7 @@ func (b *Bot) follow(where place, chat string, st *followState) error {
 			b.mu.Lock()
 			delete(b.followers, key)
 			b.mu.Unlock()
-			b.wg.Done()
+			f.release()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			_ = b.svc.Unsubscribe(ctx, chat, f)
@@ -143,7 +152,7 @@ func (b *Bot) follow(where place, chat string, st *followState) error {
 func (b *Bot) loadFollow(where place, chat string) (followState, bool) {
 	var st followState
 	found := false
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		if v := bk.Get(tgKey("f", where, chat)); v != nil {
 			found = json.Unmarshal(v, &st) == nil
 		}
@@ -171,28 +180,35 @@ func (b *Bot) unfollowOthers(where place, keep string) {
 
 func (f *follower) run() {
 	b := f.b
-	defer b.wg.Done()
+	defer f.release()
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = b.svc.Unsubscribe(ctx, f.key.chat, f)
+		// Gone with its stint (cluster mode) or the bot: the next stint
+		// starts it again from its stored state.
+		b.mu.Lock()
+		if b.followers[f.key] == f {
+			delete(b.followers, f.key)
+		}
+		b.mu.Unlock()
 	}()
 	typing := time.NewTimer(time.Hour)
 	defer typing.Stop()
 	for {
 		for _, d := range f.take() {
 			if err := f.apply(d); err != nil {
-				if b.ctx.Err() != nil {
+				if f.ctx.Err() != nil {
 					return
 				}
 				b.log.Warn("telegram: follower", "chat", f.key.chat, "tg", f.key.where.tg, "thread", f.key.where.thread, "err", err)
 			}
 		}
-		if b.ctx.Err() != nil {
+		if f.ctx.Err() != nil {
 			return
 		}
 		if f.dirty && f.running {
-			if err := f.stream(); err != nil && b.ctx.Err() == nil {
+			if err := f.stream(); err != nil && f.ctx.Err() == nil {
 				b.log.Warn("telegram: streaming edit", "chat", f.key.chat, "err", err)
 			}
 			f.dirty = false
@@ -205,7 +221,7 @@ func (f *follower) run() {
 				// follower of the same chat (a switch back) cannot save
 				// its state in between and lose it to this delete.
 				delete(b.followers, f.key)
-				_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(tgKey("f", f.key.where, f.key.chat)) })
+				_ = b.write(func(bk stateBucket) error { return bk.Delete(tgKey("f", f.key.where, f.key.chat)) })
 				b.mu.Unlock()
 				return
 			}
@@ -213,7 +229,7 @@ func (f *follower) run() {
 		}
 		if f.running {
 			if now := time.Now(); !now.Before(f.typeAt) {
-				b.typing(b.ctx, f.key.where)
+				b.typing(f.ctx, f.key.where)
 				f.typeAt = now.Add(4 * time.Second) // the action shows for about 5 s
 			}
 			typing.Reset(time.Until(f.typeAt))
@@ -221,7 +237,7 @@ func (f *follower) run() {
 		select {
 		case <-f.signal:
 		case <-typing.C:
-		case <-b.ctx.Done():
+		case <-f.ctx.Done():
 			return
 		}
 	}
@@ -232,7 +248,7 @@ func (f *follower) run() {
 // follower may go: an answer to a recovery starts (and may even finish) the
 // turn it resumes before the follower has seen any event of it.
 func (f *follower) quiet() bool {
-	c, err := f.b.svc.Get(f.b.ctx, f.key.chat)
+	c, err := f.b.svc.Get(f.ctx, f.key.chat)
 	if errors.Is(err, chats.ErrNotFound) {
 		return true
 	}
@@ -243,13 +259,13 @@ func (f *follower) save() error { return f.saveWith(nil) }
 
 // saveWith persists the follower's state and, in the same write, what more
 // puts.
-func (f *follower) saveWith(more func(bk *bolt.Bucket) error) error {
+func (f *follower) saveWith(more func(bk stateBucket) error) error {
 	f.st.LastSeq = f.seen
 	v, _ := json.Marshal(f.st)
 	if f.b.afterSave != nil {
 		defer f.b.afterSave()
 	}
-	return f.b.write(func(bk *bolt.Bucket) error {
+	return f.b.write(func(bk stateBucket) error {
 		if more != nil {
 			if err := more(bk); err != nil {
 				return err
@@ -286,7 +302,7 @@ func (f *follower) apply(d chats.Delivery) error {
 	case d.Closed != "":
 		// The chat dropped us; resume after what we applied.
 		s := f.seen
-		return b.svc.Open(b.ctx, f.key.chat, &s, f, "")
+		return b.svc.Open(f.ctx, f.key.chat, &s, f, "")
 	case d.Snapshot != nil:
 		sn := d.Snapshot
 		f.seen = max(f.seen, sn.Seq)
@@ -381,7 +397,7 @@ func (f *follower) apply(d chats.Delivery) error {
 				fmt.Sscan(id, &reply)
 			}
 			const t = "Queued: I will answer it after the current reply. Edit your message to change it."
-			id, err := b.sendText(b.ctx, f.key.where, t, t, &kb, reply)
+			id, err := b.sendText(f.ctx, f.key.where, t, t, &kb, reply)
 			if err != nil {
 				return err
 			}
@@ -402,7 +418,7 @@ func (f *follower) apply(d chats.Delivery) error {
 						t = "Redirected: the assistant reads it at its next step."
 					}
 				}
-				if err := b.editText(b.ctx, f.key.where.tg, id, t, t, nil); err != nil && !isAPIError(err, errEditNotFound) {
+				if err := b.editText(f.ctx, f.key.where.tg, id, t, t, nil); err != nil && !isAPIError(err, errEditNotFound) {
 					return err
 				}
 				return f.save()
@@ -446,7 +462,7 @@ func (f *follower) apply(d chats.Delivery) error {
 // Redirect press deleted it to send it again).
 func (f *follower) redirecting(id string) bool {
 	found := false
-	_ = f.b.read(func(bk *bolt.Bucket) error {
+	_ = f.b.read(func(bk stateBucket) error {
 		found = bk.Get(tgKey("x", f.key.chat, id)) != nil
 		return nil
 	})
@@ -501,7 +517,7 @@ func (f *follower) askHTML(id, html, text string, rows ...[]choice) error {
 		html, text = html+escape(note), text+note
 		markup = nil
 	}
-	msg, err := f.b.sendTextAt(f.b.ctx, f.key.where, html, text, markup, 0, prioFinal)
+	msg, err := f.b.sendTextAt(f.ctx, f.key.where, html, text, markup, 0, prioFinal)
 	if err != nil {
 		return err
 	}
@@ -522,7 +538,7 @@ func (f *follower) resolveHTML(id, html, text string) error {
 		return f.save()
 	}
 	delete(f.st.Asks, id)
-	if err := f.b.editText(f.b.ctx, f.key.where.tg, msg, html, text, nil); err != nil && !isAPIError(err, errEditNotFound) {
+	if err := f.b.editText(f.ctx, f.key.where.tg, msg, html, text, nil); err != nil && !isAPIError(err, errEditNotFound) {
 		return err
 	}
 	return f.save()
@@ -553,7 +569,7 @@ func (f *follower) show(text string, final bool) error {
 			if f.st.MsgIDs[i] == 0 {
 				continue // sent, its id lost with Telegram's answer: cannot be edited
 			}
-			err := b.editTextAt(b.ctx, f.key.where.tg, f.st.MsgIDs[i], html, p, nil, prio)
+			err := b.editTextAt(f.ctx, f.key.where.tg, f.st.MsgIDs[i], html, p, nil, prio)
 			if err == nil {
 				f.setShown(i, html)
 				continue
@@ -568,7 +584,7 @@ func (f *follower) show(text string, final bool) error {
 		if i == 0 {
 			sp = prioFirst
 		}
-		id, err := b.sendTextAt(b.ctx, f.key.where, html, p, nil, 0, sp)
+		id, err := b.sendTextAt(f.ctx, f.key.where, html, p, nil, 0, sp)
 		if errors.Is(err, errUncertain) {
 			id, err = 0, nil // most likely shown; never sent a third time
 		}
@@ -588,14 +604,14 @@ func (f *follower) show(text string, final bool) error {
 			if id == 0 {
 				continue
 			}
-			if _, err := b.call(b.ctx, callOpts{chat: f.key.where.tg, paced: true, prio: prioFinal}, tgbotapi.NewDeleteMessage(f.key.where.tg, id)); err != nil && !isAPIError(err, errDeleteNotFound) {
+			if _, err := b.call(f.ctx, callOpts{chat: f.key.where.tg, paced: true, prio: prioFinal}, tgbotapi.NewDeleteMessage(f.key.where.tg, id)); err != nil && !isAPIError(err, errDeleteNotFound) {
 				var te *tgbotapi.Error
 				if !errors.As(err, &te) {
 					return err
 				}
 				// Too old to delete (48 h): say where the reply is.
 				const t = "(This part was replaced by the reply above.)"
-				if err := b.editTextAt(b.ctx, f.key.where.tg, id, t, t, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
+				if err := b.editTextAt(f.ctx, f.key.where.tg, id, t, t, nil, prioFinal); err != nil && !isAPIError(err, errEditNotFound) {
 					return err
 				}
 			}
@@ -644,7 +660,7 @@ func (f *follower) land(turn, text, msg string) error {
 	f.running, f.dirty = false, false
 	if !f.st.Landed {
 		if err := f.show(text, true); err != nil {
-			if f.b.ctx.Err() != nil {
+			if f.ctx.Err() != nil {
 				return err // shutting down: the replay after restart lands it
 			}
 			f.b.log.Warn("telegram: final text not delivered", "chat", f.key.chat, "tg", f.key.where.tg, "thread", f.key.where.thread, "err", err)
@@ -659,7 +675,7 @@ func (f *follower) land(turn, text, msg string) error {
 	}
 	v, _ := json.Marshal(sentRecord{Chat: f.key.chat, Msg: msg, Reply: true})
 	ids := append([]int(nil), f.st.MsgIDs...)
-	return f.saveWith(func(bk *bolt.Bucket) error {
+	return f.saveWith(func(bk stateBucket) error {
 		for _, id := range ids {
 			if id == 0 {
 				continue

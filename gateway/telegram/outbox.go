@@ -13,7 +13,6 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"github.com/mirror-gateway/mirror/chats"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Bot API limits of what the bot sends (core.telegram.org/bots/api,
@@ -201,17 +200,17 @@ func (f *follower) sendFile(ev *chats.FileSent) error {
 		if i == 0 {
 			caption = m.Text
 		}
-		id, err := b.sendAttachment(b.ctx, f.key.where, a, caption)
+		id, err := b.sendAttachment(f.ctx, f.key.where, a, caption)
 		if errors.Is(err, errUncertain) {
 			id, err = 0, nil // most likely shown; never sent a third time
 		}
 		if err != nil {
-			if b.ctx.Err() != nil {
+			if f.ctx.Err() != nil {
 				return err // shutting down: sent after the restart
 			}
 			b.log.Warn("telegram: a file was not delivered", "chat", f.key.chat, "tg", f.key.where.tg, "err", err)
 			note := fmt.Sprintf("The assistant sent you a file (%s, %s), but Telegram did not take it: %s", fileName(a), sizeText(a.Size), Redact(err.Error()))
-			if id, err = b.sendTextAt(b.ctx, f.key.where, escape(note), note, nil, 0, prioFinal); err != nil && b.ctx.Err() != nil {
+			if id, err = b.sendTextAt(f.ctx, f.key.where, escape(note), note, nil, 0, prioFinal); err != nil && f.ctx.Err() != nil {
 				return err
 			}
 		}
@@ -220,7 +219,7 @@ func (f *follower) sendFile(ev *chats.FileSent) error {
 		}
 	}
 	v, _ := json.Marshal(sentRecord{Chat: f.key.chat, Msg: m.ID, Reply: true})
-	return f.saveWith(func(bk *bolt.Bucket) error {
+	return f.saveWith(func(bk stateBucket) error {
 		for _, id := range ids {
 			if err := bk.Put(tgKey("m", f.key.where.tg, id), v); err != nil {
 				return err
@@ -240,7 +239,7 @@ func (f *follower) transcribed(ev *chats.MessageTranscribed) error {
 	}
 	b := f.b
 	var origin string
-	_ = b.read(func(bk *bolt.Bucket) error { origin = string(bk.Get(tgKey("mm", f.key.chat, m.ID))); return nil })
+	_ = b.read(func(bk stateBucket) error { origin = string(bk.Get(tgKey("mm", f.key.chat, m.ID))); return nil })
 	if origin == "" {
 		// Not recorded yet: the record commits with the update that passed
 		// the message on, and a quick transcription can come first. The
@@ -269,7 +268,7 @@ func (f *follower) transcribed(ev *chats.MessageTranscribed) error {
 	default:
 		return f.save()
 	}
-	if _, err := b.sendTextAt(b.ctx, f.key.where, html, plain, nil, reply, prioFinal); err != nil && b.ctx.Err() != nil {
+	if _, err := b.sendTextAt(f.ctx, f.key.where, html, plain, nil, reply, prioFinal); err != nil && f.ctx.Err() != nil {
 		return err
 	}
 	return f.save()

@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Printable returns s with what could take over a terminal or reorder a
@@ -63,7 +61,7 @@ func unsafeRune(r rune) bool {
 
 // pruneExpired deletes the pairing codes that can no longer be approved:
 // called where codes are made, so they never pile up.
-func pruneExpired(bk *bolt.Bucket, now time.Time) error {
+func pruneExpired(bk stateBucket, now time.Time) error {
 	var old [][]byte
 	c := bk.Cursor()
 	for k, v := c.Seek([]byte("p/")); k != nil && strings.HasPrefix(string(k), "p/"); k, v = c.Next() {

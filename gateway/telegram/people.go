@@ -6,7 +6,6 @@ import (
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/people"
-	bolt "go.etcd.io/bbolt"
 )
 
 // as returns the chats as a Telegram user may use them, and whether the
@@ -44,7 +43,7 @@ func (b *Bot) allowedOldWay(user int64, withPeople bool) bool {
 		return true
 	}
 	ok := false
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		v := bk.Get(tgKey("u", user))
 		ok = v != nil && !(withPeople && pairedPerson(v))
 		return nil

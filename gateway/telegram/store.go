@@ -56,14 +56,18 @@ func initBucket(s *chats.Store) error {
 }
 
 // write commits fn through the store's group committer. It is not
-// cancelled with the bot: what was sent must be recorded.
-func (b *Bot) write(fn func(bk *bolt.Bucket) error) error {
+// cancelled with the bot: what was sent must be recorded. In cluster mode
+// it is the leader's write, replicated (replica.go).
+func (b *Bot) write(fn func(bk stateBucket) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if b.opt.Replica != nil {
+		return b.replicate(ctx, fn, true)
+	}
 	return b.store.Write(ctx, func(tx *bolt.Tx) error { return fn(tx.Bucket(bucket)) })
 }
 
-func (b *Bot) read(fn func(bk *bolt.Bucket) error) error {
+func (b *Bot) read(fn func(bk stateBucket) error) error {
 	return b.store.DB().View(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucket)
 		if bk == nil {
@@ -152,7 +156,7 @@ func newCode() string {
 
 // pairingFor returns the user's waiting code, issuing one when none is
 // valid at now; issued says it is new. Expired codes are pruned first.
-func pairingFor(bk *bolt.Bucket, user, chat int64, name string, now time.Time) (p Pairing, issued bool, err error) {
+func pairingFor(bk stateBucket, user, chat int64, name string, now time.Time) (p Pairing, issued bool, err error) {
 	if err := pruneExpired(bk, now); err != nil {
 		return Pairing{}, false, err
 	}
@@ -166,7 +170,7 @@ func pairingFor(bk *bolt.Bucket, user, chat int64, name string, now time.Time) (
 	return p, true, bk.Put(tgKey("p", p.Code), v)
 }
 
-func pendingPairings(bk *bolt.Bucket, now time.Time) []Pairing {
+func pendingPairings(bk stateBucket, now time.Time) []Pairing {
 	var out []Pairing
 	c := bk.Cursor()
 	for k, v := c.Seek([]byte("p/")); k != nil && strings.HasPrefix(string(k), "p/"); k, v = c.Next() {
@@ -182,7 +186,7 @@ func pendingPairings(bk *bolt.Bucket, now time.Time) []Pairing {
 // approve gives the user of a waiting code access, linking them to the
 // person named person: a new member named "tg-USER" when person is empty,
 // the named person when one exists, else a new member of that name.
-func approve(bk *bolt.Bucket, code, person string, now time.Time) (Pairing, error) {
+func approve(bk stateBucket, code, person string, now time.Time) (Pairing, error) {
 	if err := pruneExpired(bk, now); err != nil {
 		return Pairing{}, err
 	}
@@ -254,7 +258,7 @@ func (b *Bot) currentChat(tg int64) string { return b.chatAt(at(tg)) }
 // cur/<place>, however many places there are.
 func (b *Bot) chatAt(p place) string {
 	var id string
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		id = string(bk.Get(tgKey("cur", p)))
 		return nil
 	})

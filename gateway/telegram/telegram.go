@@ -112,6 +112,10 @@ type Options struct {
 	// bucket, committed with what handling an update records.
 	Leader  Leader
 	Offsets Offsets
+	// Replica, set with them, replicates the bot's bucket through the
+	// cluster (replica.go): a new leader goes on with the old one's
+	// state.
+	Replica Replica
 }
 
 // Bot is the running Telegram channel.
@@ -161,7 +165,12 @@ type Bot struct {
 	hookMu sync.Mutex
 	// stint is the leader's stint this node receives updates under, in
 	// cluster mode (nil while it does not lead); under mu.
-	stint    context.Context
+	stint context.Context
+	// lead is the current stint's leader work (under mu), and claim the
+	// position of its claim in the cluster's log (replica.go; atomic, as
+	// a write may be made under mu).
+	lead     *leadRun
+	claim    atomic.Uint64
 	groupsMu sync.Mutex
 	groups   map[groupKey]*gathering
 }
@@ -193,8 +202,8 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 	if opt.HTTPClient == nil {
 		opt.HTTPClient = &http.Client{}
 	}
-	if (opt.Leader == nil) != (opt.Offsets == nil) {
-		return nil, errors.New("telegram: Leader and Offsets go together (cluster mode)")
+	if (opt.Leader == nil) != (opt.Offsets == nil) || (opt.Leader == nil) != (opt.Replica == nil) {
+		return nil, errors.New("telegram: Leader, Offsets and Replica go together (cluster mode)")
 	}
 	if opt.WebhookSecret == "" && opt.Leader != nil {
 		// Every node sets the webhook: the secret must be the same on all.
@@ -246,14 +255,18 @@ func (b *Bot) Start(ctx context.Context) error {
 	}
 	b.started = true
 	b.mu.Unlock()
-	states, err := loadFollows(b.store)
-	if err != nil {
-		return err
+	if b.opt.Leader == nil {
+		// In cluster mode the followers and albums go on where the node
+		// leads (beginLead), after catching up with the cluster's copy.
+		states, err := loadFollows(b.store)
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			b.follow(place{st.TG, st.Thread}, st.Chat, &st)
+		}
+		b.resumeGroups()
 	}
-	for _, st := range states {
-		b.follow(place{st.TG, st.Thread}, st.Chat, &st)
-	}
-	b.resumeGroups()
 	if b.cfg.Mode == config.ModeWebhook {
 		if err := b.setWebhook(ctx); err != nil {
 			return err
@@ -261,7 +274,8 @@ func (b *Bot) Start(ctx context.Context) error {
 	}
 	switch {
 	case b.opt.Leader != nil:
-		b.wg.Add(1)
+		b.wg.Add(2)
+		go b.followLog()
 		go b.leadLoop()
 	case b.cfg.Mode != config.ModeWebhook:
 		b.wg.Add(1)

@@ -84,6 +84,7 @@ type stackOpts struct {
 	// client, when set, makes its Bot API requests.
 	leader  Leader
 	offsets Offsets
+	replica Replica
 	client  *http.Client
 	// stt, when set, is the base URL of an OpenAI-compatible
 	// /audio/transcriptions server the engine's transcribe role asks (its
@@ -227,7 +228,7 @@ func (st *stack) start(t testing.TB, interval time.Duration, global int) *Bot {
 	t.Helper()
 	b, err := New(context.Background(), Options{Config: st.cfg, Token: botToken, Chats: st.svc, Store: st.store,
 		ChatInterval: interval, GlobalRate: global, PollTimeout: 10 * time.Second, Now: st.clock, WebhookSecret: "s3cret",
-		Monitor: st.mon, Log: st.so.log, Leader: st.so.leader, Offsets: st.so.offsets, HTTPClient: st.so.client})
+		Monitor: st.mon, Log: st.so.log, Leader: st.so.leader, Offsets: st.so.offsets, Replica: st.so.replica, HTTPClient: st.so.client})
 	if err != nil {
 		t.Fatal(err)
 	}

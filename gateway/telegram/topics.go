@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/mirror-gateway/mirror/chats"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Forum topics. In a forum supergroup each topic is a conversation of its
@@ -153,7 +152,7 @@ func readTopics(raw []byte) updateTopics {
 // as its title.
 func (b *Bot) topicTitle(p place) string {
 	var name string
-	_ = b.read(func(bk *bolt.Bucket) error { name = string(bk.Get(tgKey("tn", p))); return nil })
+	_ = b.read(func(bk stateBucket) error { name = string(bk.Get(tgKey("tn", p))); return nil })
 	return name
 }
 
@@ -183,9 +182,9 @@ func (b *Bot) learnTopic(p place, t topicFields, user int64) error {
 		if b.topicTitle(p) != "" {
 			return nil
 		}
-		return b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("tn", p), []byte(name)) })
+		return b.write(func(bk stateBucket) error { return bk.Put(tgKey("tn", p), []byte(name)) })
 	}
-	if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("tn", p), []byte(name)) }); err != nil {
+	if err := b.write(func(bk stateBucket) error { return bk.Put(tgKey("tn", p), []byte(name)) }); err != nil {
 		return err
 	}
 	chat := b.chatAt(p)

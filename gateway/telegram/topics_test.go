@@ -508,7 +508,7 @@ func BenchmarkChatAt(b *testing.B) {
 	for _, n := range []int{1, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			st := newStackWith(b, stackOpts{delay: time.Millisecond})
-			if err := st.bot.write(func(bk *bolt.Bucket) error {
+			if err := st.bot.write(func(bk stateBucket) error {
 				for i := 1; i <= n; i++ {
 					if err := bk.Put(tgKey("cur", place{tgForum, i + 1}), []byte(fmt.Sprintf("c_%016x", i))); err != nil {
 						return err
@@ -537,7 +537,7 @@ func BenchmarkChatAt(b *testing.B) {
 func TestTranscriptBeforeItsRecord(t *testing.T) {
 	st := newStackWith(t, stackOpts{delay: time.Millisecond})
 	// A follower of its own, with no goroutine: nothing else touches it.
-	f := &follower{b: st.bot, key: followKey{place{tgForum, 31}, ids.NewChat()}, signal: make(chan struct{}, 1)}
+	f := &follower{b: st.bot, key: followKey{place{tgForum, 31}, ids.NewChat()}, signal: make(chan struct{}, 1), ctx: st.bot.ctx}
 	m := &chats.Message{ID: "m_1", ClientID: fmt.Sprintf("tg:%d:77", tgForum),
 		Attachments: []chats.Attachment{{Type: "audio/ogg", Transcript: "buy milk"}}}
 	if err := f.transcribed(&chats.MessageTranscribed{Message: m}); err != nil {

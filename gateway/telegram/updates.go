@@ -17,7 +17,6 @@ import (
 	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/monitor"
 	"github.com/mirror-gateway/mirror/runtime"
-	bolt "go.etcd.io/bbolt"
 )
 
 // allowedUpdates are the update types the bot handles.
@@ -28,7 +27,7 @@ const SecretHeader = "X-Telegram-Bot-Api-Secret-Token"
 
 func (b *Bot) offset() int {
 	var n uint64
-	_ = b.read(func(bk *bolt.Bucket) error { n = parseUint(bk.Get([]byte("offset"))); return nil })
+	_ = b.read(func(bk stateBucket) error { n = parseUint(bk.Get([]byte("offset"))); return nil })
 	return int(n)
 }
 
@@ -242,7 +241,7 @@ func (b *Bot) tellBad(raw []byte) {
 // handle handles one update durably and commits offset past it, in one
 // write with what the handler records.
 func (b *Bot) handle(u tgbotapi.Update, tp updateTopics) error {
-	var rec func(bk *bolt.Bucket) error
+	var rec func(bk stateBucket) error
 	var after func()
 	var err error
 	switch {
@@ -261,14 +260,17 @@ func (b *Bot) handle(u tgbotapi.Update, tp updateTopics) error {
 	}
 	next := strconv.Itoa(u.UpdateID + 1)
 	if b.opt.Offsets == nil || rec != nil {
-		err = b.write(func(bk *bolt.Bucket) error {
+		// In cluster mode too, when handling recorded something: the
+		// offset rides in the same replicated write, so a new leader
+		// that caught up never handles the update again, even when the
+		// shared offset (below) was not committed (nextUpdate takes the
+		// larger). An update that recorded nothing moves the shared
+		// offset alone.
+		err = b.write(func(bk stateBucket) error {
 			if rec != nil {
 				if err := rec(bk); err != nil {
 					return err
 				}
-			}
-			if b.opt.Offsets != nil {
-				return nil // cluster mode: the shared offset, below
 			}
 			return bk.Put([]byte("offset"), []byte(next))
 		})
@@ -286,7 +288,7 @@ func transient(err error) bool {
 		errors.Is(err, chats.ErrTooLarge)) // a full queue: say so ("Not sent: ...") rather than handle the update again
 }
 
-func (b *Bot) onMessage(m *tgbotapi.Message, tf topicFields) (func(bk *bolt.Bucket) error, func(), error) {
+func (b *Bot) onMessage(m *tgbotapi.Message, tf topicFields) (func(bk stateBucket) error, func(), error) {
 	if m.Chat == nil {
 		return nil, nil, nil
 	}
@@ -361,7 +363,7 @@ func (b *Bot) onMessage(m *tgbotapi.Message, tf topicFields) (func(bk *bolt.Buck
 // message on with them; each file that cannot be passed on is told to the
 // person, and the rest (its caption, the other files) still goes. A part
 // of an album is recorded to be passed on with its other parts.
-func (b *Bot) onFiles(m *tgbotapi.Message, where place, text string, files []fileRef, group string) (func(bk *bolt.Bucket) error, func(), error) {
+func (b *Bot) onFiles(m *tgbotapi.Message, where place, text string, files []fileRef, group string) (func(bk stateBucket) error, func(), error) {
 	var sums, problems []string
 	var refused []refusal
 	// The files are stored as the sender's: until a message names them,
@@ -393,7 +395,7 @@ func (b *Bot) onFiles(m *tgbotapi.Message, where place, text string, files []fil
 	if group != "" {
 		part, _ := json.Marshal(groupPart{Msg: m.MessageID, User: m.From.ID, Caption: text, Sums: sums})
 		k := groupKey{where, group}
-		rec := func(bk *bolt.Bucket) error { return bk.Put(groupPartKey(where, group, m.MessageID), part) }
+		rec := func(bk stateBucket) error { return bk.Put(groupPartKey(where, group, m.MessageID), part) }
 		return rec, func() { b.armGroup(k, b.albumQuiet()) }, nil
 	}
 	if len(sums) == 0 && text == "" {
@@ -422,7 +424,7 @@ func (b *Bot) mediaRefused(m *tgbotapi.Message, where place, refused []refusal) 
 
 // passOn sends the person's message to the Telegram chat's current chat
 // and returns the record of it, to commit with the offset.
-func (b *Bot) passOn(m *tgbotapi.Message, where place, text string, sums []string) (func(bk *bolt.Bucket) error, func(), error) {
+func (b *Bot) passOn(m *tgbotapi.Message, where place, text string, sums []string) (func(bk stateBucket) error, func(), error) {
 	sc, ok := b.as(m.From.ID)
 	if !ok {
 		return nil, nil, nil
@@ -443,7 +445,7 @@ func (b *Bot) passOn(m *tgbotapi.Message, where place, text string, sums []strin
 		return nil, nil, nil
 	}
 	v, _ := json.Marshal(sentRecord{Chat: chat, Msg: msg.ID, Text: text, Atts: sums})
-	return func(bk *bolt.Bucket) error {
+	return func(bk stateBucket) error {
 		if len(sums) > 0 {
 			// For replies about the message's files (a transcript).
 			if err := bk.Put(tgKey("mm", chat, msg.ID), []byte(fmt.Sprintf("%d:%d", where.tg, m.MessageID))); err != nil {
@@ -553,7 +555,7 @@ func (b *Bot) pair(m *tgbotapi.Message) error {
 	}
 	var p Pairing
 	var issued bool
-	if err := b.write(func(bk *bolt.Bucket) (err error) {
+	if err := b.write(func(bk stateBucket) (err error) {
 		p, issued, err = pairingFor(bk, m.From.ID, m.Chat.ID, Printable(name), b.opt.Now())
 		return err
 	}); err != nil {
@@ -604,7 +606,7 @@ func (b *Bot) ensureChat(where place, sc chats.Scope) (string, error) {
 // setCurrent makes chat the current one of where: persisted, followed,
 // and the chats left behind retired once idle.
 func (b *Bot) setCurrent(where place, chat string) error {
-	if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("cur", where), []byte(chat)) }); err != nil {
+	if err := b.write(func(bk stateBucket) error { return bk.Put(tgKey("cur", where), []byte(chat)) }); err != nil {
 		return err
 	}
 	if err := b.follow(where, chat, nil); err != nil {
@@ -621,7 +623,7 @@ func (b *Bot) onEdit(m *tgbotapi.Message, tf topicFields) error {
 	where := place{m.Chat.ID, tf.thread()}
 	var rec sentRecord
 	var found bool
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		v := bk.Get(tgKey("m", where.tg, m.MessageID))
 		found = v != nil && json.Unmarshal(v, &rec) == nil
 		return nil
@@ -664,7 +666,7 @@ func (b *Bot) onEdit(m *tgbotapi.Message, tf topicFields) error {
 	default:
 		rec.Text = text
 		v, _ := json.Marshal(rec)
-		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(tgKey("m", where.tg, m.MessageID), v) }); err != nil {
+		if err := b.write(func(bk stateBucket) error { return bk.Put(tgKey("m", where.tg, m.MessageID), v) }); err != nil {
 			return err
 		}
 		b.notify(where, "Updated the queued message.", nil, m.MessageID)
@@ -803,7 +805,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, sc chats.Scope, chat, msg stri
 	ikey := tgKey("x", chat, msg)
 	var in redirectIntent
 	begun := false
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		v := bk.Get(ikey)
 		begun = v != nil && json.Unmarshal(v, &in) == nil
 		return nil
@@ -815,7 +817,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, sc chats.Scope, chat, msg stri
 		}
 		in = redirectIntent{Text: rec.Text, Key: string(key), Atts: rec.Atts}
 		v, _ := json.Marshal(in)
-		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put(ikey, v) }); err != nil {
+		if err := b.write(func(bk stateBucket) error { return bk.Put(ikey, v) }); err != nil {
 			return "Could not redirect: " + err.Error(), nil
 		}
 	}
@@ -824,7 +826,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, sc chats.Scope, chat, msg stri
 	case errors.Is(err, chats.ErrInUse):
 		return "Already in use: the assistant picked that message up.", nil
 	case errors.Is(err, chats.ErrNotFound) && !begun:
-		_ = b.write(func(bk *bolt.Bucket) error { return bk.Delete(ikey) })
+		_ = b.write(func(bk stateBucket) error { return bk.Delete(ikey) })
 		return "That message is no longer queued (it was deleted or redirected).", nil
 	case errors.Is(err, chats.ErrNotFound):
 		// Deleted by an earlier press of this button: finish its send.
@@ -848,7 +850,7 @@ func (b *Bot) redirect(q *tgbotapi.CallbackQuery, sc chats.Scope, chat, msg stri
 	if in.Key != "" {
 		// Edits of the person's Telegram message now change the redirect.
 		v, _ := json.Marshal(sentRecord{Chat: chat, Msg: m.ID, Text: in.Text, Atts: in.Atts})
-		if err := b.write(func(bk *bolt.Bucket) error { return bk.Put([]byte(in.Key), v) }); err != nil {
+		if err := b.write(func(bk stateBucket) error { return bk.Put([]byte(in.Key), v) }); err != nil {
 			b.log.Warn("telegram: redirect mapping not stored", "err", err)
 		}
 	}
@@ -864,7 +866,7 @@ func (b *Bot) findSent(tg int64, chat, msg string) (sentRecord, []byte) {
 	var out sentRecord
 	var key []byte
 	prefix := string(tgKey("m", tg)) + "/"
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		c := bk.Cursor()
 		for k, v := c.Seek([]byte(prefix)); k != nil && strings.HasPrefix(string(k), prefix); k, v = c.Next() {
 			var r sentRecord
@@ -1034,7 +1036,7 @@ func (b *Bot) pinCommand(tg int64, name string, reply *tgbotapi.Message) (chat, 
 func (b *Bot) mapped(tg int64, id int) (sentRecord, bool) {
 	var rec sentRecord
 	var found bool
-	_ = b.read(func(bk *bolt.Bucket) error {
+	_ = b.read(func(bk stateBucket) error {
 		v := bk.Get(tgKey("m", tg, id))
 		found = v != nil && json.Unmarshal(v, &rec) == nil
 		return nil
@@ -1202,7 +1204,7 @@ func (b *Bot) PairingHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/telegram/pairing", func(w http.ResponseWriter, r *http.Request) {
 		var list []Pairing
-		_ = b.read(func(bk *bolt.Bucket) error { list = pendingPairings(bk, b.opt.Now()); return nil })
+		_ = b.read(func(bk stateBucket) error { list = pendingPairings(bk, b.opt.Now()); return nil })
 		if list == nil {
 			list = []Pairing{}
 		}
@@ -1213,7 +1215,7 @@ func (b *Bot) PairingHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /api/telegram/pairing/{code}/approve", func(w http.ResponseWriter, r *http.Request) {
 		var p Pairing
-		err := b.write(func(bk *bolt.Bucket) (err error) {
+		err := b.writeAny(func(bk stateBucket) (err error) {
 			p, err = approve(bk, r.PathValue("code"), r.URL.Query().Get("person"), b.opt.Now())
 			return err
 		})
