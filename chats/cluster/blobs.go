@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mirror-gateway/mirror/chats"
+)
+
+// Attachments shared by the nodes (chats.SharedBlobs): the blobs in an
+// object store, named by their SHA-256 (JetStream cuts each into chunks,
+// so a 10 MB file fits under the servers' message limit), and the upload
+// entries in a KV bucket, by the same name. Both are replicated like the
+// records and synced on every write (the server's SyncAlways).
+const (
+	BlobsBucket   = "mirror_blobs"
+	UploadsBucket = "mirror_uploads"
+)
+
+// SharedBlobs is the node's side of the shared attachments; see
+// chats.SharedBlobs.
+type SharedBlobs struct{ n *Node }
+
+var _ chats.SharedBlobs = (*SharedBlobs)(nil)
+
+// SharedBlobs returns the node's side of the attachments the cluster
+// shares (give it to chats.Blobs.Share).
+func (n *Node) SharedBlobs() *SharedBlobs { return &SharedBlobs{n: n} }
+
+func (s *SharedBlobs) stores() (jetstream.ObjectStore, jetstream.KeyValue, error) {
+	if _, _, _, err := s.n.buckets(); err != nil {
+		return nil, nil, err
+	}
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	return s.n.blobs, s.n.uploads, nil
+}
+
+// digestOf is how the object store writes a content's SHA-256 (given in
+// hex) in an object's Digest.
+func digestOf(sum string) string {
+	raw, err := hex.DecodeString(sum)
+	if err != nil || len(raw) != sha256.Size {
+		return ""
+	}
+	return "SHA-256=" + base64.URLEncoding.EncodeToString(raw)
+}
+
+// Store implements chats.SharedBlobs: an object of this content stored
+// within fresh is kept as it is (its age keeps it from collection for
+// longer than an upload takes); otherwise the content is stored anew.
+func (s *SharedBlobs) Store(ctx context.Context, sum string, r io.Reader, fresh time.Duration) error {
+	obs, _, err := s.stores()
+	if err != nil {
+		return err
+	}
+	info, err := obs.GetInfo(ctx, sum)
+	if err == nil && info.Digest == digestOf(sum) && time.Since(info.ModTime) < fresh {
+		return nil
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return err
+	}
+	_, err = obs.Put(ctx, jetstream.ObjectMeta{Name: sum}, r)
+	return err
+}
+
+// Fetch implements chats.SharedBlobs.
+func (s *SharedBlobs) Fetch(ctx context.Context, sum string) (io.ReadCloser, error) {
+	obs, _, err := s.stores()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := obs.Get(ctx, sum)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("the cluster does not hold it: %w", fs.ErrNotExist)
+	}
+	return rc, err
+}
+
+// Note implements chats.SharedBlobs, by compare-and-set on the entry's
+// revision.
+func (s *SharedBlobs) Note(ctx context.Context, sum string, update func(old []byte) []byte) error {
+	_, kv, err := s.stores()
+	if err != nil {
+		return err
+	}
+	for {
+		e, err := kv.Get(ctx, sum)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			_, err = kv.Create(ctx, sum, update(nil))
+		case err != nil:
+			return err
+		default:
+			_, err = kv.Update(ctx, sum, update(e.Value()), e.Revision())
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !wrongLastSeq(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// Noted implements chats.SharedBlobs.
+func (s *SharedBlobs) Noted(ctx context.Context, sum string) ([]byte, error) {
+	_, kv, err := s.stores()
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, sum)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Value(), nil
+}
+
+// Leading implements chats.SharedBlobs: the leader collects.
+func (s *SharedBlobs) Leading() bool { return s.n.IsLeader() }
+
+// Notes implements chats.SharedBlobs.
+func (s *SharedBlobs) Notes(ctx context.Context) (map[string][]byte, error) {
+	_, kv, err := s.stores()
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	out := map[string][]byte{}
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				return out, nil // the initial values are all read
+			}
+			out[e.Key()] = e.Value()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Stored implements chats.SharedBlobs.
+func (s *SharedBlobs) Stored(ctx context.Context) (map[string]time.Time, error) {
+	obs, _, err := s.stores()
+	if err != nil {
+		return nil, err
+	}
+	infos, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return map[string]time.Time{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]time.Time, len(infos))
+	for _, i := range infos {
+		out[i.Name] = i.ModTime
+	}
+	return out, nil
+}
+
+// Remove implements chats.SharedBlobs.
+func (s *SharedBlobs) Remove(ctx context.Context, sum string) error {
+	obs, _, err := s.stores()
+	if err != nil {
+		return err
+	}
+	if err := obs.Delete(ctx, sum); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Forget implements chats.SharedBlobs.
+func (s *SharedBlobs) Forget(ctx context.Context, sum string) error {
+	_, kv, err := s.stores()
+	if err != nil {
+		return err
+	}
+	if err := kv.Purge(ctx, sum); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
+	return nil
+}
