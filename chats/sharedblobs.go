@@ -69,6 +69,12 @@ func (b *Blobs) Share(shared SharedBlobs) { b.shared = shared }
 // Shared returns the cluster's store Share set; nil on a single node.
 func (b *Blobs) Shared() SharedBlobs { return b.shared }
 
+// SetClock sets the clock the upload TTL is measured by (time.Now unless
+// set), so that collection can be driven past the TTL without waiting
+// for it (tests of a cluster's collection, outside this package). Call
+// it before the store is used.
+func (b *Blobs) SetClock(now func() time.Time) { b.now = now }
+
 // fetchCall is one fetch of a blob that concurrent readers wait for.
 type fetchCall struct {
 	done chan struct{}
