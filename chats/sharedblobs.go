@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"sync"
 	"time"
@@ -112,8 +113,11 @@ func (b *Blobs) fetch(ctx context.Context, sum string) error {
 
 func (b *Blobs) fetchOnce(ctx context.Context, sum string) error {
 	rc, err := b.shared.Fetch(ctx, sum)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("attachment %s: %w", sum, err)
+	}
 	if err != nil {
-		return fmt.Errorf("attachment %s: fetch from the cluster: %w", sum, err)
+		return fmt.Errorf("%w: attachment %s: fetch from the cluster: %v", ErrUnavailable, sum, err)
 	}
 	defer rc.Close()
 	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)

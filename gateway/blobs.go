@@ -64,6 +64,10 @@ func (s *Server) blob(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "the file is no longer stored"})
 		return
 	}
+	if errors.Is(err, chats.ErrUnavailable) {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "the cluster could not give the file now"})
+		return
+	}
 	if err != nil {
 		s.log.Error("blob open failed", "sha256", sum, "err", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "message": "the file could not be read"})
