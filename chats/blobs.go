@@ -673,10 +673,20 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 	// blob is old enough to be removed, which is what a start with few
 	// attachments finds (the scan would decide nothing). The cluster's
 	// leader scans anyway, for the shared store.
-	lead := b.shared != nil && b.shared.Leading()
 	old, err := b.hasOld()
-	if err != nil || !old && !lead {
+	if err != nil {
 		return 0, err
+	}
+	var stored map[string]time.Time
+	lead := b.shared != nil && b.shared.Leading()
+	if lead {
+		if stored, err = b.shared.Stored(ctx); err != nil {
+			return 0, fmt.Errorf("list the cluster's attachments: %w", err)
+		}
+		lead = b.anyOld(stored)
+	}
+	if !old && !lead {
+		return 0, nil
 	}
 	keep := map[string]bool{}
 	err = s.store.db.View(func(tx *bolt.Tx) error {
@@ -719,7 +729,7 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 		}
 	}
 	if lead {
-		n, serr := b.collectShared(ctx, keep, cutoff)
+		n, serr := b.collectShared(ctx, keep, cutoff, stored)
 		removed += n
 		err = cmpErr(err, serr)
 	}

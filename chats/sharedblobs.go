@@ -215,7 +215,10 @@ func (b *Blobs) sharedUpload(ctx context.Context, sum string) (upload, bool, err
 // them), no upload entry left names it, and it was stored longer than the
 // TTL ago. The margin also covers the leader's following: a row a send
 // accepted through an entry is followed long before the entry goes.
-func (b *Blobs) collectShared(ctx context.Context, keep map[string]bool, cutoff time.Time) (int, error) {
+//
+// stored is the shared store's blobs, listed before the scan of the rows
+// (CollectBlobs skips the scan when none is old enough to go).
+func (b *Blobs) collectShared(ctx context.Context, keep map[string]bool, cutoff time.Time, stored map[string]time.Time) (int, error) {
 	sh := b.shared
 	notes, err := sh.Notes(ctx)
 	if err != nil {
@@ -230,10 +233,6 @@ func (b *Blobs) collectShared(ctx context.Context, keep map[string]bool, cutoff 
 			continue
 		}
 		live[sum] = true
-	}
-	stored, err := sh.Stored(ctx)
-	if err != nil {
-		return 0, cmpErr(firstErr, fmt.Errorf("list the cluster's attachments: %w", err))
 	}
 	removed := 0
 	for sum, at := range stored {
@@ -260,4 +259,15 @@ func (b *Blobs) collectShared(ctx context.Context, keep map[string]bool, cutoff 
 type fetchState struct {
 	fetchMu  sync.Mutex
 	fetching map[string]*fetchCall
+}
+
+// anyOld reports whether a blob of the shared store was stored longer
+// than the TTL ago: one the leader's collection could remove.
+func (b *Blobs) anyOld(stored map[string]time.Time) bool {
+	for _, at := range stored {
+		if b.now().Sub(at) >= b.ttl {
+			return true
+		}
+	}
+	return false
 }

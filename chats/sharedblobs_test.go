@@ -23,9 +23,9 @@ type memShared struct {
 	notes   map[string][]byte
 	leading bool
 	failPut error
-	// onStored runs (unlocked) after Stored listed the objects: a test's
+	// onNotes runs (unlocked) after Notes listed the entries: a test's
 	// concurrent upload.
-	onStored func()
+	onNotes func()
 }
 
 func newMemShared() *memShared {
@@ -73,10 +73,13 @@ func (m *memShared) Leading() bool { return m.leading }
 
 func (m *memShared) Notes(context.Context) (map[string][]byte, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	out := map[string][]byte{}
 	for k, v := range m.notes {
 		out[k] = v
+	}
+	m.mu.Unlock()
+	if m.onNotes != nil {
+		m.onNotes()
 	}
 	return out, nil
 }
@@ -88,9 +91,6 @@ func (m *memShared) Stored(context.Context) (map[string]time.Time, error) {
 		out[k] = v
 	}
 	m.mu.Unlock()
-	if m.onStored != nil {
-		m.onStored()
-	}
 	return out, nil
 }
 
@@ -147,14 +147,15 @@ func TestCollectSharedRule(t *testing.T) {
 				m.notes[sum] = note(sum, now.Add(-tc.noteAge))
 			}
 			if tc.lateUpload {
-				m.onStored = func() { m.Note(bg, sum, func([]byte) []byte { return note(sum, now) }) }
+				m.onNotes = func() { m.Note(bg, sum, func([]byte) []byte { return note(sum, now) }) }
 			}
 			b.shared = m
 			keep := map[string]bool{}
 			if tc.named {
 				keep[sum] = true
 			}
-			n, err := b.collectShared(bg, keep, cutoff)
+			stored, _ := m.Stored(bg)
+			n, err := b.collectShared(bg, keep, cutoff, stored)
 			if err != nil {
 				t.Fatal(err)
 			}
