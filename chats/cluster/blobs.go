@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -95,14 +97,14 @@ func (s *SharedBlobs) Note(ctx context.Context, sum string, update func(old []by
 		return err
 	}
 	for {
-		e, err := kv.Get(ctx, sum)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			_, err = kv.Create(ctx, sum, update(nil))
-		case err != nil:
+		old, rev, err := s.lastNote(ctx, sum)
+		if err != nil {
 			return err
-		default:
-			_, err = kv.Update(ctx, sum, update(e.Value()), e.Revision())
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, sum, update(nil))
+		} else {
+			_, err = kv.Update(ctx, sum, update(old), rev)
 		}
 		if err == nil {
 			return nil
@@ -116,20 +118,66 @@ func (s *SharedBlobs) Note(ctx context.Context, sum string, update func(old []by
 	}
 }
 
-// Noted implements chats.SharedBlobs.
+// Noted implements chats.SharedBlobs. The entry is read from the bucket's
+// stream leader, not from any replica (as a KV Get may be): a replica a
+// moment behind would miss an upload just acknowledged on another node,
+// or show the collector an entry it just removed.
 func (s *SharedBlobs) Noted(ctx context.Context, sum string) ([]byte, error) {
-	_, kv, err := s.stores()
+	v, _, err := s.lastNote(ctx, sum)
+	return v, err
+}
+
+// lastNote reads sum's upload entry (nil: none) and the revision its key
+// is at (0: never written) by the JetStream API's message get, which the
+// stream's leader answers.
+func (s *SharedBlobs) lastNote(ctx context.Context, sum string) ([]byte, uint64, error) {
+	if _, _, err := s.stores(); err != nil {
+		return nil, 0, err
+	}
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + UploadsBucket + "." + sum})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	e, err := kv.Get(ctx, sum)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 	}
+	msg, err := s.n.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+UploadsBucket, req)
 	if err != nil {
-		return nil, err
+		return nil, 0, fmt.Errorf("read upload entry: %w", err)
 	}
-	return e.Value(), nil
+	var resp struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("read upload entry: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, 0, nil
+	case resp.Error != nil:
+		return nil, 0, fmt.Errorf("read upload entry: %w", resp.Error)
+	case resp.Message == nil:
+		return nil, 0, errors.New("read upload entry: an empty answer")
+	}
+	if len(resp.Message.Hdrs) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read upload entry: %w", err)
+		}
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			// Removed: no entry, but the next one is written after
+			// this revision.
+			return nil, resp.Message.Seq, nil
+		}
+	}
+	return resp.Message.Data, resp.Message.Seq, nil
 }
 
 // Leading implements chats.SharedBlobs: the leader collects.

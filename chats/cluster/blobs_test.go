@@ -386,3 +386,51 @@ func BenchmarkSharedBlob(b *testing.B) {
 		}
 	})
 }
+
+// TestUploadEntries: upload entries written from every node at once are
+// merged, none lost (compare-and-set); every node reads an entry as soon
+// as it is written and stops reading it as soon as it is removed (reads
+// go to the stream's leader, not a replica behind it); a removed entry
+// can be written again.
+func TestUploadEntries(t *testing.T) {
+	tc := newCluster(t, 3)
+	sum := sumOf([]byte("entries"))
+	appendName := func(name string) func([]byte) []byte {
+		return func(old []byte) []byte {
+			if len(old) == 0 {
+				return []byte(name)
+			}
+			return append(append(bytes.Clone(old), ','), name...)
+		}
+	}
+	for round := range 2 {
+		var wg sync.WaitGroup
+		for _, nd := range tc.nodes {
+			for k := range 3 {
+				wg.Go(func() {
+					if err := nd.SharedBlobs().Note(ctx(t), sum, appendName(nd.Name()+"."+string(rune('a'+k)))); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		for _, nd := range tc.nodes {
+			v, err := nd.SharedBlobs().Noted(ctx(t), sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := strings.Split(string(v), ","); len(names) != 9 {
+				t.Fatalf("round %d: %s reads %q, want nine names", round, nd.Name(), v)
+			}
+		}
+		if err := tc.nodes[round].SharedBlobs().Forget(ctx(t), sum); err != nil {
+			t.Fatal(err)
+		}
+		for _, nd := range tc.nodes {
+			if v, err := nd.SharedBlobs().Noted(ctx(t), sum); err != nil || v != nil {
+				t.Fatalf("round %d: after Forget %s reads %q %v", round, nd.Name(), v, err)
+			}
+		}
+	}
+}
