@@ -82,11 +82,31 @@ func (s *SharedBlobs) Fetch(ctx context.Context, sum string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	rc, err := obs.Get(ctx, sum)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, fmt.Errorf("the cluster does not hold it: %w", fs.ErrNotExist)
+	wait := 20 * time.Millisecond
+	for {
+		rc, err := obs.Get(ctx, sum)
+		if !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return rc, err
+		}
+		// The replica that answered may be behind an upload just
+		// acknowledged on another node: the stream's leader decides.
+		meta, _, seq, lerr := s.n.leaderLast(ctx, "OBJ_"+BlobsBucket, "$O."+BlobsBucket+".M."+base64.URLEncoding.EncodeToString([]byte(sum)))
+		if lerr != nil {
+			return nil, fmt.Errorf("read the object's meta: %w", lerr)
+		}
+		var info struct {
+			Deleted bool `json:"deleted"`
+		}
+		if seq == 0 || json.Unmarshal(meta, &info) != nil || info.Deleted {
+			return nil, fmt.Errorf("the cluster does not hold it: %w", fs.ErrNotExist)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the cluster holds it but its replica here is behind: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
-	return rc, err
 }
 
 // Note implements chats.SharedBlobs, by compare-and-set on the entry's
@@ -128,24 +148,40 @@ func (s *SharedBlobs) Noted(ctx context.Context, sum string) ([]byte, error) {
 }
 
 // lastNote reads sum's upload entry (nil: none) and the revision its key
-// is at (0: never written) by the JetStream API's message get, which the
-// stream's leader answers.
+// is at (0: never written) from the stream's leader (leaderLast).
 func (s *SharedBlobs) lastNote(ctx context.Context, sum string) ([]byte, uint64, error) {
 	if _, _, err := s.stores(); err != nil {
 		return nil, 0, err
 	}
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + UploadsBucket + "." + sum})
+	data, hdr, seq, err := s.n.leaderLast(ctx, "KV_"+UploadsBucket, "$KV."+UploadsBucket+"."+sum)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("read upload entry: %w", err)
+	}
+	if op := hdr.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		// Removed: no entry, but the next one is written after this
+		// revision.
+		return nil, seq, nil
+	}
+	return data, seq, nil
+}
+
+// leaderLast reads the last message of subject in stream by the
+// JetStream API's message get, which the stream's leader answers (a KV
+// or object store Get may be answered by any replica, a moment behind).
+// seq is 0 when the subject has none.
+func (n *Node) leaderLast(ctx context.Context, stream, subject string) ([]byte, nats.Header, uint64, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	msg, err := s.n.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+UploadsBucket, req)
+	msg, err := n.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read upload entry: %w", err)
+		return nil, nil, 0, err
 	}
 	var resp struct {
 		Message *struct {
@@ -156,28 +192,23 @@ func (s *SharedBlobs) lastNote(ctx context.Context, sum string) ([]byte, uint64,
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("read upload entry: %w", err)
+		return nil, nil, 0, err
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, 0, nil
+		return nil, nil, 0, nil
 	case resp.Error != nil:
-		return nil, 0, fmt.Errorf("read upload entry: %w", resp.Error)
+		return nil, nil, 0, resp.Error
 	case resp.Message == nil:
-		return nil, 0, errors.New("read upload entry: an empty answer")
+		return nil, nil, 0, errors.New("an empty answer")
 	}
+	hdr := nats.Header{}
 	if len(resp.Message.Hdrs) > 0 {
-		h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs)
-		if err != nil {
-			return nil, 0, fmt.Errorf("read upload entry: %w", err)
-		}
-		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-			// Removed: no entry, but the next one is written after
-			// this revision.
-			return nil, resp.Message.Seq, nil
+		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Hdrs); err != nil {
+			return nil, nil, 0, err
 		}
 	}
-	return resp.Message.Data, resp.Message.Seq, nil
+	return resp.Message.Data, hdr, resp.Message.Seq, nil
 }
 
 // Leading implements chats.SharedBlobs: the leader collects.
