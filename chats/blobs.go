@@ -672,7 +672,7 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 	// The reference scan reads every row of every chat: skipped when no
 	// blob is old enough to be removed, which is what a start with few
 	// attachments finds (the scan would decide nothing). The cluster's
-	// leader scans anyway, for the shared store.
+	// leader also scans when a blob of the shared store is that old.
 	old, err := b.hasOld()
 	if err != nil {
 		return 0, err
