@@ -38,13 +38,76 @@ var _ chats.SharedBlobs = (*SharedBlobs)(nil)
 // shares (give it to chats.Blobs.Share).
 func (n *Node) SharedBlobs() *SharedBlobs { return &SharedBlobs{n: n} }
 
-func (s *SharedBlobs) stores() (jetstream.ObjectStore, jetstream.KeyValue, error) {
+// stores returns the object store and the uploads bucket, binding to
+// (or, the first time in the cluster, creating) them on first use: kept
+// off the node's setup, which every chat waits for, they cost a start
+// nothing. One goroutine of the node does it at a time (blobsMu).
+func (s *SharedBlobs) stores(ctx context.Context) (jetstream.ObjectStore, jetstream.KeyValue, error) {
 	if _, _, _, err := s.n.buckets(); err != nil {
 		return nil, nil, err
 	}
+	s.n.blobsMu.Lock()
+	defer s.n.blobsMu.Unlock()
 	s.n.mu.Lock()
-	defer s.n.mu.Unlock()
-	return s.n.blobs, s.n.uploads, nil
+	obs, kv := s.n.blobs, s.n.uploads
+	s.n.mu.Unlock()
+	if obs != nil && kv != nil {
+		return obs, kv, nil
+	}
+	// Short attempts, as the node's setup makes: a create asked while
+	// another node's create of the same bucket forms its group can go
+	// unanswered, and the next attempt finds the bucket.
+	wait := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		obs, kv, err := s.bind(actx)
+		cancel()
+		if err == nil {
+			s.n.mu.Lock()
+			s.n.blobs, s.n.uploads = obs, kv
+			s.n.mu.Unlock()
+			return obs, kv, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// bind binds to the object store and the uploads bucket, creating them
+// when the cluster has none.
+func (s *SharedBlobs) bind(ctx context.Context) (jetstream.ObjectStore, jetstream.KeyValue, error) {
+	obs, err := s.n.js.ObjectStore(ctx, BlobsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// The shared attachments: no TTL, the leader collects.
+		obs, err = s.n.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: BlobsBucket, Description: "Mirror attachments, named by their SHA-256",
+			Storage: jetstream.FileStorage, Replicas: s.n.o.Replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) { // another node made it first
+			obs, err = s.n.js.ObjectStore(ctx, BlobsBucket)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: %s object store: %w", BlobsBucket, err)
+	}
+	kv, err := s.n.js.KeyValue(ctx, UploadsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = s.n.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: UploadsBucket, Description: "Mirror uploads no message may have named yet, by SHA-256",
+			History: 1, Storage: jetstream.FileStorage, Replicas: s.n.o.Replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = s.n.js.KeyValue(ctx, UploadsBucket)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: %s bucket: %w", UploadsBucket, err)
+	}
+	return obs, kv, nil
 }
 
 // digestOf is how the object store writes a content's SHA-256 (given in
@@ -61,7 +124,7 @@ func digestOf(sum string) string {
 // within fresh is kept as it is (its age keeps it from collection for
 // longer than an upload takes); otherwise the content is stored anew.
 func (s *SharedBlobs) Store(ctx context.Context, sum string, r io.Reader, fresh time.Duration) error {
-	obs, _, err := s.stores()
+	obs, _, err := s.stores(ctx)
 	if err != nil {
 		return err
 	}
@@ -78,7 +141,7 @@ func (s *SharedBlobs) Store(ctx context.Context, sum string, r io.Reader, fresh 
 
 // Fetch implements chats.SharedBlobs.
 func (s *SharedBlobs) Fetch(ctx context.Context, sum string) (io.ReadCloser, error) {
-	obs, _, err := s.stores()
+	obs, _, err := s.stores(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +175,7 @@ func (s *SharedBlobs) Fetch(ctx context.Context, sum string) (io.ReadCloser, err
 // Note implements chats.SharedBlobs, by compare-and-set on the entry's
 // revision.
 func (s *SharedBlobs) Note(ctx context.Context, sum string, update func(old []byte) []byte) error {
-	_, kv, err := s.stores()
+	_, kv, err := s.stores(ctx)
 	if err != nil {
 		return err
 	}
@@ -150,7 +213,7 @@ func (s *SharedBlobs) Noted(ctx context.Context, sum string) ([]byte, error) {
 // lastNote reads sum's upload entry (nil: none) and the revision its key
 // is at (0: never written) from the stream's leader (leaderLast).
 func (s *SharedBlobs) lastNote(ctx context.Context, sum string) ([]byte, uint64, error) {
-	if _, _, err := s.stores(); err != nil {
+	if _, _, err := s.stores(ctx); err != nil {
 		return nil, 0, err
 	}
 	data, hdr, seq, err := s.n.leaderLast(ctx, "KV_"+UploadsBucket, "$KV."+UploadsBucket+"."+sum)
@@ -216,7 +279,7 @@ func (s *SharedBlobs) Leading() bool { return s.n.IsLeader() }
 
 // Notes implements chats.SharedBlobs.
 func (s *SharedBlobs) Notes(ctx context.Context) (map[string][]byte, error) {
-	_, kv, err := s.stores()
+	_, kv, err := s.stores(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +304,7 @@ func (s *SharedBlobs) Notes(ctx context.Context) (map[string][]byte, error) {
 
 // Stored implements chats.SharedBlobs.
 func (s *SharedBlobs) Stored(ctx context.Context) (map[string]time.Time, error) {
-	obs, _, err := s.stores()
+	obs, _, err := s.stores(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +324,7 @@ func (s *SharedBlobs) Stored(ctx context.Context) (map[string]time.Time, error) 
 
 // Remove implements chats.SharedBlobs.
 func (s *SharedBlobs) Remove(ctx context.Context, sum string) error {
-	obs, _, err := s.stores()
+	obs, _, err := s.stores(ctx)
 	if err != nil {
 		return err
 	}
@@ -273,7 +336,7 @@ func (s *SharedBlobs) Remove(ctx context.Context, sum string) error {
 
 // Forget implements chats.SharedBlobs.
 func (s *SharedBlobs) Forget(ctx context.Context, sum string) error {
-	_, kv, err := s.stores()
+	_, kv, err := s.stores(ctx)
 	if err != nil {
 		return err
 	}

@@ -301,7 +301,7 @@ func TestFetchRefusesForeignContent(t *testing.T) {
 		{"truncated copy", good[:len(good)-1]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obs, _, err := bn.nodes[0].SharedBlobs().stores()
+			obs, _, err := bn.nodes[0].SharedBlobs().stores(ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -108,9 +108,11 @@ type Node struct {
 	work    jetstream.KeyValue
 	// telegram is the Telegram offset's bucket (tgoffset.go).
 	telegram jetstream.KeyValue
-	// blobs and uploads are the shared attachments (blobs.go).
+	// blobs and uploads are the shared attachments (blobs.go), bound on
+	// first use under blobsMu.
 	blobs   jetstream.ObjectStore
 	uploads jetstream.KeyValue
+	blobsMu sync.Mutex
 	// hasWork is, by chat, whether the work index holds it as this node
 	// last wrote it: Append writes the index only when that changes.
 	hasWork map[string]bool
@@ -511,24 +513,8 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s bucket: %w", TelegramBucket, err)
 	}
-	// The shared attachments (blobs.go): no TTL, the leader collects.
-	blobs, err := n.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: BlobsBucket, Description: "Mirror attachments, named by their SHA-256",
-		Storage: jetstream.FileStorage, Replicas: n.o.Replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("%s object store: %w", BlobsBucket, err)
-	}
-	uploads, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: UploadsBucket, Description: "Mirror uploads no message may have named yet, by SHA-256",
-		History: 1, Storage: jetstream.FileStorage, Replicas: n.o.Replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("%s bucket: %w", UploadsBucket, err)
-	}
 	n.mu.Lock()
 	n.records, n.leases, n.nodes, n.work, n.telegram = records, leases, nodes, work, telegram
-	n.blobs, n.uploads = blobs, uploads
 	n.mu.Unlock()
 	return nil
 }
