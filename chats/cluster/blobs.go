@@ -239,12 +239,27 @@ func (n *Node) leaderLast(ctx context.Context, stream, subject string) ([]byte, 
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	msg, err := n.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, nil, 0, err
+	// Short attempts: a request made while the stream's group elects its
+	// leader (just after the stream is made, or a server died) goes
+	// unanswered, and the next attempt is answered.
+	var msg *nats.Msg
+	wait := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		msg, err = n.nc.RequestWithContext(actx, "$JS.API.STREAM.MSG.GET."+stream, req)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, 0, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
 	var resp struct {
 		Message *struct {
