@@ -106,6 +106,16 @@ func (s *Service) blobRefs(ctx context.Context, sum, want string, visible func(c
 	if err != nil {
 		return BlobRef{}, false, err
 	}
+	if b := s.opt.Blobs; !found && b != nil && b.shared != nil {
+		// An upload made on another node of the cluster, not named yet.
+		u, ok, err := b.sharedUpload(ctx, sum)
+		if err != nil {
+			return BlobRef{}, false, err
+		}
+		if ok && (visible == nil || slices.Contains(u.By, person)) {
+			add(u.Attachment)
+		}
+	}
 	if i := slices.Index(ref.Names, want); i > 0 {
 		ref.Names[0], ref.Names[i] = ref.Names[i], ref.Names[0]
 	}

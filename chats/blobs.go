@@ -128,6 +128,9 @@ type Blobs struct {
 	// collected, as its fresh mtime keeps it.
 	mu  sync.Mutex
 	now func() time.Time
+	// shared is the cluster's store (Share); nil on a single node.
+	shared SharedBlobs
+	fetchState
 }
 
 // tmpPrefix names temp files; startup removes those a crash left.
@@ -331,8 +334,31 @@ func (b *Blobs) place(dfd int, tmp, sum string) error {
 }
 
 // Open opens the blob named by sum for reading. A missing one gives an
-// error wrapping fs.ErrNotExist; an unsafe one datadir.ErrUnsafe.
+// error wrapping fs.ErrNotExist; an unsafe one datadir.ErrUnsafe. In a
+// cluster a blob missing here is fetched first (see OpenContext), within
+// fetchTimeout.
 func (b *Blobs) Open(sum string) (*os.File, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	return b.OpenContext(ctx, sum)
+}
+
+// OpenContext is Open bounded by ctx: in a cluster (Share), a blob
+// missing here is fetched from the shared store, its SHA-256 checked
+// (ErrBlobMismatch), and placed here, so every later read is local.
+func (b *Blobs) OpenContext(ctx context.Context, sum string) (*os.File, error) {
+	f, err := b.openLocal(sum)
+	if err == nil || b.shared == nil || !errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	if err := b.fetch(ctx, sum); err != nil {
+		return nil, err
+	}
+	return b.openLocal(sum)
+}
+
+// openLocal opens the blob sum in this node's store.
+func (b *Blobs) openLocal(sum string) (*os.File, error) {
 	if !validSum(sum) {
 		return nil, fmt.Errorf("%w: %q is not a sha256", ErrBadInput, sum)
 	}
@@ -480,6 +506,13 @@ func (s *Service) upload(ctx context.Context, r io.Reader, mediaType, name, by s
 		return Attachment{}, err
 	}
 	up := upload{Attachment: a, Time: b.now().UTC()}
+	if b.shared != nil {
+		// In a cluster the chat may run on another node: acknowledged only
+		// once the cluster holds the blob and its upload entry.
+		if err := b.share(ctx, up, by); err != nil {
+			return Attachment{}, err
+		}
+	}
 	err = s.store.Write(ctx, func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketUploads)
 		if by != "" {
@@ -504,7 +537,10 @@ func (s *Service) upload(ctx context.Context, r io.Reader, mediaType, name, by s
 // upload older than the TTL is refused like an unknown one: collection
 // removes entries only a margin after that, so one a send accepted is
 // still there when its row commits.
-func (s *Service) attachments(sums []string) ([]Attachment, error) {
+//
+// In a cluster an upload made on another node is known by its entry in
+// the shared store (SharedBlobs.Noted), under the same TTL.
+func (s *Service) attachments(ctx context.Context, sums []string) ([]Attachment, error) {
 	if len(sums) == 0 {
 		return nil, nil
 	}
@@ -517,6 +553,10 @@ func (s *Service) attachments(sums []string) ([]Attachment, error) {
 	}
 	out := make([]Attachment, 0, len(sums))
 	seen := map[string]bool{}
+	var elsewhere []int // indexes in out of uploads this node has no entry of
+	unknown := func(sum string) error {
+		return fmt.Errorf("%w: %s was not uploaded, or too long ago; upload it again", ErrUnknownAttachment, sum)
+	}
 	err := s.store.db.View(func(tx *bolt.Tx) error {
 		for _, sum := range sums {
 			if !validSum(sum) {
@@ -529,13 +569,31 @@ func (s *Service) attachments(sums []string) ([]Attachment, error) {
 			v := tx.Bucket(bucketUploads).Get([]byte(sum))
 			var u upload
 			if v == nil || json.Unmarshal(v, &u) != nil || b.now().Sub(u.Time) >= b.ttl {
-				return fmt.Errorf("%w: %s was not uploaded, or too long ago; upload it again", ErrUnknownAttachment, sum)
+				if b.shared == nil {
+					return unknown(sum)
+				}
+				elsewhere = append(elsewhere, len(out))
+				u.Attachment.SHA256 = sum
 			}
 			out = append(out, u.Attachment)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range elsewhere {
+		sum := out[i].SHA256
+		u, ok, err := b.sharedUpload(ctx, sum)
+		if err != nil {
+			return nil, fmt.Errorf("%w: look up upload %s in the cluster: %v", ErrUnavailable, sum, err)
+		}
+		if !ok {
+			return nil, unknown(sum)
+		}
+		out[i] = u.Attachment
+	}
+	return out, nil
 }
 
 // uploadMargin is how long after its TTL an upload entry stays, so a send
@@ -582,6 +640,9 @@ func rowAttachments(chat, v []byte) (msg, result []Attachment, err error) {
 // the scan names it, it is older than the TTL, and no upload entry names
 // it — and a row committed after the scan can only name a blob through an
 // upload entry younger than the TTL, which the scan kept.
+//
+// In a cluster each node collects its own copies by the same rule, and
+// the leader alone also collects the shared store (collectShared).
 func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 	b := s.opt.Blobs
 	if b == nil {
@@ -610,9 +671,22 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 	}
 	// The reference scan reads every row of every chat: skipped when no
 	// blob is old enough to be removed, which is what a start with few
-	// attachments finds (the scan would decide nothing).
-	if old, err := b.hasOld(); err != nil || !old {
+	// attachments finds (the scan would decide nothing). The cluster's
+	// leader also scans when a blob of the shared store is that old.
+	old, err := b.hasOld()
+	if err != nil {
 		return 0, err
+	}
+	var stored map[string]time.Time
+	lead := b.shared != nil && b.shared.Leading()
+	if lead {
+		if stored, err = b.shared.Stored(ctx); err != nil {
+			return 0, fmt.Errorf("list the cluster's attachments: %w", err)
+		}
+		lead = b.anyOld(stored)
+	}
+	if !old && !lead {
+		return 0, nil
 	}
 	keep := map[string]bool{}
 	err = s.store.db.View(func(tx *bolt.Tx) error {
@@ -648,7 +722,18 @@ func (s *Service) CollectBlobs(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err // a scan that could not finish removes nothing
 	}
-	return b.collect(keep)
+	removed := 0
+	if old {
+		if removed, err = b.collect(keep); err != nil && !lead {
+			return removed, err
+		}
+	}
+	if lead {
+		n, serr := b.collectShared(ctx, keep, cutoff, stored)
+		removed += n
+		err = cmpErr(err, serr)
+	}
+	return removed, err
 }
 
 // mediaType checks a declared media type and returns it without parameters.

@@ -44,7 +44,7 @@ func (s *Service) Regenerate(ctx context.Context, chat, msg, clientID string, o 
 		for _, at := range orig.Attachments {
 			sums = append(sums, at.SHA256)
 		}
-		atts, err := s.attachments(sums)
+		atts, err := s.attachments(ctx, sums)
 		if err != nil {
 			return Message{}, err
 		}

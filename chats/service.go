@@ -479,7 +479,7 @@ func (s *Service) SendAttached(ctx context.Context, chat, text, clientID, mode s
 			return Message{}, err
 		}
 	}
-	atts, err := s.attachments(sums)
+	atts, err := s.attachments(ctx, sums)
 	if err != nil {
 		return Message{}, err
 	}

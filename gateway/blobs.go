@@ -59,9 +59,13 @@ func (s *Server) blob(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such file"})
 		return
 	}
-	f, err := s.opt.Chats.Blobs().Open(sum)
+	f, err := s.opt.Chats.Blobs().OpenContext(r.Context(), sum) // in a cluster, fetched when this node has no copy
 	if errors.Is(err, fs.ErrNotExist) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "the file is no longer stored"})
+		return
+	}
+	if errors.Is(err, chats.ErrUnavailable) {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "the cluster could not give the file now"})
 		return
 	}
 	if err != nil {

@@ -67,6 +67,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, chats.ErrBadInput):
 		w.Header().Set("Connection", "close")
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad_request", "message": err.Error()})
+	case errors.Is(err, chats.ErrUnavailable):
+		// In a cluster: the shared store did not take the file; nothing
+		// was acknowledged, the client may try again.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": err.Error()})
 	default:
 		s.log.Error("upload failed", "err", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal", "message": "the file could not be stored"})

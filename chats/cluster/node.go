@@ -110,6 +110,12 @@ type Node struct {
 	telegram jetstream.KeyValue
 	// tgState is the stream of the Telegram bot's bucket (tgstate.go).
 	tgState jetstream.Stream
+
+	// blobs and uploads are the shared attachments (blobs.go), bound on
+	// first use under blobsMu.
+	blobs   jetstream.ObjectStore
+	uploads jetstream.KeyValue
+	blobsMu sync.Mutex
 	// hasWork is, by chat, whether the work index holds it as this node
 	// last wrote it: Append writes the index only when that changes.
 	hasWork map[string]bool

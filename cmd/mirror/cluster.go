@@ -109,6 +109,15 @@ func clusterTelegram(node *cluster.Node) (telegram.Leader, telegram.Offsets, tel
 	return tg, tg, tg, tg.Close
 }
 
+// clusterBlobs shares the attachments with the other nodes in cluster
+// mode: an upload is stored in the cluster too, and a blob missing here
+// is fetched from it (chats.SharedBlobs). Nothing in single-node mode.
+func clusterBlobs(node *cluster.Node, blobs *chats.Blobs) {
+	if node != nil {
+		blobs.Share(node.SharedBlobs())
+	}
+}
+
 // clusterRoutes are the routes of a cluster node (none in single-node mode).
 func clusterRoutes(node *cluster.Node) []gateway.Route {
 	if node == nil {

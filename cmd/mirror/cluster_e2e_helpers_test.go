@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -65,6 +66,9 @@ type fakeLLM struct {
 	// billed the tokens of its messages' text (tiktoken, as Mirror counts).
 	limit int
 	bills []llmBill
+	// bodies, when set, is given every request's body with the node
+	// that sent it (under mu).
+	bodies func(node string, body []byte)
 }
 
 // llmBill is one request as the fake model billed it.
@@ -151,10 +155,19 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Messages []llmMessage `json:"messages"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	f.mu.Lock()
+	if f.bodies != nil {
+		f.bodies(node, body)
+	}
+	f.mu.Unlock()
 	// The trailing group: the person's messages since the last final
 	// answer, past the tool steps of the turn.
 	var texts []string

@@ -293,6 +293,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	clusterBlobs(node, blobs) // cluster.go: shared by the nodes in cluster mode
 	// The search index sits beside the record, in data_dir/search; a
 	// missing or stale one is caught up from the record in the background.
 	index, err := search.Open(filepath.Join(dir, "search"))
