@@ -831,6 +831,12 @@ func (a *actor) findPicked(id string) *Message {
 
 // notPending explains why message id cannot be changed any more.
 func (a *actor) notPending(id string) error {
+	// The answer speaks of what is durable: a message picked up at once
+	// whose acknowledgement waits for its commit (send) is committed, and
+	// acknowledged, first.
+	if err := a.flush(); err != nil {
+		return err
+	}
 	if a.findPicked(id) != nil {
 		return fmt.Errorf("message %s: %w", id, ErrInUse)
 	}
