@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // dbTxID reads the transaction id of the last commit of the bbolt file at
@@ -59,12 +60,23 @@ func TestLoneTurnSyncedCommits(t *testing.T) {
 	const turns = 10
 	path := filepath.Join(dir, "data", DBFile)
 	before := dbTxID(t, path)
-	if _, _, err := f.runTurns(turns); err != nil {
+	lats, _, err := f.runTurns(turns)
+	if err != nil {
 		t.Fatalf("%v; log %s", err, logs)
 	}
 	got := dbTxID(t, path) - before
-	t.Logf("%d synced commits in %d lone turns", got, turns)
-	if want := uint64(turns); got > want {
-		t.Errorf("%d lone turns made %d synced commits; want at most %d (1 a turn)", turns, got, want)
+	// A turn the client saw end within PickupDelay (serve keeps
+	// chats.Options' default, 20 ms) ended before its start was due to be
+	// committed alone, so it made one commit; a slower one (a loaded
+	// machine) may make two.
+	want := uint64(turns)
+	for _, l := range lats {
+		if l > 20*time.Millisecond {
+			want++
+		}
+	}
+	t.Logf("%d synced commits in %d lone turns (%d slower than 20 ms)", got, turns, want-turns)
+	if got > want {
+		t.Errorf("%d lone turns made %d synced commits; want at most %d (1 a turn, 2 for a turn slower than 20 ms)", turns, got, want)
 	}
 }
