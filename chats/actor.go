@@ -951,7 +951,7 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	snapshot := *m
 	idle := a.turn == nil
 	a.maybeStart()
-	if t := a.turn; idle && t != nil && t.seq > m.Seq && a.meta.Seq < m.Seq {
+	if t := a.turn; idle && t != nil && t.seq > m.Seq && a.meta.Seq < m.Seq && a.findPending(m.ID) < 0 {
 		// Its turn started from it, and nothing committed it yet: the
 		// acceptance, the pickup and, when the turn ends within
 		// PickupDelay, its end go in one commit, after which the message
