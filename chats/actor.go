@@ -951,13 +951,16 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	snapshot := *m
 	idle := a.turn == nil
 	a.maybeStart()
-	if t := a.turn; idle && t != nil && t.seq > m.Seq && a.meta.Seq < m.Seq && a.findPending(m.ID) < 0 {
+	if t := a.turn; o.Sub != nil && idle && t != nil && t.seq > m.Seq && a.meta.Seq < m.Seq && a.findPending(m.ID) < 0 {
 		// Its turn started from it, and nothing committed it yet: the
 		// acceptance, the pickup and, when the turn ends within
 		// PickupDelay, its end go in one commit, after which the message
 		// is acknowledged (still durable before acknowledged). A slower
 		// turn commits its start when PickupDelay is up (flushC), and
-		// the message is acknowledged then.
+		// the message is acknowledged then. Only for an asker that
+		// hears the chat's events (o.Sub), message.accepted first: one
+		// without (Telegram, /prompt) learns the message from this
+		// answer and records it before its turn's end reaches it.
 		return snapshot, errAnswerAtCommit
 	}
 	if err := a.flush(); err != nil {

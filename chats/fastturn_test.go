@@ -106,8 +106,9 @@ func TestAcknowledgementWaitingForItsCommit(t *testing.T) {
 				err error
 			}
 			first := make(chan answer, 1)
+			asker := newSub()
 			go func() {
-				m, err := e.svc.Send(bg, c.ID, "hello", "k1", "", Origin{})
+				m, err := e.svc.Send(bg, c.ID, "hello", "k1", "", Origin{Sub: asker, Req: "r1"})
 				first <- answer{m, err}
 			}()
 			recvStarted(t, g) // picked up, asked, not committed
@@ -117,7 +118,7 @@ func TestAcknowledgementWaitingForItsCommit(t *testing.T) {
 			id := ids.Message(2)
 			switch op {
 			case "repeat":
-				m, err := e.svc.Send(bg, c.ID, "hello", "k1", "", Origin{})
+				m, err := e.svc.Send(bg, c.ID, "hello", "k1", "", Origin{Sub: newSub(), Req: "r2"})
 				if err != nil || m.ID != id {
 					t.Fatalf("repeat answered %+v, %v; want %s", m, err, id)
 				}
