@@ -108,7 +108,18 @@ type batch struct {
 	archive *archiveEntry
 	// charges are tokens turns used, added to their people's day.
 	charges []charge
+	// acks are answers that wait for this batch's commit (see
+	// errAnswerAtCommit), called with its outcome after its events were
+	// published.
+	acks []func(error)
 }
+
+// errAnswerAtCommit is what an actor task returns when its answer waits for
+// the batch it wrote to be committed (doValue then hands the answer over
+// from flush, with the commit's outcome): a message that starts a turn at
+// once is acknowledged with that turn's end when the end comes within
+// PickupDelay, in one commit instead of two.
+var errAnswerAtCommit = errors.New("answered when the batch commits")
 
 // unput drops m from the pending messages this batch would store, and says
 // whether it was there.
@@ -351,6 +362,18 @@ func (a *actor) idle() bool {
 }
 
 func (a *actor) exit() {
+	if len(a.b.acks) > 0 {
+		// Never the case on the paths that exit (each flushes first or
+		// broke in a flush): an answer waiting still gets one.
+		err := a.broken
+		if err == nil {
+			err = ErrClosed
+		}
+		for _, ack := range a.b.acks {
+			ack(err)
+		}
+		a.b.acks = nil
+	}
 	a.s.evict(a)
 	close(a.done)
 }
@@ -397,7 +420,16 @@ func (a *actor) info() Chat {
 // boundary's batch that fails to commit returns an *archiveError and leaves
 // the chat as it was before the boundary; any other failed commit breaks
 // the actor down (see breakDown).
-func (a *actor) flush() error {
+func (a *actor) flush() (err error) {
+	if acks := a.b.acks; len(acks) > 0 {
+		// Answered once the batch is committed and published (or not).
+		a.b.acks = nil
+		defer func() {
+			for _, ack := range acks {
+				ack(err)
+			}
+		}()
+	}
 	if a.broken != nil {
 		return a.broken
 	}
@@ -421,7 +453,7 @@ func (a *actor) flush() error {
 		}
 		meta.LogPos, f.Meta.LogPos = pos, pos
 	}
-	err := a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, f) })
+	err = a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, f) })
 	if err != nil && b.archive != nil && a.s.opt.RecordLog == nil {
 		// Only a boundary's rows were in this batch (it flushed first):
 		// drop them, and memory is as it was before the boundary.
@@ -799,6 +831,12 @@ func (a *actor) findPicked(id string) *Message {
 
 // notPending explains why message id cannot be changed any more.
 func (a *actor) notPending(id string) error {
+	// The answer speaks of what is durable: a message picked up at once
+	// whose acknowledgement waits for its commit (send) is committed, and
+	// acknowledged, first.
+	if err := a.flush(); err != nil {
+		return err
+	}
 	if a.findPicked(id) != nil {
 		return fmt.Errorf("message %s: %w", id, ErrInUse)
 	}
@@ -883,6 +921,14 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	if known != "" {
 		return a.resend(known, o)
 	}
+	if slices.ContainsFunc(a.b.clients, func(c [2]string) bool { return c[0] == clientID }) {
+		// Its first send waits for its commit (errAnswerAtCommit): the
+		// repeat is answered, as that one is, once it is durable.
+		if err := a.flush(); err != nil {
+			return Message{}, err
+		}
+		return a.send(ctx, text, clientID, mode, atts, o, toks, regenerates)
+	}
 	if err := a.s.queueRoom(len(a.pending)); err != nil {
 		return Message{}, err
 	}
@@ -903,7 +949,20 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	// An idle chat picks the message up in the same commit that stores it:
 	// one fsync fewer before the answer.
 	snapshot := *m
+	idle := a.turn == nil
 	a.maybeStart()
+	if t := a.turn; o.Sub != nil && idle && t != nil && t.seq > m.Seq && a.meta.Seq < m.Seq && a.findPending(m.ID) < 0 {
+		// Its turn started from it, and nothing committed it yet: the
+		// acceptance, the pickup and, when the turn ends within
+		// PickupDelay, its end go in one commit, after which the message
+		// is acknowledged (still durable before acknowledged). A slower
+		// turn commits its start when PickupDelay is up (flushC), and
+		// the message is acknowledged then. Only for an asker that
+		// hears the chat's events (o.Sub), message.accepted first: one
+		// without (Telegram, /prompt) learns the message from this
+		// answer and records it before its turn's end reaches it.
+		return snapshot, errAnswerAtCommit
+	}
 	if err := a.flush(); err != nil {
 		return Message{}, err
 	}
@@ -1218,6 +1277,12 @@ func (a *actor) onDelta(t *turn, text string) {
 	t.text.WriteString(text)
 	if t.durable {
 		a.showText(t, text)
+		return
+	}
+	if len(a.b.acks) > 0 {
+		// A message waits to be acknowledged with this turn's start
+		// (send): the text waits with it, for the turn's end or
+		// PickupDelay, so that a fast turn is one commit.
 		return
 	}
 	_ = a.flush() // first text: commit the pickup now, then show it

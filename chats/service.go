@@ -64,7 +64,9 @@ type Options struct {
 	// TurnTimeout bounds one turn.
 	TurnTimeout time.Duration
 	// PickupDelay is how long the start of a turn may wait to be committed
-	// together with its first text. Zero uses 20ms.
+	// together with its first text, or, for a turn a message started at
+	// once, with its end (that message is acknowledged after the commit).
+	// Zero uses 20ms.
 	PickupDelay time.Duration
 	// Ledger serves /changes and /rewind of the files in Workspace; nil
 	// when no file tools run. It keeps its buckets in the Store's
@@ -596,7 +598,21 @@ func doValue[T any](ctx context.Context, s *Service, id string, f func(a *actor)
 		}
 		res := make(chan reply, 1)
 		select {
-		case a.inbox <- func() { v, err := f(a); res <- reply{v, err} }:
+		case a.inbox <- func() {
+			v, err := f(a)
+			if err == errAnswerAtCommit {
+				// Answered by the flush that commits what f wrote.
+				a.b.acks = append(a.b.acks, func(err error) {
+					if err != nil {
+						res <- reply{zero, err}
+						return
+					}
+					res <- reply{v, nil}
+				})
+				return
+			}
+			res <- reply{v, err}
+		}:
 		case <-a.done:
 			continue // evicted meanwhile: load it again
 		case <-ctx.Done():

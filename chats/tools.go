@@ -51,6 +51,9 @@ func (h *host) QuotaWait(w quota.Wait) {
 		if a.turn != h.t {
 			return
 		}
+		if !h.t.durable && a.flush() != nil {
+			return // a wait is never shown before the turn's start
+		}
 		qw := &QuotaWait{Turn: h.t.id, Quota: w.Quota, Usage: w.Usage, WaitMS: w.Wait.Milliseconds()}
 		ev := NewEvent(a.id, a.meta.Seq, time.Now().UTC(), qw)
 		h.t.wait = &runningWait{Wait: Wait{Quota: w.Quota, Usage: w.Usage, WaitMS: qw.WaitMS}, until: ev.Time.Add(w.Wait)}

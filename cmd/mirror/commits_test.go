@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // dbTxID reads the transaction id of the last commit of the bbolt file at
@@ -42,10 +43,12 @@ func dbTxID(tb testing.TB, path string) uint64 {
 // TestLoneTurnSyncedCommits (issue 20, item 5) counts the synced bbolt
 // commits of a lone turn through the whole gateway (serve as in production:
 // the chats, the runtime with its cost ledger, the search indexer, the
-// people tables): the message's acceptance (durable before it is
-// acknowledged), and the turn's end with its reply, usage and cost (the
-// final text, once). Anything else a lone turn commits on its own (the cost
-// ledger did, in a transaction of its own) makes a turn cost one more fsync.
+// people tables): one. A turn that ends within PickupDelay of its message
+// commits the message's acceptance (durable before it is acknowledged: the
+// acknowledgement waits for this commit), its pickup and its end with the
+// reply, usage and cost (the final text, once) together. Anything else a
+// lone turn commits on its own (its acceptance did before the end, the cost
+// ledger did in a transaction of its own) makes a turn cost one more fsync.
 func TestLoneTurnSyncedCommits(t *testing.T) {
 	dir := t.TempDir()
 	addr, logs := startInProc(t, dir)
@@ -57,12 +60,23 @@ func TestLoneTurnSyncedCommits(t *testing.T) {
 	const turns = 10
 	path := filepath.Join(dir, "data", DBFile)
 	before := dbTxID(t, path)
-	if _, _, err := f.runTurns(turns); err != nil {
+	lats, _, err := f.runTurns(turns)
+	if err != nil {
 		t.Fatalf("%v; log %s", err, logs)
 	}
 	got := dbTxID(t, path) - before
-	t.Logf("%d synced commits in %d lone turns", got, turns)
-	if want := uint64(2 * turns); got > want {
-		t.Errorf("%d lone turns made %d synced commits; want at most %d (2 a turn)", turns, got, want)
+	// A turn the client saw end within PickupDelay (serve keeps
+	// chats.Options' default, 20 ms) ended before its start was due to be
+	// committed alone, so it made one commit; a slower one (a loaded
+	// machine) may make two.
+	want := uint64(turns)
+	for _, l := range lats {
+		if l > 20*time.Millisecond {
+			want++
+		}
+	}
+	t.Logf("%d synced commits in %d lone turns (%d slower than 20 ms)", got, turns, want-turns)
+	if got > want {
+		t.Errorf("%d lone turns made %d synced commits; want at most %d (1 a turn, 2 for a turn slower than 20 ms)", turns, got, want)
 	}
 }
