@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -62,5 +64,25 @@ func BenchmarkDecodeRows(b *testing.B) {
 	})
 	if err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkTurnEventsJSON encodes a turn's stored and sent events afresh (the
+// wire bytes every subscriber shares).
+func BenchmarkTurnEventsJSON(b *testing.B) {
+	text := "Mirror answers this benchmark with a steady stream of ordinary words. "
+	user := &Message{ID: "m12", Role: provider.RoleUser, Text: "question 12: what is <b>144</b>?", Seq: 12, Time: goldenTime, State: MsgPicked, ClientID: "k12", Tokens: 9, Turn: "t13"}
+	reply := &Message{ID: "m14", Role: provider.RoleAssistant, Text: text + text + text + text + text, Seq: 14, Time: goldenTime, State: MsgDone, Turn: "t13", Tokens: 80, Model: "default"}
+	ps := []Payload{&MessageAccepted{Message: user}, &MessagePicked{Message: user, Turn: "t13"}, &TurnStarted{Turn: "t13"},
+		&ReplyDelta{Turn: "t13", Offset: 40, Text: text}, &TurnFinished{Message: reply, Turn: "t13", Reply: reply.Text,
+			Usage: provider.Usage{InputTokens: 1000, OutputTokens: 80}, Model: "default", Measured: &view.Measurement{Tokens: 1000, Seq: 13}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, p := range ps {
+			e := NewEvent("c1", uint64(12+i), goldenTime, p)
+			if len(e.JSON()) == 0 {
+				b.Fatal("no bytes")
+			}
+		}
 	}
 }
