@@ -18,6 +18,35 @@ import (
 // as before. TestFastFrameMatchesReflection and FuzzFastFrame compare the
 // two.
 
+// fastFrameSize says whether appendFastFrame covers p, and about how many
+// bytes its frame takes.
+func fastFrameSize(p Payload) (int, bool) {
+	var m *Message
+	size := 160
+	switch p := p.(type) {
+	case *TurnStarted:
+		return size, true
+	case *ReplyDelta:
+		return size + len(p.Text) + len(p.Text)/8, true
+	case *MessageAccepted:
+		m = p.Message
+	case *MessagePicked:
+		m = p.Message
+	case *TurnFinished:
+		m = p.Message
+		size += 160 + len(p.Reply) + len(p.Reply)/8
+	default:
+		return 0, false
+	}
+	if m == nil {
+		return size, true
+	}
+	if len(m.ToolCalls) > 0 || len(m.Attachments) > 0 || len(m.Sections) > 0 {
+		return 0, false
+	}
+	return size + 160 + len(m.Text) + len(m.Text)/8, true
+}
+
 // appendFastFrame appends the frame of h and p to dst; ok is false when p
 // is not one the fast encoders cover (dst is then unusable).
 func appendFastFrame(dst []byte, h *Header, p Payload) (_ []byte, ok bool) {

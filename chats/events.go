@@ -115,12 +115,10 @@ func (e *Event) JSON() []byte {
 // marshalFrame is Marshal(p.frame(h)), by a hand-written encoder where
 // one covers p (eventjson.go), the same bytes either way.
 func marshalFrame(h *Header, p Payload) []byte {
-	size := 192
-	if c, ok := p.(carrier); ok && c.carried() != nil {
-		size += len(c.carried().Text) + len(c.carried().Text)/8 + 256
-	}
-	if raw, ok := appendFastFrame(make([]byte, 0, size), h, p); ok {
-		return raw
+	if size, ok := fastFrameSize(p); ok {
+		if raw, ok := appendFastFrame(make([]byte, 0, size), h, p); ok {
+			return raw
+		}
 	}
 	return Marshal(p.frame(h))
 }
