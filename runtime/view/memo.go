@@ -11,8 +11,9 @@ import "sync"
 // changes a byte of the view: a row that changed, moved or went simply
 // renders afresh. The texts it returns are the ones it returned before,
 // so the same message is the same string turn after turn (the request
-// encoder's cache finds those by their pointer first). The zero Memo is
-// ready; one Memo serves one conversation (it is safe for concurrent use).
+// encoder's cache then compares it with what it kept in O(1), not by its
+// bytes). The zero Memo is ready; one Memo serves one conversation (it is
+// safe for concurrent use).
 type Memo struct {
 	mu  sync.Mutex
 	ctx []ctxMemo // by place among the view's context entries

@@ -79,8 +79,8 @@ func seqOf(cp *Checkpoint) uint64 {
 }
 
 // With a memo, the runtime-context messages of the last view are the very
-// strings of the next (what lets the request encoder's cache find them by
-// pointer); without one each view renders them anew.
+// strings of the next (the request encoder's cache compares those in
+// O(1)); without one each view renders them anew.
 func TestMemoKeepsRenderedContexts(t *testing.T) {
 	for _, withMemo := range []bool{false, true} {
 		c := &conv{}
