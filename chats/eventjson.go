@@ -1,6 +1,8 @@
 package chats
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
@@ -8,8 +10,8 @@ import (
 )
 
 // Hand-written encoders for the events every turn writes (message.accepted,
-// message.picked, turn.started, reply.delta, turn.finished,
-// runtime.context): encoding/json's reflection over the flat frame was a
+// message.picked, turn.started, context, runtime.context, reply.delta,
+// turn.finished): encoding/json's reflection over the flat frame was a
 // twentieth of the gateway's CPU under load. Each writes exactly the bytes
 // Marshal(p.frame(h)) writes (field order, omitempty, escaping with HTML
 // left alone, RawMessage compacted); a value they do not cover (a
@@ -24,8 +26,10 @@ func fastFrameSize(p Payload) (int, bool) {
 	var m *Message
 	size := 160
 	switch p := p.(type) {
-	case *TurnStarted:
-		return size, true
+	case *TurnStarted, *ContextReading:
+		return size + 160, true
+	case *RuntimeContext:
+		return size + len(p.Sections), true
 	case *ReplyDelta:
 		return size + len(p.Text) + len(p.Text)/8, true
 	case *MessageAccepted:
@@ -94,6 +98,35 @@ func appendFastFrame(dst []byte, h *Header, p Payload) (_ []byte, ok bool) {
 		}
 		dst = appendTrueOmit(dst, `,"pruned":true`, p.Pruned)
 		dst = appendIntOmit(dst, `,"held":`, int64(p.Held))
+	case *ContextReading:
+		dst, ok = appendHeader(dst, h)
+		dst = appendStrOmit(dst, `,"turn":`, p.Turn)
+		// Its Model shadows ContextInfo's, which is left out.
+		dst = appendStrOmit(dst, `,"model":`, p.Model)
+		if c := p.ContextInfo; c != nil {
+			dst = strconv.AppendInt(append(dst, `,"used":`...), int64(c.Used), 10)
+			dst = strconv.AppendInt(append(dst, `,"window":`...), int64(c.Window), 10)
+			dst = strconv.AppendInt(append(dst, `,"soft":`...), int64(c.Soft), 10)
+			dst = strconv.AppendInt(append(dst, `,"hard":`...), int64(c.Hard), 10)
+			dst = strconv.AppendBool(append(dst, `,"soft_reached":`...), c.SoftReached)
+			dst = strconv.AppendBool(append(dst, `,"hard_reached":`...), c.HardReached)
+			dst = appendIntOmit(dst, `,"request":`, int64(c.Request))
+			dst = appendIntOmit(dst, `,"ceiling":`, int64(c.Ceiling))
+			dst = appendIntOmit(dst, `,"next_checkpoint":`, int64(c.NextCheckpoint))
+			dst = appendStrOmit(dst, `,"line":`, c.Line)
+		}
+	case *RuntimeContext:
+		dst, ok = appendHeader(dst, h)
+		dst = appendStrOmit(dst, `,"turn":`, p.Turn)
+		if len(p.Sections) > 0 {
+			// A RawMessage is written compacted, and refused when invalid.
+			b := bytes.NewBuffer(append(dst, `,"sections":`...))
+			if json.Compact(b, p.Sections) != nil {
+				return dst, false
+			}
+			dst = b.Bytes()
+		}
+		dst = appendIntOmit(dst, `,"tokens":`, int64(p.Tokens))
 	default:
 		return dst, false
 	}

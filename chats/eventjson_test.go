@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
 // fastPayloads are the payload types the hand-written encoders cover.
 func fastPayloads() []Payload {
-	return []Payload{&TurnStarted{}, &ReplyDelta{}, &MessageAccepted{}, &MessagePicked{}, &TurnFinished{}}
+	return []Payload{&TurnStarted{}, &ReplyDelta{}, &MessageAccepted{}, &MessagePicked{}, &TurnFinished{}, &ContextReading{}, &RuntimeContext{}}
 }
 
 // nastyStrings are strings whose JSON encoding is not themselves.
@@ -75,7 +76,8 @@ func fill(r *rand.Rand, v reflect.Value, depth int) {
 		case []Attachment:
 			v.Set(reflect.ValueOf([]Attachment{{SHA256: "ab", Type: "image/png", Size: 3}}))
 		case json.RawMessage:
-			v.Set(reflect.ValueOf(json.RawMessage(`[ {"key": "k", "text": "t"} ]`)))
+			raws := []string{`[ {"key": "k", "text": "<t> & \u2028"} ]`, `[{"key":"k","text":"t"}]`, `{"a": [1, 2 ,3]}`, `[`, `"x\u00e9"`, "nul\x00"}
+			v.Set(reflect.ValueOf(json.RawMessage(raws[r.IntN(len(raws))])))
 		}
 	}
 }
@@ -144,6 +146,7 @@ func FuzzFastFrame(f *testing.F) {
 	for _, s := range nastyStrings {
 		f.Add(s, s, int64(1), uint64(2), int64(0))
 	}
+	f.Add("t", `[ {"key": "k", "text": "<a> & \u2028"} ]`, int64(3), uint64(4), int64(5))
 	f.Fuzz(func(t *testing.T, a, b string, n int64, u uint64, sec int64) {
 		at := time.Unix(sec, n).In(time.FixedZone(b, int(n%100000)))
 		h := Header{Chat: a, Seq: u, Time: at, By: b}
@@ -155,6 +158,8 @@ func FuzzFastFrame(f *testing.F) {
 			&MessagePicked{Message: msg, Turn: b},
 			&TurnFinished{Message: msg, Turn: a, Reply: b, Usage: provider.Usage{InputTokens: int(n), OutputTokens: int(sec)}, Model: a,
 				Measured: &view.Measurement{Tokens: int(n), Epoch: u, Seq: u, Basis: view.Basis{Model: a, Prompt: b}}, Held: int(sec)},
+			&ContextReading{Turn: a, Model: b, ContextInfo: &runtime.ContextInfo{Used: int(n), Window: int(sec), SoftReached: n%2 == 0, Request: int(u % 1000), Model: a, Line: b}},
+			&RuntimeContext{Turn: a, Sections: json.RawMessage(b), Tokens: int(n)},
 		} {
 			h.Type = p.eventType()
 			checkFrame(t, &h, p)
