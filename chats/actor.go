@@ -60,6 +60,9 @@ type actor struct {
 	// its interrupted turn had picked up: they (and owners) answer it.
 	recoveryAskers map[string][]string
 
+	// viewMemo is what building this chat's views rendered, for the next.
+	viewMemo view.Memo
+
 	quitting bool
 	broken   error
 	dropHeld []string // held recovery answers applied, to delete at the next commit
@@ -1138,7 +1141,7 @@ func (a *actor) maybeStart() {
 	rows := a.rows()
 	in := runtime.TurnInput{Chat: a.id, Turn: ev.Seq, Chain: a.meta.Chain, Rows: rows, Host: &host{a: a, t: t}, Settle: a.settled, Servers: a.servers(),
 		Picked: len(rows) - picked, Last: last, Measured: a.conv.measured, SessionStart: a.conv.checkpointed,
-		Signals: view.Signals{Pruned: a.conv.pruned}}
+		Signals: view.Signals{Pruned: a.conv.pruned}, ViewMemo: &a.viewMemo}
 	in.Policies = a.s.turnPolicies(a.id, t.askers)
 	in.Owner, in.Withhold = a.s.ownerPolicies(a.id)
 	in.Payer = a.s.payer(a.id, t.askers)

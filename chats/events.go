@@ -107,9 +107,20 @@ func (e *Event) JSON() []byte {
 			e.raw = Marshal(&e.Header)
 			return
 		}
-		e.raw = Marshal(e.Payload.frame(&e.Header))
+		e.raw = marshalFrame(&e.Header, e.Payload)
 	})
 	return e.raw
+}
+
+// marshalFrame is Marshal(p.frame(h)), by a hand-written encoder where
+// one covers p (eventjson.go), the same bytes either way.
+func marshalFrame(h *Header, p Payload) []byte {
+	if size, ok := fastFrameSize(p); ok {
+		if raw, ok := appendFastFrame(make([]byte, 0, size), h, p); ok {
+			return raw
+		}
+	}
+	return Marshal(p.frame(h))
 }
 
 // MarshalJSON is JSON, so an Event inside another value encodes flat too.

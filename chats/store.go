@@ -391,7 +391,7 @@ func rowBytes(ev *Event) []byte {
 	}
 	ref := *m
 	ref.Text, ref.TextAt = "", at
-	return Marshal(c.carrying(&ref).frame(&ev.Header))
+	return marshalFrame(&ev.Header, c.carrying(&ref))
 }
 
 // Frame is one stored event as a socket sends it: its seq and wire bytes.

@@ -140,6 +140,9 @@ type TurnInput struct {
 	// with the pickup; nil when the turn must build it (a boundary first,
 	// hooks to run, calls to settle).
 	Prepared *Prepared
+	// ViewMemo is the chat's view memo (view.Input.Memo), kept by the
+	// caller from turn to turn; nil keeps nothing.
+	ViewMemo *view.Memo
 }
 
 // Prepared is a turn's starting reading and view.

@@ -85,7 +85,14 @@ func BenchmarkPlanCheckpoint(b *testing.B) {
 // BenchmarkMaterializeContexts: a chat whose runtime context changes every
 // turn (the time, say) has a context row per turn, each rendered against
 // the one before it on every turn, as the lone-turn benchmark's chat does.
-func BenchmarkMaterializeContexts(b *testing.B) {
+func BenchmarkMaterializeContexts(b *testing.B) { benchContexts(b, false) }
+
+// BenchmarkMaterializeContextsMemo is BenchmarkMaterializeContexts with the
+// chat's Memo, as a chat's turns build their views: the context rows
+// rendered by the last view are not rendered again.
+func BenchmarkMaterializeContextsMemo(b *testing.B) { benchContexts(b, true) }
+
+func benchContexts(b *testing.B, memo bool) {
 	for _, turns := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) {
 			c := &conv{}
@@ -96,6 +103,9 @@ func BenchmarkMaterializeContexts(b *testing.B) {
 				c.answer(fmt.Sprintf("answer %d", i), 20)
 			}
 			in := Input{Rows: c.rows, Budget: mustBudget(b, 1000000, "full"), Overhead: 2000, Roster: fullRoster}
+			if memo {
+				in.Memo = &Memo{}
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := Materialize(in); err != nil {

@@ -349,7 +349,15 @@ func (b *build) entryOf(r *Row) entry {
 // checkpoint applies the checkpoint in force and, when one is due, plans a
 // new one and rebuilds the view with it.
 func checkpoint(b *build) error {
-	b.entries = b.apply(b.cp)
+	if b.cp == nil {
+		// Without a checkpoint the view is the payloads as they are: render
+		// the context entries in place rather than copy every entry (a
+		// replan copies from base, and renders every context entry again).
+		b.renderContexts(b.base, nil)
+		b.entries = b.base
+	} else {
+		b.entries = b.apply(b.cp)
+	}
 	before := historyTokens(b.entries)
 	note := fmt.Sprintf("epoch %d; no checkpoint due", epochOf(b.cp))
 	if b.due != "" {
@@ -515,12 +523,23 @@ func cutMap(cs []Cut) map[uint64]Cut {
 func (b *build) renderContexts(es []entry, cp *Checkpoint) {
 	var prev []Section
 	first := true
+	m := b.in.Memo
+	if m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+	}
+	k := 0 // the context entries seen
 	for i := range es {
 		e := &es[i]
 		if e.kind != KindContext {
 			continue
 		}
-		e.text = renderContext(prev, e.sections, first)
+		if m != nil {
+			e.text = m.render(k, prev, e.sections, first)
+		} else {
+			e.text = renderContext(prev, e.sections, first)
+		}
+		k++
 		// A stored count is of the text rendered when the row was stored;
 		// the first context after an eviction renders whole instead.
 		rebased := first && cp != nil && cp.Evicted > 0

@@ -188,6 +188,10 @@ type Input struct {
 	// view is sized for: it picks the image rule attachments are sized by
 	// (provider.PartTokens); "" sizes them at seed 000's flat allowance.
 	Provider string
+	// Memo is what the views of the same conversation rendered before
+	// (nil: nothing kept). It changes no byte of the view, only what
+	// building it costs.
+	Memo *Memo
 }
 
 // View is one request's messages and what the caller must store.
