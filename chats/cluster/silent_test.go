@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,18 @@ func TestSyncSilentOwnerBounded(t *testing.T) {
 	if err := rc.nodes[0].nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// The asking node must see the lease and the silent subscription
+	// (interest crosses routes asynchronously; without it the ask gets
+	// "no responders", which rightly means nobody is serving the chat).
+	eventually(t, 10*time.Second, "node 2 sees n1's lease and its silent route", func() bool {
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if owner, err := rc.nodes[1].OwnerOf(c, chat); err != nil || owner != rc.opts[0].Name {
+			return false
+		}
+		_, err := rc.nodes[1].nc.Request(routePrefix+chat+"."+rc.opts[0].Name, nil, 50*time.Millisecond)
+		return errors.Is(err, nats.ErrTimeout)
+	})
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
