@@ -284,6 +284,17 @@ func (q *QuotaBook) grant(ctx context.Context, lb *leaderBook, m *nats.Msg) {
 		respond(m, reserveReply{Again: true, Error: "this node no longer leads"})
 		return
 	}
+	// The same id asked again: a grant made (by this leader, or by the
+	// one before, rebuilt from the journal) whose answer the asker never
+	// got, because the leader died or the answer was lost. It is the same
+	// grant: answered again, not reserved twice.
+	q.mu.Lock()
+	_, had := lb.grants[req.ID]
+	q.mu.Unlock()
+	if had {
+		respond(m, reserveReply{Granted: true})
+		return
+	}
 	wait := min(time.Duration(req.MaxWait)*time.Millisecond, q.opt.MaxWait)
 	rctx, cancel := context.WithTimeout(ctx, wait+time.Second)
 	defer cancel()

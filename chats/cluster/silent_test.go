@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/quota"
 )
 
@@ -192,5 +194,58 @@ func TestQuotaSilentLeaderAskedAgain(t *testing.T) {
 	}
 	if books[old].Leading() {
 		t.Fatal("the silent node keeps the book")
+	}
+}
+
+// TestQuotaSameGrantAskedAgain: a grant asked again by its id (the answer
+// was lost, or the leader that made it died and the next rebuilt it from
+// the journal) is answered again, not reserved twice: the window holds it
+// once.
+func TestQuotaSameGrantAskedAgain(t *testing.T) {
+	tc := newCluster(t, 3)
+	books := make([]*QuotaBook, 3)
+	for i, nd := range tc.nodes {
+		books[i] = nd.Quotas(quota.Options{MaxWait: 300 * time.Millisecond})
+	}
+	t.Cleanup(func() {
+		for _, b := range books {
+			b.Close()
+		}
+	})
+	lead := -1
+	eventually(t, 30*time.Second, "one node keeps the quota book", func() bool {
+		for i, b := range books {
+			if b.Leading() {
+				lead = i
+				return true
+			}
+		}
+		return false
+	})
+	key := quota.Key{Provider: "openai", Model: "gpt-test", Fingerprint: "k1"}
+	books[lead].ObserveLimits(key, &provider.RateLimits{InputTokens: &provider.RateWindow{Limit: 1000, Remaining: -1}})
+	usage := func() int {
+		for _, s := range books[lead].Snapshot() {
+			if s.Key == key {
+				return s.Usage
+			}
+		}
+		return -1
+	}
+	eventually(t, 30*time.Second, "the leader knows the quota", func() bool { return usage() == 0 })
+	data, _ := json.Marshal(reserveRequest{ID: "same-grant-1", Key: key, Tokens: 100, MaxWait: 300})
+	asker := tc.nodes[(lead+1)%3].nc
+	for i := range 2 {
+		m, err := asker.Request(reserveSubject(tc.nodes[lead].o.Name), data, 10*time.Second)
+		if err != nil {
+			t.Fatalf("ask %d: %v", i+1, err)
+		}
+		var rep reserveReply
+		if err := json.Unmarshal(m.Data, &rep); err != nil || !rep.Granted {
+			t.Fatalf("ask %d answered %s", i+1, m.Data)
+		}
+	}
+	if got := usage(); got != 100 {
+		t.Fatalf("the window holds %d tokens after one grant asked twice, want 100", got)
 	}
 }

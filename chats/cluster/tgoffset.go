@@ -166,35 +166,28 @@ func (t *Telegram) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 // Load returns the stored offset (0 when none is) and remembers its
 // revision for the next Commit.
 func (t *Telegram) Load(ctx context.Context) (int, error) {
-	kv, err := t.bucket(ctx)
-	if err != nil {
+	if _, err := t.bucket(ctx); err != nil {
 		return 0, err
 	}
-	e, err := kv.Get(ctx, tgOffsetKey)
-	for wait := 20 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil; wait = min(2*wait, time.Second) {
-		// The bucket's replicas are still electing (just created, or
-		// a server just went): nothing answered, ask again.
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		e, err = kv.Get(ctx, tgOffsetKey)
+	// Read by the stream's leader (leaderLast), not kv.Get: a replica a
+	// moment behind could hand a new leader an offset older than one
+	// committed and confirmed, and updates would be handled twice.
+	val, hdr, seq, err := t.n.leaderLast(ctx, "KV_"+TelegramBucket, "$KV."+TelegramBucket+"."+tgOffsetKey)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: read the Telegram offset: %w", err)
 	}
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	if seq == 0 || hdr.Get("KV-Operation") != "" {
 		t.mu.Lock()
 		t.rev = 0
 		t.mu.Unlock()
 		return 0, nil
 	}
-	if err != nil {
-		return 0, fmt.Errorf("cluster: read the Telegram offset: %w", err)
-	}
-	n, err := strconv.Atoi(string(e.Value()))
+	n, err := strconv.Atoi(string(val))
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("cluster: the Telegram offset %q is not a number", e.Value())
+		return 0, fmt.Errorf("cluster: the Telegram offset %q is not a number", val)
 	}
 	t.mu.Lock()
-	t.rev = e.Revision()
+	t.rev = seq
 	t.mu.Unlock()
 	return n, nil
 }
