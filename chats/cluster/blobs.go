@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mirror-gateway/mirror/chats"
@@ -226,67 +225,6 @@ func (s *SharedBlobs) lastNote(ctx context.Context, sum string) ([]byte, uint64,
 		return nil, seq, nil
 	}
 	return data, seq, nil
-}
-
-// leaderLast reads the last message of subject in stream by the
-// JetStream API's message get, which the stream's leader answers (a KV
-// or object store Get may be answered by any replica, a moment behind).
-// seq is 0 when the subject has none.
-func (n *Node) leaderLast(ctx context.Context, stream, subject string) ([]byte, nats.Header, uint64, error) {
-	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
-	// Short attempts: a request made while the stream's group elects its
-	// leader (just after the stream is made, or a server died) goes
-	// unanswered, and the next attempt is answered.
-	var msg *nats.Msg
-	wait := 50 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		msg, err = n.nc.RequestWithContext(actx, "$JS.API.STREAM.MSG.GET."+stream, req)
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, 0, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
-	var resp struct {
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Hdrs []byte `json:"hdrs"`
-			Data []byte `json:"data"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, nil, 0, err
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, nil, 0, nil
-	case resp.Error != nil:
-		return nil, nil, 0, resp.Error
-	case resp.Message == nil:
-		return nil, nil, 0, errors.New("an empty answer")
-	}
-	hdr := nats.Header{}
-	if len(resp.Message.Hdrs) > 0 {
-		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Hdrs); err != nil {
-			return nil, nil, 0, err
-		}
-	}
-	return resp.Message.Data, hdr, resp.Message.Seq, nil
 }
 
 // Leading implements chats.SharedBlobs: the leader collects.

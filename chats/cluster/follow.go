@@ -93,20 +93,6 @@ func (n *Node) follow(ctx context.Context, f Follower) error {
 	if err != nil {
 		return err
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{recordsPrefix + ">"}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if from > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from+1
-	}
-	cons, err := n.js.OrderedConsumer(ctx, RecordsStream, cfg)
-	if err != nil {
-		return err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(followBatch))
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	go func() { <-ctx.Done(); it.Stop() }()
 	var (
 		last, saved uint64 = from, from
 		since       int
@@ -123,26 +109,21 @@ func (n *Node) follow(ctx context.Context, f Follower) error {
 		return nil
 	}
 	defer func() { _ = save() }()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			return err
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return err
-		}
+	err = n.consume(ctx, RecordsStream, []string{recordsPrefix + ">"}, from, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 		if err := n.followOne(ctx, f, m, md.Sequence.Stream); err != nil {
 			return err
 		}
 		last = md.Sequence.Stream
 		since++
 		if md.NumPending == 0 || since >= followBatch || time.Since(savedAt) >= followSave {
-			if err := save(); err != nil {
-				return err
-			}
+			return save()
 		}
+		return nil
+	})
+	if err == nil {
+		err = ctx.Err() // consume ends without an error only when ctx does
 	}
+	return err
 }
 
 // followOne hands one message of the stream to f: a flush is applied, a

@@ -170,32 +170,22 @@ func (r Records) read(ctx context.Context, chat string, from uint64, last *uint6
 		return 0, err
 	}
 	records, _, _, _ := r.n.buckets()
-	for seq := max(from, 1); seq <= end; {
-		m, err := r.n.getMsg(ctx, records, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return 0, fmt.Errorf("%w: cluster: read %s from %d: %w", chats.ErrUnavailable, chat, seq, err)
-		}
-		if m.Sequence > end {
-			break
-		}
-		seq = m.Sequence + 1
+	err = r.n.walk(ctx, records, subj, from, end, func(m *jetstream.RawStreamMsg) error {
 		switch m.Header.Get(hdrKind) {
 		case kindClaim:
-			continue
+			return nil
 		case kindFlush:
 		default:
-			return 0, fmt.Errorf("cluster: record %s message %d: unknown kind %q", chat, m.Sequence, m.Header.Get(hdrKind))
+			return fmt.Errorf("cluster: record %s message %d: unknown kind %q", chat, m.Sequence, m.Header.Get(hdrKind))
 		}
 		f, err := chats.DecodeFlush(chat, m.Data)
 		if err != nil {
-			return 0, fmt.Errorf("cluster: record %s message %d: %w", chat, m.Sequence, err)
+			return fmt.Errorf("cluster: record %s message %d: %w", chat, m.Sequence, err)
 		}
-		if err := fn(m.Sequence, f); err != nil {
-			return 0, err
-		}
+		return fn(m.Sequence, f)
+	})
+	if err != nil {
+		return 0, err
 	}
 	return end, nil
 }
@@ -221,13 +211,6 @@ func (r Records) Forget(ctx context.Context, chat string, before uint64) error {
 		return fmt.Errorf("cluster: purge %s's records before %d: %w", chat, before, err)
 	}
 	return nil
-}
-
-// getMsg is the chat's (subject's) first message at or after stream
-// sequence seq, counted (Node.gets) so tests can tell a read's cost.
-func (n *Node) getMsg(ctx context.Context, records jetstream.Stream, seq uint64, opt jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
-	n.gets.Add(1)
-	return records.GetMsg(ctx, seq, opt)
 }
 
 // ReadEvents calls fn with the chat's stored events from seq from on, in

@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,66 +191,6 @@ func (s *Sweeper) once(ctx context.Context) (taken []string, next time.Time, err
 	}
 	wg.Wait()
 	return taken, next, errors.Join(errs...)
-}
-
-// directWait bounds the wait for each message of a direct get's answer.
-const directWait = time.Second
-
-// errTooMany is a direct get that matched more subjects than the server
-// answers in one batch.
-var errTooMany = errors.New("too many subjects for one direct get")
-
-// lastMsgs reads the last message of every subject of stream matching
-// filters, in one direct get (a batch answered by any replica, so neither
-// a consumer, whose creation needs the meta leader, nor the stream's
-// leader is needed; a replica may lag a little, which a sweep can afford:
-// a take is decided by the leases stream's leader). fn is called with
-// each. errTooMany past the server's batch (1024 subjects).
-func (n *Node) lastMsgs(ctx context.Context, stream string, filters []string, fn func(*nats.Msg)) error {
-	inbox := n.nc.NewInbox()
-	sub, err := n.nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
-	req, err := json.Marshal(struct {
-		MultiLast []string `json:"multi_last"`
-	}{filters})
-	if err != nil {
-		return err
-	}
-	if err := n.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
-		return err
-	}
-	for {
-		// Each message of the batch comes within directWait or the get
-		// fails: a request handed to a server that died just then is
-		// never answered, and the sweep tries again soon.
-		mctx, cancel := context.WithTimeout(ctx, directWait)
-		m, err := sub.NextMsgWithContext(mctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("cluster: direct get from %s: %w", stream, err)
-		}
-		switch st := m.Header.Get("Status"); st {
-		case "":
-			fn(m)
-		case "204", "404": // the batch's end; no subject matched
-			return nil
-		case "413":
-			return errTooMany
-		case "503":
-			return fmt.Errorf("cluster: direct get from %s: %w", stream, nats.ErrNoResponders)
-		default:
-			return fmt.Errorf("cluster: direct get from %s: %s %s", stream, st, m.Header.Get("Description"))
-		}
-	}
-}
-
-// live says whether a KV entry's last message is a value (not a delete,
-// a purge, or the marker of an expired key).
-func live(m *nats.Msg) bool {
-	return m.Header.Get("KV-Operation") == "" && m.Header.Get(jetstream.MarkerReasonHeader) == ""
 }
 
 // workLeft lists the work index's chats by direct get; past one batch

@@ -92,25 +92,9 @@ func (t *Telegram) Read(ctx context.Context, after uint64, fn func(pos uint64, e
 	if err != nil {
 		return fmt.Errorf("%w: cluster: the Telegram state log's last write: %w", chats.ErrUnavailable, err)
 	}
-	for seq := after + 1; seq <= lm.Sequence; {
-		gctx, cancel := context.WithTimeout(ctx, appendTimeout)
-		m, err := t.n.getMsg(gctx, s, seq, jetstream.WithGetMsgSubject(tgStateSubject))
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: cluster: read the Telegram state log at %d: %w", chats.ErrUnavailable, seq, err)
-		}
-		if m.Sequence > lm.Sequence {
-			return nil
-		}
-		if err := fn(m.Sequence, m.Data); err != nil {
-			return err
-		}
-		seq = m.Sequence + 1
-	}
-	return nil
+	return t.n.walk(ctx, s, tgStateSubject, after+1, lm.Sequence, func(m *jetstream.RawStreamMsg) error {
+		return fn(m.Sequence, m.Data)
+	})
 }
 
 // Follow calls fn with each entry after position after, in order, as the
@@ -120,38 +104,7 @@ func (t *Telegram) Follow(ctx context.Context, after uint64, fn func(pos uint64,
 	if _, err := t.stateStream(ctx); err != nil {
 		return err
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{tgStateSubject}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if after > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
-	}
-	cons, err := t.n.js.OrderedConsumer(ctx, TelegramStream, cfg)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(followBatch))
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		if err := fn(md.Sequence.Stream, m.Data()); err != nil {
-			return err
-		}
-	}
+	return t.n.consume(ctx, TelegramStream, []string{tgStateSubject}, after, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		return fn(md.Sequence.Stream, m.Data())
+	})
 }
