@@ -25,6 +25,7 @@ require (
 	github.com/nats-io/nats.go v1.56.0
 	github.com/nats-io/nuid v1.0.1
 	golang.org/x/crypto v0.58.0
+	golang.org/x/sync v0.22.0
 	golang.org/x/time v0.16.0
 )
 
@@ -64,7 +65,6 @@ require (
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
 )
 
 require (

@@ -27,6 +27,7 @@ import (
 	"github.com/mirror-gateway/mirror/config/datadir"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,7 +131,8 @@ type Blobs struct {
 	now func() time.Time
 	// shared is the cluster's store (Share); nil on a single node.
 	shared SharedBlobs
-	fetchState
+	// fetching joins concurrent fetches of one blob from shared.
+	fetching singleflight.Group
 }
 
 // tmpPrefix names temp files; startup removes those a crash left.
@@ -178,74 +180,87 @@ func (b *Blobs) Put(r io.Reader, declared, name string) (Attachment, error) {
 	}
 	name = cleanName(name)
 	limit := b.limits.For(mt)
-	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)
+	var a Attachment
+	err = b.writeBlob(func(f *os.File) (string, error) {
+		h := sha256.New()
+		// The first bytes decide the sniffed type; copying them through a
+		// buffer of their own keeps the rest streaming.
+		head := make([]byte, 512)
+		lr := io.LimitReader(r, limit+1)
+		n, err := io.ReadFull(lr, head)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("read upload: %w", err)
+		}
+		head = head[:n]
+		if n == 0 {
+			return "", fmt.Errorf("%w: the file is empty", ErrBadInput)
+		}
+		sniffed := http.DetectContentType(head)
+		if !sniffOK(mt, sniffed) {
+			return "", fmt.Errorf("%w: the file was declared %s but its content is %s", ErrBadInput, mt, baseType(sniffed))
+		}
+		h.Write(head)
+		if _, err := f.Write(head); err != nil {
+			return "", fmt.Errorf("write blob: %w", err)
+		}
+		rest, err := copyBlob(f, h, lr, int64(n))
+		if err != nil {
+			return "", err
+		}
+		size := int64(n) + rest
+		if size > limit {
+			return "", fmt.Errorf("%w: a %s attachment may be at most %s; this one is larger", ErrTooLarge, KindOf(mt), byteSize(limit))
+		}
+		a = Attachment{SHA256: hex.EncodeToString(h.Sum(nil)), Type: mt, Size: size, Name: name}
+		if a.Type == "image/png" || a.Type == "image/jpeg" || a.Type == "image/gif" {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return "", fmt.Errorf("read blob: %w", err)
+			}
+			cfg, _, err := image.DecodeConfig(f)
+			if err != nil {
+				return "", fmt.Errorf("%w: the image cannot be read (%s is corrupt or truncated)", ErrBadInput, a.Type)
+			}
+			a.Width, a.Height = cfg.Width, cfg.Height
+		}
+		return a.SHA256, nil
+	})
 	if err != nil {
 		return Attachment{}, err
+	}
+	return a, nil
+}
+
+// writeBlob writes a blob through a temp file in the store's folder: fill
+// writes it and returns its SHA-256, then the file is synced, closed and
+// placed under that name (place). On any error nothing is left behind.
+// An upload (Put) and a copy fetched from a cluster's store both land
+// this way.
+func (b *Blobs) writeBlob(fill func(f *os.File) (sum string, err error)) error {
+	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)
+	if err != nil {
+		return err
 	}
 	defer unix.Close(dfd)
 	tmp, f, err := datadir.CreateTemp(dfd, b.dir, "")
 	if err != nil {
-		return Attachment{}, err
+		return err
 	}
-	keep := false
-	defer func() {
-		if !keep {
-			f.Close()
-			unix.Unlinkat(dfd, tmp, 0)
+	sum, err := fill(f)
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("sync blob: %w", err)
 		}
-	}()
-	h := sha256.New()
-	// The first bytes decide the sniffed type; copying them through a
-	// buffer of their own keeps the rest streaming.
-	head := make([]byte, 512)
-	lr := io.LimitReader(r, limit+1)
-	n, err := io.ReadFull(lr, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return Attachment{}, fmt.Errorf("read upload: %w", err)
 	}
-	head = head[:n]
-	if n == 0 {
-		return Attachment{}, fmt.Errorf("%w: the file is empty", ErrBadInput)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close blob: %w", cerr)
 	}
-	sniffed := http.DetectContentType(head)
-	if !sniffOK(mt, sniffed) {
-		return Attachment{}, fmt.Errorf("%w: the file was declared %s but its content is %s", ErrBadInput, mt, baseType(sniffed))
+	if err == nil {
+		err = b.place(dfd, tmp, sum)
 	}
-	h.Write(head)
-	if _, err := f.Write(head); err != nil {
-		return Attachment{}, fmt.Errorf("write blob: %w", err)
-	}
-	rest, err := copyBlob(f, h, lr, int64(n))
 	if err != nil {
-		return Attachment{}, err
+		unix.Unlinkat(dfd, tmp, 0) // gone already when place renamed it
 	}
-	size := int64(n) + rest
-	if size > limit {
-		return Attachment{}, fmt.Errorf("%w: a %s attachment may be at most %s; this one is larger", ErrTooLarge, KindOf(mt), byteSize(limit))
-	}
-	a := Attachment{SHA256: hex.EncodeToString(h.Sum(nil)), Type: mt, Size: size, Name: name}
-	if a.Type == "image/png" || a.Type == "image/jpeg" || a.Type == "image/gif" {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return Attachment{}, fmt.Errorf("read blob: %w", err)
-		}
-		cfg, _, err := image.DecodeConfig(f)
-		if err != nil {
-			return Attachment{}, fmt.Errorf("%w: the image cannot be read (%s is corrupt or truncated)", ErrBadInput, a.Type)
-		}
-		a.Width, a.Height = cfg.Width, cfg.Height
-	}
-	if err := f.Sync(); err != nil {
-		return Attachment{}, fmt.Errorf("sync blob: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return Attachment{}, fmt.Errorf("close blob: %w", err)
-	}
-	keep = true // closed; the temp is renamed or removed below
-	if err := b.place(dfd, tmp, a.SHA256); err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-		return Attachment{}, err
-	}
-	return a, nil
+	return err
 }
 
 // copyBuffers are copyBlob's buffers, reused: an upload allocates none.

@@ -9,12 +9,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
-	"sync"
 	"time"
-
-	"github.com/mirror-gateway/mirror/config/datadir"
-	"golang.org/x/sys/unix"
 )
 
 // SharedBlobs is the attachment store every node of a cluster reaches
@@ -76,39 +73,18 @@ func (b *Blobs) Shared() SharedBlobs { return b.shared }
 // it before the store is used.
 func (b *Blobs) SetClock(now func() time.Time) { b.now = now }
 
-// fetchCall is one fetch of a blob that concurrent readers wait for.
-type fetchCall struct {
-	done chan struct{}
-	err  error
-}
-
 // fetch copies the blob sum from the shared store into this node's,
-// checking its SHA-256 and size while it writes a temp file, and places
-// it as an upload is placed: every later read is local. Concurrent
+// checking its SHA-256 and size while it writes, and places it as an
+// upload is placed (writeBlob): every later read is local. Concurrent
 // fetches of one blob share one copy.
 func (b *Blobs) fetch(ctx context.Context, sum string) error {
-	b.fetchMu.Lock()
-	if c, ok := b.fetching[sum]; ok {
-		b.fetchMu.Unlock()
-		select {
-		case <-c.done:
-			return c.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	ch := b.fetching.DoChan(sum, func() (any, error) { return nil, b.fetchOnce(ctx, sum) })
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if b.fetching == nil {
-		b.fetching = map[string]*fetchCall{}
-	}
-	c := &fetchCall{done: make(chan struct{})}
-	b.fetching[sum] = c
-	b.fetchMu.Unlock()
-	c.err = b.fetchOnce(ctx, sum)
-	b.fetchMu.Lock()
-	delete(b.fetching, sum)
-	b.fetchMu.Unlock()
-	close(c.done)
-	return c.err
 }
 
 func (b *Blobs) fetchOnce(ctx context.Context, sum string) error {
@@ -120,47 +96,22 @@ func (b *Blobs) fetchOnce(ctx context.Context, sum string) error {
 		return fmt.Errorf("%w: attachment %s: fetch from the cluster: %v", ErrUnavailable, sum, err)
 	}
 	defer rc.Close()
-	dfd, err := datadir.OpenDirAt(unix.AT_FDCWD, b.dir, b.dir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dfd)
-	tmp, f, err := datadir.CreateTemp(dfd, b.dir, "")
-	if err != nil {
-		return err
-	}
-	placed := false
-	defer func() {
-		if !placed {
-			f.Close()
-			unix.Unlinkat(dfd, tmp, 0)
+	return b.writeBlob(func(f *os.File) (string, error) {
+		// No kind is known here: the largest limit bounds what is written.
+		limit := max(b.limits.Image, b.limits.Document, b.limits.Audio)
+		h := sha256.New()
+		n, err := copyBlob(f, h, io.LimitReader(rc, limit+1), 0)
+		if err != nil {
+			return "", fmt.Errorf("attachment %s: fetch from the cluster: %w", sum, err)
 		}
-	}()
-	// No kind is known here: the largest limit bounds what is written.
-	limit := max(b.limits.Image, b.limits.Document, b.limits.Audio)
-	h := sha256.New()
-	n, err := copyBlob(f, h, io.LimitReader(rc, limit+1), 0)
-	if err != nil {
-		return fmt.Errorf("attachment %s: fetch from the cluster: %w", sum, err)
-	}
-	if n > limit {
-		return fmt.Errorf("%w: the cluster's copy of attachment %s is larger than any attachment may be (%s); not stored", ErrBlobMismatch, sum, byteSize(limit))
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("%w: the cluster's copy of attachment %s has the content of %s; not stored", ErrBlobMismatch, sum, got)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync blob: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close blob: %w", err)
-	}
-	placed = true // closed; place renames or removes the temp
-	if err := b.place(dfd, tmp, sum); err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-		return err
-	}
-	return nil
+		if n > limit {
+			return "", fmt.Errorf("%w: the cluster's copy of attachment %s is larger than any attachment may be (%s); not stored", ErrBlobMismatch, sum, byteSize(limit))
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+			return "", fmt.Errorf("%w: the cluster's copy of attachment %s has the content of %s; not stored", ErrBlobMismatch, sum, got)
+		}
+		return sum, nil
+	})
 }
 
 // share stores an upload just placed here in the shared store, then its
@@ -252,13 +203,6 @@ func (b *Blobs) collectShared(ctx context.Context, keep map[string]bool, cutoff 
 		removed++
 	}
 	return removed, firstErr
-}
-
-// fetchState is the fetches under way, by sum (fetchMu guards it; kept
-// apart from Blobs.mu, which place takes).
-type fetchState struct {
-	fetchMu  sync.Mutex
-	fetching map[string]*fetchCall
 }
 
 // anyOld reports whether a blob of the shared store was stored longer
