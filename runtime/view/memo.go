@@ -1,6 +1,9 @@
 package view
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Memo keeps what building one conversation's view rendered, for the next
 // view of the same conversation: between checkpoints the view is the last
@@ -33,12 +36,12 @@ type ctxMemo struct {
 func (m *Memo) render(k int, prev, cur []Section, first bool) string {
 	if k < len(m.ctx) {
 		c := &m.ctx[k]
-		if c.first == first && sameSections(c.prev, prev) && sameSections(c.cur, cur) {
+		if c.first == first && slices.Equal(c.prev, prev) && slices.Equal(c.cur, cur) {
 			return c.text
 		}
 	}
 	text := renderContext(prev, cur, first)
-	c := ctxMemo{prev: cloneSections(prev), cur: cloneSections(cur), first: first, text: text}
+	c := ctxMemo{prev: slices.Clone(prev), cur: slices.Clone(cur), first: first, text: text}
 	if k < len(m.ctx) {
 		m.ctx[k] = c
 	} else {
@@ -47,26 +50,4 @@ func (m *Memo) render(k int, prev, cur []Section, first bool) string {
 		m.ctx = append(m.ctx[:k], c)
 	}
 	return text
-}
-
-// sameSections says whether a and b hold the same sections in the same
-// order (strings compare by content; kept strings compare in O(1) when
-// they are the very same).
-func sameSections(a, b []Section) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func cloneSections(s []Section) []Section {
-	if s == nil {
-		return nil
-	}
-	return append(make([]Section, 0, len(s)), s...)
 }
