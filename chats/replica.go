@@ -37,6 +37,9 @@ type owned struct {
 	// reloading says a goroutine loads the chat again (reloadLater);
 	// again, that it must try once more after a load it already made.
 	reloading, again bool
+	// wait is how long the next reload waits: it doubles across reloads
+	// whose chat failed to write again, until a write is confirmed.
+	wait time.Duration
 }
 
 // replicas are the chats this node owns, by id.
@@ -185,8 +188,9 @@ func (a *actor) unheld(err error) {
 }
 
 // appendLog appends f to the chat's log after the actor's position and
-// returns the new one. A refused append (ErrFenced) disowns the actor; an
-// unconfirmed one (ErrUnavailable, or any other failure) unloads it and
+// returns the new one. An append refused while the fence does not hold
+// (ErrFenced: another node owns the chat) disowns the actor; an
+// unconfirmed one, or one refused while the fence holds, (ErrUnavailable, or any other failure) unloads it and
 // marks the chat's tail unread, so the next load reads what landed
 // before it writes, and has the chat loaded again once the store answers
 // (reloadLater): its turn goes on even when nobody sends to it. Either
@@ -203,10 +207,18 @@ func (a *actor) appendLog(f *Flush) (uint64, error) {
 		a.logAt = pos
 		a.s.advance(a.id, a.own, pos)
 		return pos, nil
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, ErrFenced) && !a.own.fence.Held():
 		a.s.dropOwned(a.id, a.own) // the store says another node owns it
 		a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
 		return 0, a.broken
+	case errors.Is(err, ErrFenced):
+		// While the fence holds nobody else can have claimed the chat:
+		// the log moved on by this node's own earlier write the store
+		// did not confirm (landed, or still in flight at the stream's
+		// leader, which counts it). Dropping the chat here left it with
+		// nobody to run it while this node renewed its lease; it is read
+		// again and goes on from what landed, as below.
+		err = fmt.Errorf("%w: an earlier write of this node's is still being stored", ErrUnavailable)
 	}
 	if errors.Is(err, ErrBadInput) {
 		// Refused before it was sent (too large for the log): nothing
@@ -255,7 +267,9 @@ func (s *Service) reloadLater(chat string, o *owned) {
 
 // reload is reloadLater's goroutine.
 func (s *Service) reload(chat string, o *owned) {
-	wait, failed := reloadFirst, 0
+	s.replica.mu.Lock()
+	wait, failed := max(o.wait, reloadFirst), 0
+	s.replica.mu.Unlock()
 	for {
 		select {
 		case <-s.quit:
@@ -278,7 +292,9 @@ func (s *Service) reload(chat string, o *owned) {
 			s.replica.mu.Unlock()
 			return
 		case err == nil && !o.again:
-			o.reloading = false
+			// Loaded: if its next write fails again, the reload after
+			// waits longer (a store without quorum loads, then refuses).
+			o.reloading, o.wait = false, min(2*wait, reloadMax)
 			s.replica.mu.Unlock()
 			return
 		}
@@ -479,7 +495,7 @@ func (s *Service) advance(chat string, o *owned, pos uint64) {
 	s.replica.mu.Lock()
 	defer s.replica.mu.Unlock()
 	if s.replica.m[chat] == o {
-		o.at = pos
+		o.at, o.wait = pos, 0
 	}
 }
 

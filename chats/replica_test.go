@@ -27,14 +27,29 @@ type memLog struct {
 	pos  uint64
 	recs map[string][]memEntry
 	// down makes appends fail with ErrUnavailable; land stores the
-	// flush anyway (a write that landed unconfirmed).
-	down, land bool
-	reads      []uint64 // the after of each Read
+	// flush anyway (a write that landed unconfirmed); inflight stores it
+	// unseen by Read though it fences appends (a write still in flight
+	// at the stream's leader) until show.
+	down, land, inflight bool
+	reads                []uint64 // the after of each Read
 }
 
 type memEntry struct {
-	pos  uint64
-	data []byte // nil: a claim
+	pos    uint64
+	data   []byte // nil: a claim
+	hidden bool   // in flight: not read yet
+}
+
+// show ends the log's outage: what was in flight is read from now on.
+func (l *memLog) show() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down, l.land, l.inflight = false, false, false
+	for _, r := range l.recs {
+		for i := range r {
+			r[i].hidden = false
+		}
+	}
 }
 
 func newMemLog() *memLog { return &memLog{recs: map[string][]memEntry{}} }
@@ -69,11 +84,11 @@ func (l *memLog) Append(ctx context.Context, chat string, at uint64, f *Flush) (
 	if last := l.last(chat); last != at {
 		return 0, fmt.Errorf("%w (at %d, the log is at %d)", ErrFenced, at, last)
 	}
-	if l.down && !l.land {
+	if l.down && !l.land && !l.inflight {
 		return 0, fmt.Errorf("%w: test", ErrUnavailable)
 	}
 	l.pos++
-	l.recs[chat] = append(l.recs[chat], memEntry{pos: l.pos, data: data})
+	l.recs[chat] = append(l.recs[chat], memEntry{pos: l.pos, data: data, hidden: l.inflight})
 	if l.down {
 		return 0, fmt.Errorf("%w: test (landed)", ErrUnavailable)
 	}
@@ -83,8 +98,13 @@ func (l *memLog) Append(ctx context.Context, chat string, at uint64, f *Flush) (
 func (l *memLog) Read(ctx context.Context, chat string, after uint64, fn func(uint64, *Flush) error) (uint64, error) {
 	l.mu.Lock()
 	l.reads = append(l.reads, after)
-	recs := append([]memEntry(nil), l.recs[chat]...)
-	last := l.last(chat)
+	var recs []memEntry
+	var last uint64
+	for _, e := range l.recs[chat] {
+		if !e.hidden {
+			recs, last = append(recs, e), e.pos
+		}
+	}
 	l.mu.Unlock()
 	for _, e := range recs {
 		if e.pos <= after || e.data == nil {
@@ -269,6 +289,58 @@ func TestClusterUnconfirmedWriteThatLanded(t *testing.T) {
 	if got, want := e.logPos(chat), log.last(chat); got != want {
 		t.Fatalf("bbolt applied position %d, the log is at %d", got, want)
 	}
+}
+
+// TestClusterOwnWriteInFlight: while an unconfirmed write of the owner
+// is still in flight (it fences the log, though no read shows it yet), the
+// owner's next write is refused as moved on; with its fence held that is
+// its own write, not another node's claim: the send fails as unavailable
+// and the chat stays this node's (before, it was dropped: nobody ran it
+// while this node renewed its lease). Once the write lands the chat goes
+// on from it: the first message once, then the next, seqs without a gap.
+func TestClusterOwnWriteInFlight(t *testing.T) {
+	log := newMemLog()
+	e, chat, _ := clusterEnv(t, log)
+	log.mu.Lock()
+	log.down, log.inflight = true, true
+	log.mu.Unlock()
+	if _, err := e.svc.Send(bg, chat, "in flight", "k1", "", Origin{}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("unconfirmed send: %v, want ErrUnavailable", err)
+	}
+	_, err := e.svc.Send(bg, chat, "behind it", "k2", "", Origin{})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("send behind the write in flight: %v, want ErrUnavailable", err)
+	}
+	if !e.svc.stillOwnedAny(chat) {
+		t.Fatal("the chat was dropped though its fence holds")
+	}
+	log.show()
+	if _, err := e.svc.Send(bg, chat, "behind it", "k2", "", Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	var zero uint64
+	done := newSub()
+	if err := e.svc.Open(bg, chat, &zero, done, ""); err != nil {
+		t.Fatal(err)
+	}
+	done.waitFor(t, "both turns", has(EvTurnFinished, 2))
+	evs := e.durable(chat)
+	if g := seqsOf(evs); g != "" {
+		t.Fatalf("record %s: %s", typesOf(evs), g)
+	}
+	if n := count(evs, EvMessageAccepted); n != 2 {
+		t.Fatalf("%d messages accepted, want 2: %s", n, typesOf(evs))
+	}
+	if got, want := e.logPos(chat), log.last(chat); got != want {
+		t.Fatalf("bbolt applied position %d, the log is at %d", got, want)
+	}
+}
+
+// stillOwnedAny says whether this node owns chat.
+func (s *Service) stillOwnedAny(chat string) bool {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	return s.replica.m[chat] != nil
 }
 
 // TestClusterCatchUpResumesAtLogPos: a second node adopting a chat twice
