@@ -301,6 +301,9 @@ type e2eOpts struct {
 	// extra is appended to every node's runtime.yaml; node is its name.
 	extra func(node string) string
 	env   []string // added to every process's environment
+	// bin is the mirror binary the nodes run ("": this test binary,
+	// which doubles as it).
+	bin string
 }
 
 // e2eCluster is a cluster of real `mirror serve --cluster` processes,
@@ -311,6 +314,7 @@ type e2eCluster struct {
 	llm   *fakeLLM
 	work  string
 	env   []string
+	bin   string // the nodes' binary: e2eOpts.bin
 	// earlier are the logs of nodes' processes killed and started again
 	// (keepLogs).
 	earlier map[*clusterNode][]string
@@ -331,7 +335,7 @@ func startE2E(t *testing.T, o e2eOpts) *e2eCluster {
 		// two-core machine then misses renewals and chats move by themselves.
 		o.leaseTTL = "5s"
 	}
-	c := &e2eCluster{t: t, llm: newFakeLLM(t), work: t.TempDir(), env: o.env}
+	c := &e2eCluster{t: t, llm: newFakeLLM(t), work: t.TempDir(), env: o.env, bin: o.bin}
 	routes := make([]string, o.n)
 	for i := range routes {
 		routes[i] = clustertest.RouteAddr(t)
@@ -385,10 +389,34 @@ limits: {messages_per_minute: 100000000, pending_per_chat: 1000, provider_concur
 	return c
 }
 
+// productBinary is the mirror binary as users build it, without the race
+// detector: this test binary when it runs without it, else this package
+// built into dir. A test of the product's speed runs its nodes on it (the
+// race detector makes the gateway several times slower, and that time is
+// not the product's); every other test runs them on this test binary.
+func productBinary(t *testing.T, dir string) string {
+	t.Helper()
+	if !raceEnabled {
+		return os.Args[0]
+	}
+	out := filepath.Join(dir, "mirror")
+	started := time.Now()
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, msg)
+	}
+	t.Logf("built the mirror binary without the race detector in %v", time.Since(started).Round(time.Millisecond))
+	return out
+}
+
 // start runs nd's process (again, after a kill: same data and ports).
 func (c *e2eCluster) start(nd *clusterNode) {
 	c.t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--cluster", "--config", nd.cfg, "--data", nd.data, "--addr", "127.0.0.1:0")
+	bin := c.bin
+	if bin == "" {
+		bin = os.Args[0]
+	}
+	cmd := exec.Command(bin, "serve", "--cluster", "--config", nd.cfg, "--data", nd.data, "--addr", "127.0.0.1:0")
 	cmd.Dir = filepath.Dir(nd.cfg)
 	cmd.Env = append(os.Environ(), append([]string{"MIRROR_AS_MAIN=1", "MIRROR_TOKEN=" + e2eToken}, c.env...)...)
 	nd.p = startCmd(c.t, cmd)

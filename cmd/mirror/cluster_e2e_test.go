@@ -496,19 +496,14 @@ func TestClusterQuorumLost(t *testing.T) {
 // owner's turn waits for the model when it is paused; the model's answer,
 // one shell call, reaches it only after another node took the chat over.
 // Only the new owner runs the call (its shell writes the node's name); the
-// record holds the call, its result and the answer once. (Its two past
-// failures: the new owner's quota grant asked of the paused leader's
-// lingering subscription, waiting two minutes; and the new owner's write
-// unconfirmed while the resumed node rejoined, leaving the chat unloaded.)
+// record holds the call, its result and the answer once; or, when a write
+// of the new owner's was not confirmed as the resumed node rejoined, the
+// call is one recovery question and ran at most once, never on the paused
+// node. (Its past failures: the new owner's quota grant asked of the
+// paused leader's lingering subscription, waiting two minutes; the new
+// owner's write unconfirmed while the resumed node rejoined, leaving the
+// chat unloaded; and that outcome's recovery question, not accepted.)
 func TestClusterPausedOwner(t *testing.T) {
-	if os.Getenv("MIRROR_CLUSTER_PAUSE_TEST") != "1" {
-		// Seen in the fresh-clone CI run at the end of session 7: the new
-		// owner began the call, its write went unconfirmed as the resumed
-		// node rejoined, and its reload turned the call into a Repeat/Skip
-		// question (the recovery promise) instead of running it; the test
-		// does not yet accept that outcome. Issue 21 stays open on it.
-		t.Skip("flaky (issue 21 open): set MIRROR_CLUSTER_PAUSE_TEST=1 to run it")
-	}
 	c := startE2E(t, e2eOpts{})
 	paused := c.nodes[0]
 	a := dialNode(t, paused)
@@ -560,9 +555,29 @@ func TestClusterPausedOwner(t *testing.T) {
 	c.llm.waitFor(t, "the new owner's answer written", e2eWait, func() bool { return c.llm.held <= 1 })
 	c.signal(paused, syscall.SIGCONT)
 
-	w.wait("m-p1's turn finished after its call, and m-p2 answered", e2eWait, func(fs []frame) bool {
-		return answered(chat, "m-p1")(fs) && answered(chat, "m-p2")(fs)
+	// The new owner's call runs and its turn ends; or, when a write of
+	// the new owner's was not confirmed as the resumed node rejoined the
+	// NATS cluster (its servers elect leaders again), the call it began
+	// is one Repeat/Skip question (the recovery promise: never run again
+	// on its own), answered skip here.
+	var question frame
+	w.wait("m-p1's turn finished after its call (or its call a recovery question), and m-p2 answered", e2eWait, func(fs []frame) bool {
+		for _, f := range ofChat(fs, chat) {
+			if f.typ() == "recovery.requested" {
+				question = f.obj("recovery")
+			}
+		}
+		return question != nil || answered(chat, "m-p1")(fs) && answered(chat, "m-p2")(fs)
 	})
+	if question != nil {
+		t.Logf("the new owner's call became a recovery question (a write not confirmed while the paused node rejoined): answered skip")
+		if f := w.must(map[string]any{"type": "recovery.answer", "recovery": question.str("id"), "action": "skip"}); f.typ() == "error" {
+			t.Fatalf("recovery.answer answered %v", f)
+		}
+		w.wait("m-p1's turn finished after the question, and m-p2 answered", e2eWait, func(fs []frame) bool {
+			return answered(chat, "m-p1")(fs) && answered(chat, "m-p2")(fs)
+		})
+	}
 	// The paused node, running again, serves its sockets: a send through
 	// it reaches the new owner, answered.
 	a2 := dialNode(t, paused)
@@ -573,28 +588,34 @@ func TestClusterPausedOwner(t *testing.T) {
 
 	ran, _ := os.ReadFile(filepath.Join(c.work, "ran-p1"))
 	lines := strings.Fields(string(ran))
-	if len(lines) != 1 || lines[0] == paused.name {
-		t.Fatalf("the shell call ran on %v, want once, never on the paused %s%s", lines, paused.name, c.logs())
+	if len(lines) > 1 || len(lines) == 0 && question == nil || slices.Contains(lines, paused.name) {
+		t.Fatalf("the shell call ran on %v, want once (at most once after a recovery question), never on the paused %s%s", lines, paused.name, c.logs())
 	}
 	var first []string
 	for _, nd := range c.nodes {
 		rec := readRecord(t, nd.name, nd.p.addr, chat)
 		checkSeqs(t, nd.name, rec)
-		calls, results, fins := 0, 0, 0
+		calls, results, fins, questions := 0, 0, 0, 0
 		for _, e := range rec {
 			switch e.typ() {
 			case "tool.call":
 				calls++
 			case "tool.result":
 				results++
+			case "recovery.requested":
+				questions++
 			case "turn.finished":
 				if slices.Contains(strings.Fields(e.str("reply")), "m-p1") {
 					fins++
 				}
 			}
 		}
-		if calls != 1 || results != 1 || fins != 1 {
-			t.Fatalf("%s: the record holds %d tool.call, %d tool.result, %d answers of m-p1; want one each: %v", nd.name, calls, results, fins, shape(rec))
+		asked := 0
+		if question != nil {
+			asked = 1
+		}
+		if calls != 1 || fins != 1 || questions != asked || results > 1 || results == 0 && asked == 0 {
+			t.Fatalf("%s: the record holds %d tool.call, %d tool.result, %d recovery questions, %d answers of m-p1; want one call, one answer, %d questions: %v", nd.name, calls, results, questions, fins, asked, shape(rec))
 		}
 		if sh := shape(rec); first == nil {
 			first = sh
@@ -602,7 +623,7 @@ func TestClusterPausedOwner(t *testing.T) {
 			t.Fatalf("%s reads another record:\n%v\n%v", nd.name, sh, first)
 		}
 	}
-	t.Logf("the shell call ran on %s only; the paused %s said: %s", lines[0], paused.name, grepLines(paused.p.errs.String(), chat))
+	t.Logf("the shell call ran on %v only; the paused %s said: %s", lines, paused.name, grepLines(paused.p.errs.String(), chat))
 }
 
 // logChatOnFailure has a failing test log what every node (and every
@@ -677,7 +698,10 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 		chats = n
 	}
 	shells := chats / 10
-	c := startE2E(t, e2eOpts{})
+	// The 15 s are the product's: its nodes run the binary users build,
+	// without the race detector (every other cluster test runs them under
+	// it, this one's checks of the record included).
+	c := startE2E(t, e2eOpts{bin: productBinary(t, t.TempDir())})
 	st := c.waitReady(e2eWait, 3)
 	// The owner is not the leader: its death costs the chats' leases, not
 	// the sweeper's (a leader's death is TestClusterFormsAndFailsOver).
@@ -750,14 +774,8 @@ func TestClusterKillOwnerOf100Chats(t *testing.T) {
 	}
 	phases := probe.report(since)
 	t.Logf("failover phases: %s", phases)
-	// The issue asks for 15 s: met without the race detector (7.9 s) and
-	// with it on a quiet machine unless the killed server led the leases
-	// stream (15.2 s: NATS elects its new leader after 4–9 s); with it on
-	// a loaded two-core machine the takes alone take 7–24 s. So this bound
-	// catches a takeover that stalls, and the phases above say where the
-	// time went (docs/benchmarks.md).
-	if took > 60*time.Second {
-		t.Errorf("the survivors served all %d chats %v after the kill, want within 60 s (the goal is 15 s); %s", chats, took, phases)
+	if took > 15*time.Second {
+		t.Errorf("the survivors served all %d chats %v after the kill, want within 15 s; %s", chats, took, phases)
 	}
 	// Answer every question with skip: the call is not run again.
 	for i := range shells {
