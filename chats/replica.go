@@ -40,6 +40,9 @@ type owned struct {
 	// wait is how long the next reload waits: it doubles across reloads
 	// whose chat failed to write again, until a write is confirmed.
 	wait time.Duration
+	// unconfirmed says a write of this node's was not confirmed and none
+	// has been since: the log may have moved on by it (appendLog).
+	unconfirmed bool
 }
 
 // replicas are the chats this node owns, by id.
@@ -190,7 +193,8 @@ func (a *actor) unheld(err error) {
 // appendLog appends f to the chat's log after the actor's position and
 // returns the new one. An append refused while the fence does not hold
 // (ErrFenced: another node owns the chat) disowns the actor; an
-// unconfirmed one, or one refused while the fence holds, (ErrUnavailable, or any other failure) unloads it and
+// unconfirmed one, or one refused while the fence holds after an
+// unconfirmed one, (ErrUnavailable, or any other failure) unloads it and
 // marks the chat's tail unread, so the next load reads what landed
 // before it writes, and has the chat loaded again once the store answers
 // (reloadLater): its turn goes on even when nobody sends to it. Either
@@ -207,17 +211,19 @@ func (a *actor) appendLog(f *Flush) (uint64, error) {
 		a.logAt = pos
 		a.s.advance(a.id, a.own, pos)
 		return pos, nil
-	case errors.Is(err, ErrFenced) && !a.own.fence.Held():
+	case errors.Is(err, ErrFenced) && (!a.own.fence.Held() || !a.s.unconfirmed(a.id, a.own)):
 		a.s.dropOwned(a.id, a.own) // the store says another node owns it
 		a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
 		return 0, a.broken
 	case errors.Is(err, ErrFenced):
-		// While the fence holds nobody else can have claimed the chat:
-		// the log moved on by this node's own earlier write the store
-		// did not confirm (landed, or still in flight at the stream's
-		// leader, which counts it). Dropping the chat here left it with
-		// nobody to run it while this node renewed its lease; it is read
-		// again and goes on from what landed, as below.
+		// An earlier write of this node's was not confirmed, and the
+		// fence holds, so nobody else can have claimed the chat: the log
+		// moved on by that write (landed, or still in flight at the
+		// stream's leader, which counts it). Dropping the chat here left
+		// it with nobody to run it while this node renewed its lease; it
+		// is read again and goes on from what landed, as below. (Without
+		// such a write the store's word stands, whatever the fence says:
+		// it is what fences an owner paused past its lease.)
 		err = fmt.Errorf("%w: an earlier write of this node's is still being stored", ErrUnavailable)
 	}
 	if errors.Is(err, ErrBadInput) {
@@ -229,7 +235,7 @@ func (a *actor) appendLog(f *Flush) (uint64, error) {
 	if !errors.Is(err, ErrUnavailable) {
 		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	a.s.markStale(a.id, a.own)
+	a.s.markUnconfirmed(a.id, a.own)
 	a.s.reloadLater(a.id, a.own)
 	a.disown(fmt.Errorf("chat %s: nothing was accepted: %w", a.id, err))
 	return 0, a.broken
@@ -495,8 +501,27 @@ func (s *Service) advance(chat string, o *owned, pos uint64) {
 	s.replica.mu.Lock()
 	defer s.replica.mu.Unlock()
 	if s.replica.m[chat] == o {
-		o.at, o.wait = pos, 0
+		o.at, o.wait, o.unconfirmed = pos, 0, false
 	}
+}
+
+// markUnconfirmed says a write of o's chat was not confirmed: it may
+// land, so the next load reads the log's tail first, and the log found
+// past this node's position may be this node's own doing.
+func (s *Service) markUnconfirmed(chat string, o *owned) {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	if s.replica.m[chat] == o {
+		o.stale, o.unconfirmed = true, true
+	}
+}
+
+// unconfirmed says whether a write of o's chat was not confirmed and
+// none has been since.
+func (s *Service) unconfirmed(chat string, o *owned) bool {
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	return s.replica.m[chat] == o && o.unconfirmed
 }
 
 // markStale says a write of o's chat may have landed unconfirmed: the
