@@ -43,9 +43,11 @@ const (
 	SweepMax = 512
 	// sweepParallel is how many chats a sweep opens at once: a take is
 	// mostly waiting for replicated, synced writes (the lease, the claim),
-	// so a dead node's hundred chats move in a few rounds rather than in
-	// twenty-five.
-	sweepParallel = 16
+	// so a dead node's hundred chats move in two rounds rather than in
+	// twenty-five (the store batches concurrent writes into fewer syncs:
+	// with 16 at a time, 100 chats took 1–8 s from the first take to the
+	// last on a loaded machine; with 64, 0.4–6 s).
+	sweepParallel = 64
 	// takeTimeout bounds one take of a sweep.
 	takeTimeout = 10 * time.Second
 )
