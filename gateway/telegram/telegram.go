@@ -169,15 +169,16 @@ type Bot struct {
 	// lead is the current stint's leader work (under mu), and claim the
 	// position of its claim in the cluster's log (replica.go; atomic, as
 	// a write may be made under mu).
-	lead  *leadRun
-	claim atomic.Uint64
+	lead     *leadRun
+	claim    atomic.Uint64
+	groupsMu sync.Mutex
+	groups   map[groupKey]*gathering
+
 	// compactEvery, compactKick and compactAt: compacting the cluster's
 	// log of the bucket (compact.go).
 	compactEvery uint64
 	compactKick  chan struct{}
 	compactAt    atomic.Uint64
-	groupsMu     sync.Mutex
-	groups       map[groupKey]*gathering
 }
 
 // New connects to the Bot API (the library calls getMe, so a wrong token or
