@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -40,11 +41,14 @@ import (
 // header is not compacted; the leader says so in its log, and tries again
 // after compactEvery more entries.
 
-// compactEvery is how many entries after the last snapshot make the
-// leader write the next one: the log then holds the snapshot and at most
-// about this many entries (a few hundred bytes each). Not a setting: it
-// bounds the replay a node makes, and a snapshot costs one write of the
-// whole bucket, so a thousand small writes between two is cheap either way.
+// compactEvery is how many entries after the last snapshot, per part of
+// it, make the leader write the next one: the log then holds the snapshot
+// and at most about this many entries (a few hundred bytes each) per part.
+// Counting per part keeps a snapshot's cost, spread over the writes
+// between two, at most one entry's largest size (a NATS message, 1 MiB by
+// default) per compactEvery writes, however large the bucket grows. Not a
+// setting: it bounds the replay a node makes, and a thousand small writes
+// between two snapshots is cheap either way.
 const compactEvery = 1000
 
 // stageBucket holds the parts of a snapshot being applied.
@@ -102,7 +106,7 @@ func (b *Bot) startCompacting(lr *leadRun) error {
 	if err != nil {
 		return err
 	}
-	b.compactAt.Store(m.snap + b.compactEvery)
+	b.compactAt.Store(m.due(b.compactEvery))
 	lr.wg.Add(1)
 	go b.compactLoop(lr)
 	b.compactDue(m.pos)
@@ -127,7 +131,7 @@ func (b *Bot) compact(ctx context.Context) (uint64, error) {
 		if m.claim != claim {
 			return errNotLeading
 		}
-		if next = m.snap + b.compactEvery; m.pos < next {
+		if next = m.due(b.compactEvery); m.pos < next {
 			return nil // not due (compacted since it was asked)
 		}
 		parts, err := snapshotParts(tx.Bucket(bucket), b.opt.Replica.Name(), m, b.opt.Replica.MaxEntry())
@@ -152,8 +156,11 @@ func (b *Bot) compact(ctx context.Context) (uint64, error) {
 			sent = append(sent, appended{pos: pos, data: data})
 			at = pos
 		}
-		first, next = sent[0].pos, at+b.compactEvery
+		first, next = sent[0].pos, at+b.compactEvery*uint64(len(sent))
 		if err := putPos(tx, posKey, at); err != nil {
+			return err
+		}
+		if err := putPos(tx, partsKey, uint64(len(sent))); err != nil {
 			return err
 		}
 		return putPos(tx, snapKey, at)
@@ -174,10 +181,17 @@ func (b *Bot) compact(ctx context.Context) (uint64, error) {
 	return next, nil
 }
 
+// due is the position at which the log is due for a snapshot: every
+// entries per part of the last snapshot after it.
+func (m logMeta) due(every uint64) uint64 {
+	return m.snap + every*max(m.parts, 1)
+}
+
 // snapshotParts encodes the whole bucket as a snapshot at m (its last
 // claim), in parts of at most max bytes.
 func snapshotParts(bk *bolt.Bucket, node string, m logMeta, max int) ([][]byte, error) {
-	room := max - entryHead
+	head := len(encodeEntry(logEntry{Snap: true, Node: node, SnapClaim: m.claim, SnapBy: m.by, Part: math.MaxUint32})) + binary.MaxVarintLen64
+	room := max - head
 	var (
 		parts [][]logOp
 		cur   []logOp
@@ -264,6 +278,9 @@ func (b *Bot) applySnap(tx *bolt.Tx, pos uint64, ent logEntry) error {
 		}
 	}
 	if err := dropStage(tx); err != nil {
+		return err
+	}
+	if err := putPos(tx, partsKey, ent.Part+1); err != nil {
 		return err
 	}
 	if err := putPos(tx, claimKey, ent.SnapClaim); err != nil {

@@ -92,14 +92,15 @@ var _ stateBucket = (*bolt.Bucket)(nil)
 // logBucket holds how far this node applied the log: posKey the position
 // (8 bytes big endian), claimKey the position of the last claim applied,
 // byKey the node that made it, snapKey the position of the last snapshot
-// (its last part), stageKey the position and number of the snapshot part
-// staged last (compact.go).
+// (its last part) and partsKey its parts, stageKey the position and number
+// of the snapshot part staged last (compact.go).
 var (
 	logBucket = []byte("telegram_log")
 	posKey    = []byte("pos")
 	claimKey  = []byte("claim")
 	byKey     = []byte("by")
 	snapKey   = []byte("snap")
+	partsKey  = []byte("parts")
 	stageKey  = []byte("stage")
 )
 
@@ -109,8 +110,8 @@ var errNotLeading = fmt.Errorf("telegram: this node no longer leads the cluster'
 
 // logMeta is where this node's copy of the log is.
 type logMeta struct {
-	pos, claim, snap uint64
-	by               string
+	pos, claim, snap, parts uint64
+	by                      string
 }
 
 func readMeta(tx *bolt.Tx) logMeta {
@@ -124,6 +125,9 @@ func readMeta(tx *bolt.Tx) logMeta {
 		}
 		if v := b.Get(snapKey); len(v) == 8 {
 			m.snap = binary.BigEndian.Uint64(v)
+		}
+		if v := b.Get(partsKey); len(v) == 8 {
+			m.parts = binary.BigEndian.Uint64(v)
 		}
 		m.by = string(b.Get(byKey))
 	}
