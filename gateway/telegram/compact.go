@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/mirror-gateway/mirror/chats"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -87,6 +88,12 @@ func (b *Bot) compactLoop(lr *leadRun) {
 		case err == nil:
 		case lr.ctx.Err() != nil || errors.Is(err, errNotLeading):
 			return
+		case errors.Is(err, chats.ErrFenced):
+			// Another node's write (a pairing approved there) came
+			// first: catch up and try again.
+			if b.catchUp(lr.ctx) == nil {
+				b.compactDue(math.MaxUint64)
+			}
 		default:
 			b.log.Warn("telegram: compacting the cluster's bot state failed; it is tried again later", "err", err)
 		}

@@ -428,3 +428,103 @@ func TestSnapshotEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotOnStaleCopyRefused: a snapshot is fenced like any write: a
+// leader whose copy is behind the log (another node's write came first)
+// stores none and purges nothing, and compacts once caught up.
+func TestSnapshotOnStaleCopyRefused(t *testing.T) {
+	cn := startNodes(t, 1)
+	st := newStackWith(t, stackOpts{fake: newFake(t, fakeInterval, fakeGlobal)})
+	tgL, tgO := cn.nodes[0].Telegram(), cn.nodes[0].Telegram()
+	t.Cleanup(tgL.Close)
+	t.Cleanup(tgO.Close)
+	l := compactingBot(t, st, tgL, 0, 3)
+	o := compactingBot(t, st, tgO, 0, 3)
+	c, err := l.claimLead(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.claim.Store(c) // no compactor: compact is called here
+	for i := range 4 {
+		if err := putKey(l, fmt.Sprintf("k%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.writeAny(func(bk stateBucket) error { return bk.Put([]byte("paired"), []byte("v")) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.compact(context.Background()); !errors.Is(err, chats.ErrFenced) {
+		t.Fatalf("a snapshot on a stale copy: %v, want fenced", err)
+	}
+	if _, _, kinds := logShape(t, l.opt.Replica); kinds != "cwwwww" {
+		t.Fatalf("the log holds %q", kinds)
+	}
+	if err := l.catchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, kinds := logShape(t, l.opt.Replica); kinds != "s" {
+		t.Fatalf("the log holds %q after compacting, want the snapshot alone", kinds)
+	}
+	if err := o.catchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dump(t, o), dump(t, l); !maps.Equal(got, want) || want["paired"] != "v" {
+		t.Fatalf("copies %v and %v", got, want)
+	}
+}
+
+// BenchmarkStateLog: the cluster's log of the bot's bucket after b.N
+// writes (followers' states of 200 Telegram chats, ~100 bytes each) on
+// three in-process nodes, without compaction and with the default: the
+// entries and bytes it holds, and how long a new node takes to catch up.
+// Run with -benchtime 3000x.
+func BenchmarkStateLog(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		every uint64
+	}{{"uncompacted", 0}, {"compacted", compactEvery}} {
+		b.Run(tc.name, func(b *testing.B) {
+			cn := startNodes(b, 3)
+			st := newStackWith(b, stackOpts{})
+			tg := cn.nodes[0].Telegram()
+			b.Cleanup(tg.Close)
+			bot := compactingBot(b, st, tg, 0, tc.every)
+			leadBot(b, bot)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				v := fmt.Sprintf(`{"tg":%d,"chat":"c%d","last_seq":%d,"turn":"t%d","msg_ids":[%d]}`, i%200, i%200, i, i, 500+i)
+				if err := putKey(bot, fmt.Sprintf("f/%d/c%d", i%200, i%200), v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if tc.every > 0 && uint64(b.N) > tc.every {
+				eventually(b, "a snapshot", func() bool {
+					_, _, kinds := logShape(b, bot.opt.Replica)
+					return strings.HasPrefix(kinds, "s")
+				})
+			}
+			n, size, _ := logShape(b, bot.opt.Replica)
+			tg2 := cn.nodes[1].Telegram()
+			b.Cleanup(tg2.Close)
+			fresh := compactingBot(b, st, tg2, 0, tc.every)
+			start := time.Now()
+			if err := fresh.catchUp(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			took := time.Since(start)
+			bucket := 0
+			for k, v := range dump(b, bot) {
+				bucket += len(k) + len(v)
+			}
+			b.ReportMetric(float64(n), "log-entries")
+			b.ReportMetric(float64(size)/1024, "log-KiB")
+			b.ReportMetric(float64(bucket)/1024, "bucket-KiB")
+			b.ReportMetric(float64(took.Milliseconds()), "catchup-ms")
+		})
+	}
+}
