@@ -16,8 +16,8 @@ import (
 // gets one entry per write of the bucket; without compaction it grows
 // forever and a new node replays all of it. The leader (the only writer
 // of the bot's own work) appends a snapshot of the whole bucket once
-// compactEvery entries followed the last one, then purges every entry
-// before it:
+// compactEvery entries per part of the last one followed it, then purges
+// every entry before it:
 //
 //   - The snapshot is written like any write: inside the store's commit,
 //     appended after this copy's position (the store refuses it when the

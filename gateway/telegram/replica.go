@@ -48,6 +48,9 @@ import (
 // the update's own ids (the message's client id "tg:<chat>:<message>"),
 // so the chat stores it once.
 //
+// The leader compacts the log: a snapshot of the bucket, then a purge of
+// everything before it (compact.go).
+//
 // The quarantine (quarantine.go) stays per node: it is what one node
 // could not handle, for its operator.
 
