@@ -518,7 +518,7 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	}
 	// The Telegram bot's bucket, replicated (tgstate.go): made here too,
 	// so that a new leader reaches it without the meta group.
-	tgState, err := n.js.CreateOrUpdateStream(ctx, tgStateConfig(n.o.Replicas))
+	tgState, err := makeTgState(ctx, n.js, n.o.Replicas)
 	if err != nil {
 		return fmt.Errorf("%s stream: %w", TelegramStream, err)
 	}

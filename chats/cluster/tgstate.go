@@ -19,6 +19,15 @@ import (
 // that has not caught up) is refused by the store itself. Every node
 // applies the messages in order to its own bucket (gateway/telegram's
 // Replica); the messages are opaque here.
+//
+// The log is compacted by its writer: the bot's leader appends a snapshot
+// of the whole bucket (fenced like any write) and then purges every
+// message below it (Purge). Purging stays safe although any client could
+// ask for it: the bot purges only below a snapshot the store confirmed,
+// and a snapshot holds everything the messages below it made, so no
+// reader needs them; a reader whose position is in the purged range reads
+// on from the first message still there, the snapshot (walk and consume
+// both start at the first message at or after a position).
 const (
 	// TelegramStream holds the Telegram bot's state log: one subject,
 	// one message per write of the bot's bucket (or a new leader's claim).
@@ -27,7 +36,8 @@ const (
 )
 
 // tgStateConfig is the state log's stream: replicated like the records,
-// every write synced, nothing ever dropped.
+// every write synced, nothing dropped but what a snapshot made redundant
+// (purges are allowed for that; single deletes are not).
 func tgStateConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        TelegramStream,
@@ -40,8 +50,26 @@ func tgStateConfig(replicas int) jetstream.StreamConfig {
 		MaxBytes:    -1,
 		Discard:     jetstream.DiscardNew,
 		DenyDelete:  true,
-		DenyPurge:   true,
+		DenyPurge:   false,
 	}
+}
+
+// makeTgState makes or updates the state log's stream. A stream made by
+// an earlier Mirror denies purges, which the server will not undo: it is
+// kept as it is, and its log is not compacted (Purge says so) until it is
+// made again.
+func makeTgState(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
+	cfg := tgStateConfig(replicas)
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err == nil {
+		return s, nil
+	}
+	old, gerr := js.Stream(ctx, TelegramStream)
+	if gerr != nil || !old.CachedInfo().Config.DenyPurge {
+		return nil, err
+	}
+	cfg.DenyPurge = true
+	return js.CreateOrUpdateStream(ctx, cfg)
 }
 
 // Name is the node's name (the bot writes it into its claims).
@@ -68,7 +96,7 @@ func (t *Telegram) Append(ctx context.Context, at uint64, entry []byte) (uint64,
 	if _, err := t.stateStream(ctx); err != nil {
 		return 0, err
 	}
-	if max := t.n.nc.MaxPayload(); max > 0 && int64(len(entry)) > max-4096 {
+	if max := t.MaxEntry(); len(entry) > max {
 		return 0, fmt.Errorf("%w: a Telegram state write of %d bytes is more than the cluster's largest message (%d bytes)", chats.ErrBadInput, len(entry), max)
 	}
 	m := &nats.Msg{Subject: tgStateSubject, Data: entry, Header: nats.Header{}}
@@ -76,8 +104,46 @@ func (t *Telegram) Append(ctx context.Context, at uint64, entry []byte) (uint64,
 	return t.n.publishTo(ctx, TelegramStream, m, at)
 }
 
+// entryRoom is what a state log message keeps free for its headers
+// within the connection's largest message.
+const entryRoom = 4096
+
+// MaxEntry is the largest entry Append stores: the cluster's largest
+// message, less room for the headers.
+func (t *Telegram) MaxEntry() int {
+	max := t.n.nc.MaxPayload()
+	if max <= 0 {
+		max = 1 << 20 // the servers' default, before the connection knows
+	}
+	return int(max) - entryRoom
+}
+
+// Purge drops every entry before position before (a snapshot's first
+// entry, which the caller appended and the store confirmed: it holds what
+// the entries before it made). Entries at or after it stay; purging below
+// a position already purged does nothing.
+func (t *Telegram) Purge(ctx context.Context, before uint64) error {
+	s, err := t.stateStream(ctx)
+	if err != nil {
+		return err
+	}
+	if s.CachedInfo().Config.DenyPurge {
+		return fmt.Errorf("cluster: the %s stream was made by an earlier Mirror, which denied purging it: its log is not compacted until the stream is made again", TelegramStream)
+	}
+	if before <= 1 {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, appendTimeout)
+	defer cancel()
+	if err := s.Purge(pctx, jetstream.WithPurgeSequence(before)); err != nil {
+		return fmt.Errorf("cluster: purge %s before %d: %w", TelegramStream, before, unavailable(err))
+	}
+	return nil
+}
+
 // Read calls fn with each entry after position after, in order, up to the
-// log's last one when Read began.
+// log's last one when Read began. Entries purged (below a snapshot) are
+// passed over: Read starts at the first entry still stored after after.
 func (t *Telegram) Read(ctx context.Context, after uint64, fn func(pos uint64, entry []byte) error) error {
 	s, err := t.stateStream(ctx)
 	if err != nil {

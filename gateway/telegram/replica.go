@@ -48,6 +48,9 @@ import (
 // the update's own ids (the message's client id "tg:<chat>:<message>"),
 // so the chat stores it once.
 //
+// The leader compacts the log: a snapshot of the bucket, then a purge of
+// everything before it (compact.go).
+//
 // The quarantine (quarantine.go) stays per node: it is what one node
 // could not handle, for its operator.
 
@@ -65,7 +68,14 @@ type Replica interface {
 	Read(ctx context.Context, after uint64, fn func(pos uint64, entry []byte) error) error
 	// Follow calls fn with each entry after position after, in order, as
 	// they are stored, until ctx ends (nil) or fn or the log fails.
+	// Read and Follow pass over purged entries: they start at the first
+	// entry still stored after after.
 	Follow(ctx context.Context, after uint64, fn func(pos uint64, entry []byte) error) error
+	// MaxEntry is the largest entry Append stores, in bytes.
+	MaxEntry() int
+	// Purge drops the entries before position before: the first entry of
+	// a snapshot the log confirmed (compact.go).
+	Purge(ctx context.Context, before uint64) error
 }
 
 // stateBucket is the bot's bucket as its reads and writes see it: the
@@ -84,12 +94,17 @@ var _ stateBucket = (*bolt.Bucket)(nil)
 
 // logBucket holds how far this node applied the log: posKey the position
 // (8 bytes big endian), claimKey the position of the last claim applied,
-// byKey the node that made it.
+// byKey the node that made it, snapKey the position of the last snapshot
+// (its last part) and partsKey its parts, stageKey the position and number
+// of the snapshot part staged last (compact.go).
 var (
 	logBucket = []byte("telegram_log")
 	posKey    = []byte("pos")
 	claimKey  = []byte("claim")
 	byKey     = []byte("by")
+	snapKey   = []byte("snap")
+	partsKey  = []byte("parts")
+	stageKey  = []byte("stage")
 )
 
 // errNotLeading refuses a write of the bot's leader work made by a node
@@ -98,8 +113,8 @@ var errNotLeading = fmt.Errorf("telegram: this node no longer leads the cluster'
 
 // logMeta is where this node's copy of the log is.
 type logMeta struct {
-	pos, claim uint64
-	by         string
+	pos, claim, snap, parts uint64
+	by                      string
 }
 
 func readMeta(tx *bolt.Tx) logMeta {
@@ -110,6 +125,12 @@ func readMeta(tx *bolt.Tx) logMeta {
 		}
 		if v := b.Get(claimKey); len(v) == 8 {
 			m.claim = binary.BigEndian.Uint64(v)
+		}
+		if v := b.Get(snapKey); len(v) == 8 {
+			m.snap = binary.BigEndian.Uint64(v)
+		}
+		if v := b.Get(partsKey); len(v) == 8 {
+			m.parts = binary.BigEndian.Uint64(v)
 		}
 		m.by = string(b.Get(byKey))
 	}
@@ -204,8 +225,12 @@ func (b *Bot) replicate(ctx context.Context, fn func(bk stateBucket) error, lead
 				return errNotLeading
 			}
 		}
-		var sent *appended
+		var (
+			sent *appended
+			at   uint64
+		)
 		err := b.store.Write(ctx, func(tx *bolt.Tx) error {
+			at = 0
 			if leader && readMeta(tx).claim != claim {
 				return errNotLeading
 			}
@@ -220,8 +245,12 @@ func (b *Bot) replicate(ctx context.Context, fn func(bk stateBucket) error, lead
 			if err != nil {
 				return err
 			}
+			at = pos
 			return putPos(tx, posKey, pos)
 		})
+		if err == nil && leader && at > 0 {
+			b.compactDue(at)
+		}
 		if errors.Is(err, errNotLeading) || !errors.Is(err, chats.ErrFenced) || try == maxFencedRetries {
 			return err
 		}
@@ -259,20 +288,35 @@ type logged struct {
 // with the position past them. Entries at or below the position are
 // skipped (this node wrote them, or applied them already); one that does
 // not decode is logged and skipped (the position passes it), as the
-// records' follower does: it can never apply.
+// records' follower does: it can never apply. An entry after a gap (the
+// log was purged past this copy's position) must be a snapshot's first
+// part, which holds all the purged entries made; anything else is refused
+// (errGap), so that a copy never goes on without what it missed.
 func (b *Bot) apply(ctx context.Context, entries []logged) error {
 	return b.store.Write(ctx, func(tx *bolt.Tx) error {
 		m := readMeta(tx)
-		bk := tx.Bucket(bucket)
 		for _, e := range entries {
 			if e.pos <= m.pos {
 				continue
 			}
+			prev := m.pos
 			m.pos = e.pos
 			ent, err := decodeEntry(e.data)
+			if e.pos != prev+1 && (err != nil || !ent.Snap || ent.Part != 0) {
+				return fmt.Errorf("%w: this copy is at %d, the next entry stored is %d", errGap, prev, e.pos)
+			}
 			if err != nil {
 				b.log.Warn("telegram: a write of the cluster's bot state this node cannot apply is skipped", "pos", e.pos, "err", err)
 				continue
+			}
+			if ent.Snap {
+				if err := b.applySnap(tx, e.pos, ent); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := dropStage(tx); err != nil { // a snapshot abandoned part way
+				return err
 			}
 			if ent.Claim {
 				if err := putPos(tx, claimKey, e.pos); err != nil {
@@ -283,6 +327,7 @@ func (b *Bot) apply(ctx context.Context, entries []logged) error {
 				}
 				continue
 			}
+			bk := tx.Bucket(bucket)
 			for _, op := range ent.Ops {
 				if op.Del {
 					err = bk.Delete(op.Key)
@@ -418,6 +463,10 @@ func (b *Bot) beginLead(stint context.Context, claim uint64) (*leadRun, error) {
 	b.lead = lr
 	b.claim.Store(claim)
 	b.mu.Unlock()
+	if err := b.startCompacting(lr); err != nil {
+		b.endLead(lr)
+		return nil, err
+	}
 	states, err := loadFollows(b.store)
 	if err != nil {
 		b.endLead(lr)
@@ -485,11 +534,19 @@ func (b *Bot) endLead(lr *leadRun) {
 	lr.wg.Wait()
 }
 
-// The log's entries. An entry is one write of the bucket, or a claim:
+// The log's entries. An entry is one write of the bucket, a claim, or a
+// part of a snapshot of the whole bucket (compact.go):
 //
-//	entry = "MTG1" kind node count op*
+//	entry = "MTG1" kind node [snap] count op*
 //	kind  = 'w' (a write: count >= 1 ops) | 'c' (a claim: count = 0)
+//	      | 's' (a snapshot part: snap present, puts only, keys ascending;
+//	        count = 0 only for a whole snapshot of an empty bucket)
 //	node  = bytes: the node that wrote it (1 to maxNodeName bytes)
+//	snap  = claim by part last
+//	claim = uvarint >= 1: the position of the last claim before it
+//	by    = bytes: the node that made that claim (1 to maxNodeName bytes)
+//	part  = uvarint: the part's number, from 0
+//	last  = 0 | 1: whether the part ends the snapshot
 //	op    = 'p' key value | 'd' key
 //	key   = bytes (1 to bolt.MaxKeySize); value = bytes
 //	bytes = uvarint length (minimal) then that many bytes
@@ -500,6 +557,7 @@ const (
 	entryMagic  = "MTG1"
 	kindWrite   = 'w'
 	kindClaim   = 'c'
+	kindSnap    = 's'
 	opPut       = 'p'
 	opDelete    = 'd'
 	maxNodeName = 255
@@ -510,6 +568,13 @@ type logEntry struct {
 	Claim bool
 	Node  string
 	Ops   []logOp
+	// Snap marks a snapshot's part: SnapClaim and SnapBy are the last
+	// claim it holds, Part its number, Last whether it ends it.
+	Snap      bool
+	SnapClaim uint64
+	SnapBy    string
+	Part      uint64
+	Last      bool
 }
 
 // logOp is a put (Val) or a delete (Del) of Key.
@@ -518,19 +583,49 @@ type logOp struct {
 	Del      bool
 }
 
+// entryHead bounds the bytes of an entry before its ops.
+const entryHead = len(entryMagic) + 1 + 5*binary.MaxVarintLen64 + 2*maxNodeName + 1
+
+// opSize is the bytes op takes in an entry.
+func opSize(op logOp) int {
+	n := 1 + uvarintLen(len(op.Key)) + len(op.Key)
+	if !op.Del {
+		n += uvarintLen(len(op.Val)) + len(op.Val)
+	}
+	return n
+}
+
+func uvarintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
+}
+
 func encodeEntry(e logEntry) []byte {
-	n := len(entryMagic) + 1 + binary.MaxVarintLen64 + len(e.Node) + binary.MaxVarintLen64
+	n := entryHead
 	for _, op := range e.Ops {
-		n += 1 + 2*binary.MaxVarintLen64 + len(op.Key) + len(op.Val)
+		n += opSize(op)
 	}
 	out := make([]byte, 0, n)
 	out = append(out, entryMagic...)
-	if e.Claim {
+	switch {
+	case e.Snap:
+		out = append(out, kindSnap)
+	case e.Claim:
 		out = append(out, kindClaim)
-	} else {
+	default:
 		out = append(out, kindWrite)
 	}
 	out = appendBytes(out, []byte(e.Node))
+	if e.Snap {
+		out = binary.AppendUvarint(out, e.SnapClaim)
+		out = appendBytes(out, []byte(e.SnapBy))
+		out = binary.AppendUvarint(out, e.Part)
+		if e.Last {
+			out = append(out, 1)
+		} else {
+			out = append(out, 0)
+		}
+	}
 	out = binary.AppendUvarint(out, uint64(len(e.Ops)))
 	for _, op := range e.Ops {
 		if op.Del {
@@ -565,6 +660,8 @@ func decodeEntry(data []byte) (logEntry, error) {
 	case kindWrite:
 	case kindClaim:
 		e.Claim = true
+	case kindSnap:
+		e.Snap = true
 	default:
 		return e, fmt.Errorf("%w: unknown kind %q", errEntry, kind)
 	}
@@ -576,6 +673,11 @@ func decodeEntry(data []byte) (logEntry, error) {
 		return e, fmt.Errorf("%w: a node name of %d bytes", errEntry, len(node))
 	}
 	e.Node = string(node)
+	if e.Snap {
+		if rest, err = decodeSnap(&e, rest); err != nil {
+			return e, err
+		}
+	}
 	count, rest, err := readUvarint(rest)
 	if err != nil {
 		return e, fmt.Errorf("%w: count: %w", errEntry, err)
@@ -583,7 +685,9 @@ func decodeEntry(data []byte) (logEntry, error) {
 	switch {
 	case e.Claim && count != 0:
 		return e, fmt.Errorf("%w: a claim with %d writes", errEntry, count)
-	case !e.Claim && count == 0:
+	case e.Snap && count == 0 && !(e.Part == 0 && e.Last):
+		return e, fmt.Errorf("%w: an empty snapshot part that is not a whole snapshot", errEntry)
+	case !e.Claim && !e.Snap && count == 0:
 		return e, fmt.Errorf("%w: a write of nothing", errEntry)
 	case count > uint64(len(rest))/3: // an op takes 3 bytes at least
 		return e, fmt.Errorf("%w: %d writes in %d bytes", errEntry, count, len(rest))
@@ -604,6 +708,12 @@ func decodeEntry(data []byte) (logEntry, error) {
 		if len(op.Key) == 0 || len(op.Key) > bolt.MaxKeySize {
 			return e, fmt.Errorf("%w: write %d: a key of %d bytes", errEntry, i, len(op.Key))
 		}
+		if e.Snap && kind != opPut {
+			return e, fmt.Errorf("%w: write %d: a snapshot holds puts only", errEntry, i)
+		}
+		if e.Snap && len(e.Ops) > 0 && bytes.Compare(e.Ops[len(e.Ops)-1].Key, op.Key) >= 0 {
+			return e, fmt.Errorf("%w: write %d: a snapshot's keys out of order", errEntry, i)
+		}
 		if kind == opDelete {
 			op.Del = true
 		} else if op.Val, rest, err = readBytes(rest); err != nil {
@@ -615,6 +725,33 @@ func decodeEntry(data []byte) (logEntry, error) {
 		return e, fmt.Errorf("%w: %d bytes after the last write", errEntry, len(rest))
 	}
 	return e, nil
+}
+
+// decodeSnap reads a snapshot part's fields into e.
+func decodeSnap(e *logEntry, rest []byte) ([]byte, error) {
+	claim, rest, err := readUvarint(rest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot claim: %w", errEntry, err)
+	}
+	if claim == 0 {
+		return nil, fmt.Errorf("%w: a snapshot without a claim", errEntry)
+	}
+	by, rest, err := readBytes(rest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot claim's node: %w", errEntry, err)
+	}
+	if len(by) == 0 || len(by) > maxNodeName {
+		return nil, fmt.Errorf("%w: a snapshot claim's node name of %d bytes", errEntry, len(by))
+	}
+	part, rest, err := readUvarint(rest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot part: %w", errEntry, err)
+	}
+	if len(rest) == 0 || rest[0] > 1 {
+		return nil, fmt.Errorf("%w: a snapshot part's end mark missing or not 0 or 1", errEntry)
+	}
+	e.SnapClaim, e.SnapBy, e.Part, e.Last = claim, string(by), part, rest[0] == 1
+	return rest[1:], nil
 }
 
 // readUvarint reads a minimally encoded uvarint.

@@ -20,6 +20,12 @@ import (
 // cluster's, the bot's bucket is the node's copy); started when start.
 func replicaBot(t testing.TB, st *stack, tg *cluster.Telegram, start bool) *Bot {
 	t.Helper()
+	return replicaBotOver(t, st, tg, tg, start)
+}
+
+// replicaBotOver is replicaBot with the log reached through r.
+func replicaBotOver(t testing.TB, st *stack, tg *cluster.Telegram, r Replica, start bool) *Bot {
+	t.Helper()
 	db, err := chats.OpenDB(filepath.Join(t.TempDir(), "node.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +36,7 @@ func replicaBot(t testing.TB, st *stack, tg *cluster.Telegram, start bool) *Bot 
 	}
 	b, err := New(context.Background(), Options{Config: st.cfg, Token: botToken, Chats: st.svc, Store: store,
 		ChatInterval: testChatInterval, GlobalRate: testGlobalRate, PollTimeout: 10 * time.Second, WebhookSecret: "s3cret",
-		Leader: tg, Offsets: tg, Replica: tg})
+		Leader: tg, Offsets: tg, Replica: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,6 +327,10 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(encodeEntry(logEntry{Claim: true, Node: "n1"}))
 	f.Add(encodeEntry(logEntry{Node: "n2", Ops: []logOp{{Key: []byte("cur/111"), Val: []byte("c1")}, {Key: []byte("x/1"), Del: true}}}))
 	f.Add([]byte("MTG1w\x01n\x01p\x01k\x01v"))
+	f.Add(encodeEntry(logEntry{Snap: true, Node: "n1", SnapClaim: 9, SnapBy: "n2", Part: 2, Last: true,
+		Ops: []logOp{{Key: []byte("a"), Val: []byte("1")}, {Key: []byte("b"), Val: []byte{}}}}))
+	f.Add(encodeEntry(logEntry{Snap: true, Node: "n1", SnapClaim: 1, SnapBy: "n1", Last: true}))
+	f.Add([]byte("MTG1s\x01n\x01\x01n\x00\x01\x02p\x01k\x01vp\x01a\x01v"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := decodeEntry(data)

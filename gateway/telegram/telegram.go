@@ -173,6 +173,12 @@ type Bot struct {
 	claim    atomic.Uint64
 	groupsMu sync.Mutex
 	groups   map[groupKey]*gathering
+
+	// compactEvery, compactKick and compactAt: compacting the cluster's
+	// log of the bucket (compact.go).
+	compactEvery uint64
+	compactKick  chan struct{}
+	compactAt    atomic.Uint64
 }
 
 // New connects to the Bot API (the library calls getMe, so a wrong token or
@@ -224,7 +230,8 @@ func New(ctx context.Context, opt Options) (*Bot, error) {
 		secret: opt.WebhookSecret, ctx: bctx, cancel: cancel,
 		global: newLimiter(realClock{}, opt.GlobalRate, time.Second), pacers: map[int64]*pacer{},
 		followers: map[followKey]*follower{}, pause: sleep, runCmd: opt.Chats.Command,
-		clk: realClock{}, groups: map[groupKey]*gathering{}}
+		clk: realClock{}, groups: map[groupKey]*gathering{},
+		compactEvery: compactEvery, compactKick: make(chan struct{}, 1)}
 	b.sends = opt.Sends
 	if b.sends == nil {
 		b.sends = limit.Messages(opt.Config.Limits.MessagesPerMinute)
