@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -149,4 +151,40 @@ func ledgerDump(t *testing.T, db *bolt.DB, chat string) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// TestFlushLedgerGolden pins the log's bytes of a flush's ledger writes
+// (testdata/flush/ledger.json; -update rewrites it): every node
+// of a cluster, whatever its version, must read what another wrote. It
+// decodes back to the same flush.
+func TestFlushLedgerGolden(t *testing.T) {
+	f := &Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 4}, Ledger: &tools.LedgerWrites{
+		Put: []tools.LedgerRow{
+			{Key: 7, Turn: 3, CallID: "call_1", Path: "docs/a.txt", Status: tools.StatusModified, SizeBefore: 5, SizeAfter: 9,
+				Mode: 0o640, Time: time.Unix(1700000000, 0).UTC(), Prior: []byte("\x00old\n")},
+			{Key: 8, Turn: 3, CallID: "call_2", Path: "b.txt", Status: tools.StatusCreated, SizeAfter: 2, Time: time.Unix(1700000001, 0).UTC()},
+		},
+		Forget: []uint64{2, 5},
+	}}
+	got := append(Marshal(f.Ledger), '\n') // the flush's "ledger" value: its other fields have goldens of their own
+	path := filepath.Join("testdata", "flush", "ledger.json")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("flush bytes changed\n got %s\nwant %s", got, want)
+	}
+	back, err := DecodeFlush("c_f", []byte(`{"chat":"c_f","meta":{"id":"c_f","seq":4},"ledger":`+string(want)+`}`))
+	if err != nil || fmt.Sprint(back.Ledger) != fmt.Sprint(f.Ledger) {
+		t.Fatalf("decoded %+v %v", back.Ledger, err)
+	}
 }
