@@ -2,6 +2,7 @@ package chats
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ import (
 func TestClusterLedgerTravelsWithTheChat(t *testing.T) {
 	log := newMemLog()
 	a, chat, _ := clusterEnv(t, log)
-	b := &env{t: t, path: filepath.Join(t.TempDir(), "mirror.db"), tools: true, workspace: a.workspace, log: log}
+	b := &env{t: t, path: filepath.Join(t.TempDir(), "mirror.db"), tools: true, workspace: a.workspace, log: log, undo: time.Millisecond}
 	b.start()
 	t.Cleanup(b.stop)
 	var turns []uint64 // turn.started seqs, as /rewind names turns
@@ -102,6 +103,42 @@ func TestClusterLedgerTravelsWithTheChat(t *testing.T) {
 	if d, w := ledgerDump(t, b.db, chat), ledgerDump(t, a.db, chat); d != w || strings.Count(d, "\n") != 2 {
 		t.Fatalf("B's ledger:\n%s\nA's:\n%s", d, w)
 	}
+
+	// Deleted and purged on B: A applies the purge and drops the chat's
+	// ledger with the rest of it, the bytes it kept included.
+	if _, err := b.svc.DeleteChat(bg, chat); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the purge on B", func() bool { _, err := b.svc.Get(bg, chat); return errors.Is(err, ErrNotFound) })
+	b.svc.Disown(chat)
+	if err := a.svc.Adopt(bg, chat, &switchFence{}, log.claim(chat)); err != nil {
+		t.Fatal(err)
+	}
+	for name, db := range map[string]*bolt.DB{"A": a.db, "B": b.db} {
+		if d := ledgerDump(t, db, chat) + ledgerBytes(t, db); d != "" {
+			t.Fatalf("%s's ledger after the purge:\n%s", name, d)
+		}
+	}
+}
+
+// ledgerBytes lists the previous bytes db's ledger keeps, of any chat.
+func ledgerBytes(t *testing.T, db *bolt.DB) string {
+	t.Helper()
+	var out strings.Builder
+	if err := db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{"blobs", "refs"} {
+			if err := tx.Bucket([]byte("changes")).Bucket([]byte(name)).ForEach(func(k, v []byte) error {
+				fmt.Fprintf(&out, "%s %x %q\n", name, k, v)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
 
 // TestSingleNodeFlushCarriesNoLedger: without a log the ledger commits its
