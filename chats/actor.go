@@ -18,6 +18,7 @@ import (
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/view"
 	bolt "go.etcd.io/bbolt"
 )
@@ -109,6 +110,8 @@ type batch struct {
 	// same transaction as its rows (flush returns an *archiveError when
 	// that transaction fails).
 	archive *archiveEntry
+	// ledger are the file-change ledger's writes (cluster mode only).
+	ledger tools.LedgerWrites
 	// charges are tokens turns used, added to their people's day.
 	charges []charge
 	// acks are answers that wait for this batch's commit (see
@@ -144,7 +147,8 @@ type charge struct {
 }
 
 func (b *batch) empty() bool {
-	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && len(b.outputs) == 0 && !b.dirty && b.archive == nil
+	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && len(b.outputs) == 0 && !b.dirty && b.archive == nil &&
+		b.ledger.Empty()
 }
 
 type turn struct {
@@ -498,8 +502,12 @@ func (a *actor) metaToCommit() Chat {
 
 // flush is the batch as one Flush of chat, meta as it leaves the chat.
 func (b *batch) flush(chat string, meta Chat) *Flush {
-	return &Flush{Chat: chat, Events: b.events, Meta: meta, PutPending: b.putPend, DelPending: b.delPend,
+	f := &Flush{Chat: chat, Events: b.events, Meta: meta, PutPending: b.putPend, DelPending: b.delPend,
 		ClientIDs: b.clients, Outputs: b.outputs, Archive: b.archive}
+	if !b.ledger.Empty() {
+		f.Ledger = &b.ledger
+	}
+	return f
 }
 
 // write stores the batch (f, and what stays on this node) in tx. It only
@@ -557,6 +565,9 @@ func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWr
 		return err
 	}
 	if err := writePairs(tx, bucketClientIDs, f.Chat, f.ClientIDs); err != nil {
+		return err
+	}
+	if err := tools.ApplyLedgerTx(tx, f.Chat, f.Ledger); err != nil {
 		return err
 	}
 	if f.Archive != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
 // RecordLog is where a chat's record lives when it is not only in this
@@ -66,9 +68,13 @@ var (
 //     process journal (procs.go), held recovery answers (tools.go: held by
 //     the owner that could not take them), people's token charges, upload
 //     records of attachments (blobs.go).
-//   - not shared yet (say so in the README): people's grants on chats and
-//     the file-change ledger live in each node's file (the people registry
-//     and tools.Ledger are per node in cluster mode).
+//   - the file-change ledger (tools.Ledger), through the log: a file
+//     tool's change is a flush of its row (host.LedgerJournal) before the
+//     file changes, a rewind's forgotten changes go in its flush
+//     (Flush.Ledger); each node applies them in writeFlush.
+//   - not shared yet (say so in the README): people's grants on chats
+//     live in each node's file (the people registry is per node in
+//     cluster mode).
 //
 // Flush is everything one actor flush commits for one chat, as the
 // cluster's log stores it: applying the flushes of a chat in order to an
@@ -98,6 +104,11 @@ type Flush struct {
 	Archive *archiveEntry `json:"archive,omitempty"`
 	// Creator is the person who created the chat (its first flush only).
 	Creator string `json:"creator,omitempty"`
+	// Ledger are the file-change ledger's writes of the flush (a file
+	// tool's change, a rewind's forgetting): every node applies them to
+	// its own ledger, so /changes and /rewind work wherever the chat is
+	// owned. Absent (none) in single-node mode and in older flushes.
+	Ledger *tools.LedgerWrites `json:"ledger,omitempty"`
 	// Purge is the chat's removal for good (a deleted chat whose undo
 	// window passed, or a pruned one): applying it removes everything a
 	// node holds of the chat, the same way on the owner and on every
@@ -194,7 +205,15 @@ func (f *Flush) check(chat string) error {
 	if a := f.Archive; a != nil && (a.Boundary == 0 || a.Boundary > f.Meta.Seq) {
 		return fmt.Errorf("an archive at seq %d", a.Boundary)
 	}
-	if f.Purge && (len(f.Events)+len(f.PutPending)+len(f.DelPending)+len(f.ClientIDs)+len(f.Outputs) > 0 || f.Archive != nil || f.Creator != "") {
+	if f.Ledger != nil {
+		if f.Ledger.Empty() {
+			return errors.New("an empty ledger write") // absent instead, so flush bytes stay as before
+		}
+		if err := f.Ledger.Check(); err != nil {
+			return err
+		}
+	}
+	if f.Purge && (len(f.Events)+len(f.PutPending)+len(f.DelPending)+len(f.ClientIDs)+len(f.Outputs) > 0 || f.Archive != nil || f.Creator != "" || f.Ledger != nil) {
 		return errors.New("a purge that also writes the chat")
 	}
 	return nil

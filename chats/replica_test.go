@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/ids"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -419,6 +420,11 @@ func TestClusterCatchUpResumesAtLogPos(t *testing.T) {
 	}
 }
 
+// ledgerPut is a flush's ledger writes: a change with its previous bytes
+// and one without, and a forgotten key.
+const ledgerPut = `{"put":[{"key":3,"turn":2,"call_id":"k","path":"d/a.txt","status":"modified","size_before":2,"size_after":4,"mode":420,"time":"2026-01-01T00:00:00Z","prior":"aGk="},` +
+	`{"key":4,"turn":2,"call_id":"k","path":"b","status":"created","size_before":0,"size_after":1,"time":"2026-01-01T00:00:00Z"}],"forget":[1]}`
+
 // TestDecodeFlush: what a flush must be to be read back.
 func TestDecodeFlush(t *testing.T) {
 	ev := func(chat string, seq uint64) string {
@@ -448,6 +454,15 @@ func TestDecodeFlush(t *testing.T) {
 		{"purge with pending", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":true,"del_pending":["m_1"]}`, false},
 		{"purge with a creator", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":true,"creator":"p_1"}`, false},
 		{"purge not a bool", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":1}`, false},
+		{"ledger", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":` + ledgerPut + `}`, true},
+		{"ledger forget", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":{"forget":[1,4]}}`, true},
+		{"ledger null", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":null}`, true},
+		{"ledger empty", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":{}}`, false},
+		{"ledger unknown field", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":{"put":[],"drop":[1]}}`, false},
+		{"ledger row unknown field", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":{"put":[{"key":1,"path":"a","status":"created","time":"2026-01-01T00:00:00Z","blob":"AA=="}]}}`, false},
+		{"ledger path outside", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":{"put":[{"key":1,"path":"../a","status":"created","time":"2026-01-01T00:00:00Z"}]}}`, false},
+		{"ledger forget zero", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"ledger":{"forget":[0]}}`, false},
+		{"purge with ledger", `{"chat":"c_f","meta":` + meta("c_f", 1) + `,"purge":true,"ledger":{"forget":[1]}}`, false},
 	} {
 		_, err := DecodeFlush("c_f", []byte(c.data))
 		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrBadInput) {
@@ -468,6 +483,8 @@ func FuzzDecodeFlush(f *testing.F) {
 	f.Add([]byte(`{"chat":"c_f","events":[null],"meta":{"id":"c_f"}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"chat":"c_f","meta":{"id":"c_f","seq":4},"purge":true}`))
+	f.Add([]byte(`{"chat":"c_f","meta":{"id":"c_f","seq":4},"ledger":` + ledgerPut + `}`))
+	f.Add([]byte(`{"chat":"c_f","meta":{"id":"c_f","seq":4},"ledger":{"forget":[2,9]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fl, err := DecodeFlush("c_f", data)
 		if err != nil {
@@ -488,11 +505,15 @@ func FuzzDecodeFlush(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fl.Purge && (len(fl.Events) > 0 || len(fl.PutPending) > 0 || fl.Archive != nil) {
+		if fl.Ledger != nil && (fl.Ledger.Empty() || fl.Ledger.Check() != nil) {
+			t.Fatalf("accepted ledger writes that fail their check: %s", data)
+		}
+		if fl.Purge && (len(fl.Events) > 0 || len(fl.PutPending) > 0 || fl.Archive != nil || fl.Ledger != nil) {
 			t.Fatalf("accepted a purge that writes the chat: %s", data)
 		}
 		fl2, err := DecodeFlush("c_f", again)
-		if err != nil || len(fl2.Events) != len(fl.Events) || fl2.Last() != fl.Last() || fl2.Purge != fl.Purge {
+		if err != nil || len(fl2.Events) != len(fl.Events) || fl2.Last() != fl.Last() || fl2.Purge != fl.Purge ||
+			fmt.Sprint(fl2.Ledger) != fmt.Sprint(fl.Ledger) {
 			t.Fatalf("re-encoded flush %s: %v", again, err)
 		}
 	})
@@ -559,6 +580,7 @@ func TestFlushBytesKeepWithoutPurge(t *testing.T) {
 	}{
 		{Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 2}, DelPending: []string{"m_1"}}, "[chat del_pending meta]"},
 		{Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 2}, Purge: true}, "[chat meta purge]"},
+		{Flush{Chat: "c_f", Meta: Chat{ID: "c_f", Seq: 2}, Ledger: &tools.LedgerWrites{Forget: []uint64{1}}}, "[chat ledger meta]"},
 	} {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(Marshal(&c.f), &m); err != nil {

@@ -202,6 +202,39 @@ func (h *host) CallFinished(call provider.ToolCall, res runtime.ToolResult) (uin
 	return seq, err
 }
 
+// LedgerJournal (runtime.LedgerJournal): in cluster mode a file tool's
+// change goes in the chat's record before the file changes, as a flush
+// of its ledger row that every node applies to its own ledger (the
+// workspace is shared, so any owner can list and rewind it). Only while
+// the chat's fence holds, like the call itself. In single-node mode the
+// ledger commits its rows itself (nil), as it always did.
+func (h *host) LedgerJournal() func(tools.LedgerRow) error {
+	if h.a.s.opt.RecordLog == nil {
+		return nil
+	}
+	return func(r tools.LedgerRow) error {
+		return h.a.exec(func() error {
+			a := h.a
+			if h.t.aborted || a.turn != h.t {
+				return fmt.Errorf("chat %s: the turn has ended", a.id)
+			}
+			if err := a.mayRun(); err != nil {
+				return err
+			}
+			// Past every key this node's ledger holds of the chat: it has
+			// applied every flush of the chat before this one.
+			if err := a.s.store.db.View(func(tx *bolt.Tx) (err error) {
+				r.Key, err = tools.NextLedgerKey(tx, a.id)
+				return err
+			}); err != nil {
+				return err
+			}
+			a.b.ledger.Put = append(a.b.ledger.Put, r)
+			return a.flush()
+		})
+	}
+}
+
 func (h *host) Redirects() ([]provider.Message, error) {
 	var out []provider.Message
 	err := h.a.exec(func() error {
@@ -502,7 +535,21 @@ func (s *Service) cmdRewind(ctx context.Context, chat string, fields []string, _
 		if a.turn != nil {
 			return "", fmt.Errorf("%w: stop the running turn before rewinding", ErrInUse)
 		}
-		report, err := s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
+		var report tools.RewindReport
+		var err error
+		if s.opt.RecordLog != nil {
+			// Cluster mode: only while the chat's fence holds (the files
+			// change outside the log); the changes it undid are forgotten
+			// by every node with the flush that records the rewind.
+			if err := a.mayRun(); err != nil {
+				return "", err
+			}
+			var w tools.LedgerWrites
+			report, w, err = s.opt.Ledger.RewindJournaled(a.id, n, s.opt.Workspace)
+			a.b.ledger.Forget = append(a.b.ledger.Forget, w.Forget...)
+		} else {
+			report, err = s.opt.Ledger.Rewind(a.id, n, s.opt.Workspace)
+		}
 		if err != nil {
 			return "", err
 		}

@@ -84,6 +84,9 @@ func (e *Engine) callResult(ctx context.Context, in *TurnInput, call provider.To
 	if p, ok := in.Host.(ProgressReporter); ok {
 		meta.Progress = func(msg string) { p.CallProgress(call, msg) }
 	}
+	if j, ok := in.Host.(LedgerJournal); ok {
+		meta.Journal = j.LedgerJournal()
+	}
 	fail := func(msg string) ToolResult { return ToolResult{Content: msg, Full: msg, IsError: true} }
 	if srv, _, ok := strings.Cut(call.Name, config.MCPSeparator); ok && in.Servers != nil && !slices.Contains(in.Servers, srv) {
 		// Not offered in this chat (/mcp): refused like a tool that is not there.
@@ -175,6 +178,14 @@ func toolMessage(call provider.ToolCall, r ToolResult) provider.Message {
 // next start can stop a command still running and say so in the recovery.
 type ProcessJournal interface {
 	CallProcess(call provider.ToolCall, g pgroup.Group) error
+}
+
+// LedgerJournal is a Host that may keep the file-change ledger's rows of
+// its chat in the chat's record (cluster mode: they reach every node's
+// ledger with it). LedgerJournal returns the function that stores one
+// (tools.CallMeta.Journal), or nil when the ledger commits its own rows.
+type LedgerJournal interface {
+	LedgerJournal() func(tools.LedgerRow) error
 }
 
 // ChatAllowance is a Host whose chat may allow a tool for every call of

@@ -89,7 +89,17 @@ func newSvcNode(t *testing.T, n *Node) *svcNode { t.Helper(); return newSvcNodeL
 // newSvcNodeLog is newSvcNode with the Service's record log given.
 func newSvcNodeLog(t *testing.T, n *Node, log chats.RecordLog) *svcNode {
 	t.Helper()
+	return newSvcNodeAt(t, n, log, "")
+}
+
+// newSvcNodeAt is newSvcNodeLog with the tools' workspace given ("": one
+// of its own), so that nodes can share one.
+func newSvcNodeAt(t *testing.T, n *Node, log chats.RecordLog, ws string) *svcNode {
+	t.Helper()
 	dir := t.TempDir()
+	if ws == "" {
+		ws = filepath.Join(dir, "ws")
+	}
 	db, err := chats.OpenDB(filepath.Join(dir, "mirror.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +108,7 @@ func newSvcNodeLog(t *testing.T, n *Node, log chats.RecordLog) *svcNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sn := &svcNode{t: t, n: n, db: db, store: store, model: newGateModel(), ws: filepath.Join(dir, "ws"), claim: map[string]*Claim{}}
+	sn := &svcNode{t: t, n: n, db: db, store: store, model: newGateModel(), ws: ws, claim: map[string]*Claim{}}
 	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: sn.model, Remote: "fake", Window: 128000}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
 	if err != nil {

@@ -247,7 +247,12 @@ func (r *Registry) change(p string, meta CallMeta, edit func(prior []byte, exist
 	case err != nil:
 		return "", opError(p, err)
 	default:
-		prior, err = readRegular(root, rel, p, maxSnapshot, "files over 8 MiB are not changed by the file tools, so /rewind can always restore them")
+		limit, tooBig := int64(maxSnapshot), "files over 8 MiB are not changed by the file tools, so /rewind can always restore them"
+		if meta.Journal != nil && r.ledger != nil {
+			// The previous bytes travel in one message of the cluster's log.
+			limit, tooBig = maxJournaledSnapshot, "in a cluster, files over 4 MiB are not changed by the file tools, so /rewind can always restore them"
+		}
+		prior, err = readRegular(root, rel, p, limit, tooBig)
 		if err != nil {
 			return "", err
 		}
@@ -267,7 +272,7 @@ func (r *Registry) change(p string, meta CallMeta, edit func(prior []byte, exist
 	if r.ledger != nil {
 		e := entry{Turn: meta.Turn, CallID: meta.CallID, Path: rel, Status: status,
 			SizeBefore: int64(len(prior)), SizeAfter: int64(len(next)), Mode: uint32(mode), Time: time.Now()}
-		if err := r.ledger.record(meta.Chat, e, prior); err != nil {
+		if err := r.ledger.record(meta.Chat, e, prior, meta.Journal); err != nil {
 			return "", fmt.Errorf("could not record the change for /rewind, so the file was not changed: %w", err)
 		}
 	}

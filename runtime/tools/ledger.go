@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -143,15 +144,25 @@ func NewLedger(db *bolt.DB) (*Ledger, error) {
 
 // record stores e for chat, with prior as the previous bytes when the file
 // existed. It commits before returning: the file is changed only after.
-func (l *Ledger) record(chat string, e entry, prior []byte) error {
+// With journal set (cluster mode) the change is the journal's to store,
+// in the chat's flush, which applies it to every node's ledger.
+func (l *Ledger) record(chat string, e entry, prior []byte, journal func(LedgerRow) error) error {
 	if chat == "" {
 		return errors.New("the change ledger needs the chat the call belongs to")
+	}
+	e.Time = e.Time.UTC()
+	if journal != nil {
+		r := LedgerRow{Turn: e.Turn, CallID: e.CallID, Path: e.Path, Status: e.Status, SizeBefore: e.SizeBefore,
+			SizeAfter: e.SizeAfter, Mode: e.Mode, Time: e.Time}
+		if e.Status == StatusModified {
+			r.Prior = prior
+		}
+		return journal(r)
 	}
 	if e.Status == StatusModified {
 		sum := sha256.Sum256(prior)
 		e.Blob = sum[:]
 	}
-	e.Time = e.Time.UTC()
 	return l.db.Update(func(tx *bolt.Tx) error {
 		top := tx.Bucket(bucketChanges)
 		chats, err := top.Bucket(bucketChats).CreateBucketIfNotExists([]byte(chat))
@@ -210,20 +221,38 @@ func (l *Ledger) Changes(chat string) ([]ChangeInfo, error) {
 // reported failed and its changes are kept, so a later rewind can try again.
 // Paths are confined to workspace exactly as the tools' are.
 func (l *Ledger) Rewind(chat string, turn uint64, workspace string) (RewindReport, error) {
+	rep, _, err := l.rewind(chat, turn, workspace, false)
+	return rep, err
+}
+
+// RewindJournaled is Rewind for cluster mode: the files are put back the
+// same way, but the ledger is left as it is; the changes to forget are
+// returned for the chat's flush to carry, so every node forgets them
+// when it applies the flush (ApplyLedgerTx).
+func (l *Ledger) RewindJournaled(chat string, turn uint64, workspace string) (RewindReport, LedgerWrites, error) {
+	return l.rewind(chat, turn, workspace, true)
+}
+
+func (l *Ledger) rewind(chat string, turn uint64, workspace string, journaled bool) (RewindReport, LedgerWrites, error) {
 	rep := RewindReport{Turn: turn}
+	var w LedgerWrites
 	ws, err := openWorkspace(workspace)
 	if err != nil {
-		return rep, err
+		return rep, w, err
 	}
 	root, err := ws.root()
 	if err != nil {
-		return rep, err
+		return rep, w, err
 	}
 	defer root.Close()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	err = l.db.Update(func(tx *bolt.Tx) error {
+	txn := l.db.Update
+	if journaled {
+		txn = l.db.View // the flush that carries w forgets them
+	}
+	err = txn(func(tx *bolt.Tx) error {
 		top := tx.Bucket(bucketChanges)
 		b := top.Bucket(bucketChats).Bucket([]byte(chat))
 		if b == nil {
@@ -278,7 +307,11 @@ func (l *Ledger) Rewind(chat string, turn uint64, workspace string) (RewindRepor
 			}
 			rep.Files = append(rep.Files, f)
 			for _, k := range t.keys {
-				if err := l.forget(b, k, blobs, refs); err != nil {
+				if journaled {
+					w.Forget = append(w.Forget, binary.BigEndian.Uint64(k))
+					continue
+				}
+				if err := forget(b, k, blobs, refs); err != nil {
 					return err
 				}
 			}
@@ -286,9 +319,10 @@ func (l *Ledger) Rewind(chat string, turn uint64, workspace string) (RewindRepor
 		return nil
 	})
 	if err != nil {
-		return RewindReport{Turn: turn}, fmt.Errorf("rewind: %w", err)
+		return RewindReport{Turn: turn}, LedgerWrites{}, fmt.Errorf("rewind: %w", err)
 	}
-	return rep, nil
+	slices.Sort(w.Forget)
+	return rep, w, nil
 }
 
 // Drop forgets every change of chat and frees the bytes nothing else
@@ -319,7 +353,7 @@ func (l *Ledger) DropTx(tx *bolt.Tx, chat string) error {
 		return err
 	}
 	for _, k := range keys {
-		if err := l.forget(b, k, blobs, refs); err != nil {
+		if err := forget(b, k, blobs, refs); err != nil {
 			return err
 		}
 	}
@@ -327,7 +361,7 @@ func (l *Ledger) DropTx(tx *bolt.Tx, chat string) error {
 }
 
 // forget deletes one entry and releases its blob.
-func (l *Ledger) forget(b *bolt.Bucket, key []byte, blobs, refs *bolt.Bucket) error {
+func forget(b *bolt.Bucket, key []byte, blobs, refs *bolt.Bucket) error {
 	var e entry
 	if err := json.Unmarshal(b.Get(key), &e); err != nil {
 		return fmt.Errorf("ledger: bad entry: %w", err)

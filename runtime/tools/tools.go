@@ -119,6 +119,11 @@ type CallMeta struct {
 	// Progress, when set, is told what a long call reports while it runs
 	// (an MCP server's progress notifications), for the chat to show.
 	Progress func(message string)
+	// Journal, when set (cluster mode), stores the change ledger's row of
+	// a file change instead of the ledger's own commit: in the chat's
+	// record, so every node's ledger gets it (ApplyLedgerTx). It returns
+	// once the row is durable; an error leaves the file unchanged.
+	Journal func(LedgerRow) error
 }
 
 // Result is what one call produced.
