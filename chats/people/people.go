@@ -365,11 +365,19 @@ func (r *Registry) byHash(h string) (out Person, ok, known bool) {
 // ByTelegram returns the person a Telegram user is linked to.
 func (r *Registry) ByTelegram(user int64) (Person, bool) {
 	var out Person
-	ok := false
-	_ = r.db.View(func(tx *bolt.Tx) error {
-		out, ok = ByTelegramTx(tx, user)
-		return nil
-	})
+	ok, known := false, false
+	look := func() {
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			out, ok = ByTelegramTx(tx, user)
+			bk := tx.Bucket(bucketPeople)
+			known = bk != nil && bk.Get(tgKey(user)) != nil
+			return nil
+		})
+	}
+	look()
+	if !known && r.caughtUpOnMiss() {
+		look() // cluster mode: a pairing approved on another node a moment ago
+	}
 	return out, ok
 }
 

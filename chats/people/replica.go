@@ -121,6 +121,23 @@ func (r *Registry) Replicate(log Log, logger *slog.Logger) (stop func()) {
 	}
 }
 
+// Leave forgets that this database was a cluster node's copy of the
+// registry: a gateway run on it alone (single-node mode) manages its
+// people again. Started in cluster mode later, it joins anew, its people
+// replaced by the cluster's.
+func (r *Registry) Leave() error {
+	joined := false
+	if err := r.db.View(func(tx *bolt.Tx) error { joined = isReplica(tx); return nil }); err != nil || !joined {
+		return err // a single gateway's own file: nothing written
+	}
+	return r.db.Update(func(tx *bolt.Tx) error {
+		if !isReplica(tx) {
+			return nil
+		}
+		return tx.DeleteBucket(logBucket)
+	})
+}
+
 // follow joins, then applies the log as it grows, until ctx ends.
 func (r *Registry) follow(ctx context.Context, rp *replica) {
 	defer close(rp.done)
@@ -409,7 +426,8 @@ func (rp *replica) waitJoined(ctx context.Context) error {
 
 // caughtUpOnMiss catches up once after a lookup missed (a person just
 // added on another node, not followed here yet) and says whether that
-// applied anything. Lookups missing together share one catch-up.
+// completed (the lookup is worth making again). Lookups missing together
+// share one catch-up.
 func (r *Registry) caughtUpOnMiss() bool {
 	rp := r.rep
 	if rp == nil {
@@ -452,7 +470,9 @@ func (r *Registry) caughtUpOnMiss() bool {
 		return false
 	}
 	rp.synced = began
-	return len(entries) > 0
+	// Looked up again even when nothing was read here: the follower may
+	// have applied the entry between the miss and this read.
+	return true
 }
 
 // kv is one of the registry's buckets as a write sees it: the bbolt

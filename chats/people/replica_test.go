@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -66,13 +67,18 @@ func (l *memLog) Follow(ctx context.Context, after uint64, fn func(uint64, []byt
 	}
 }
 
+// tlog writes a registry's log into the test's.
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
+
 const testToken = "the-access-token-0123456789"
 
 // replicaOn opens a registry on a new database and replicates it through l.
 func replicaOn(t *testing.T, l Log) (*Registry, *bolt.DB) {
 	t.Helper()
 	r, db := openTest(t, testToken)
-	stop := r.Replicate(l, nil)
+	stop := r.Replicate(l, slog.New(slog.NewTextHandler(tlog{t}, nil)))
 	t.Cleanup(stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -190,23 +196,33 @@ func TestReplicatedNameOnce(t *testing.T) {
 			t.Fatalf("%s added %d times: %v", name, ok, errs)
 		}
 	}
-	la, _ := a.List()
-	eventually(t, "both copies alike", func() bool { lb, _ := b.List(); return len(lb) == len(la) })
+	for _, r := range []*Registry{a, b} {
+		eventually(t, "every copy has the first owner and the 20 names", func() bool { l, _ := r.List(); return len(l) == 21 })
+	}
 }
 
 // TestReplicaRefusesOfflineWrites: a node's copy written without the
 // cluster (`mirror person add` while the node is down) would never reach
-// the others: refused with a clear error.
+// the others: refused with a clear error, until a single gateway takes the
+// file as its own (Leave).
 func TestReplicaRefusesOfflineWrites(t *testing.T) {
 	l := newMemLog()
 	a, db := replicaOn(t, l)
-	_ = a
+	a.rep.cancel()
+	<-a.rep.done
 	offline, err := Open(db, testToken)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := offline.Add("dave", ""); !errors.Is(err, ErrReplica) {
 		t.Fatalf("an offline write to a node's copy: %v, want ErrReplica", err)
+	}
+	// Run alone (single-node mode), the file is its own again.
+	if err := offline.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := offline.Add("dave", ""); err != nil {
+		t.Fatalf("a write after Leave: %v", err)
 	}
 }
 

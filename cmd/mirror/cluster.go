@@ -113,8 +113,13 @@ func clusterTelegram(node *cluster.Node) (telegram.Leader, telegram.Offsets, tel
 // clusterPeople makes the people registry the cluster's in cluster mode:
 // its writes go through the cluster's log, and every node follows it into
 // its own file (chats/people Replicate). The returned func stops following.
+// In single-node mode a file that was a node's copy becomes this gateway's
+// own again.
 func clusterPeople(node *cluster.Node, reg *people.Registry, log *slog.Logger) func() {
 	if node == nil {
+		if err := reg.Leave(); err != nil {
+			log.Warn("people: this file was a cluster node's copy and stays one", "err", err)
+		}
 		return func() {}
 	}
 	return reg.Replicate(node.People(), log)
