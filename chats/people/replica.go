@@ -104,7 +104,8 @@ var replicated sync.Map // *bolt.DB → *Registry
 // writes go through log, and a goroutine joins the cluster's registry
 // (the seed or the replacement above) and follows log into this node's
 // bbolt until stop. Writes wait for the join (bounded); reads answer from
-// this node's copy, and a token lookup that misses catches up once.
+// this node's copy, and a token lookup that misses catches up once. Call
+// it before the registry is used.
 func (r *Registry) Replicate(log Log, logger *slog.Logger) (stop func()) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
