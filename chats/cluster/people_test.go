@@ -15,7 +15,7 @@ import (
 
 // peopleOn opens a people registry on a new database of node i and
 // replicates it through the node's people log.
-func peopleOn(t *testing.T, tc *testCluster, i int) (*people.Registry, *bolt.DB) {
+func peopleOn(t testing.TB, tc *testCluster, i int) (*people.Registry, *bolt.DB) {
 	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), fmt.Sprintf("n%d.db", i)), 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
@@ -132,5 +132,30 @@ func TestPeopleNameOnceAcrossNodes(t *testing.T) {
 				return err == nil && p.ID == won
 			})
 		}
+	}
+}
+
+// BenchmarkPeopleAddElsewhere is one person added through node A (its
+// write appended to the R3 people stream, synced, and applied to A's
+// file before Add returns) and then their token looked up on node B,
+// which has not followed the write yet as often as not (a miss catches up
+// once): the time from "added on one node" to "signed in on another".
+func BenchmarkPeopleAddElsewhere(b *testing.B) {
+	tc := startCluster(b, 3, time.Minute, 16, func(*testCluster, int) func(string) { return func(string) {} })
+	a, _ := peopleOn(b, tc, 0)
+	other, _ := peopleOn(b, tc, 1)
+	if _, _, err := other.Add("warmup", ""); err != nil { // node B joined
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		p, tok, err := a.Add(fmt.Sprintf("p%d", i), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got, ok := other.ByToken(tok); !ok || got.ID != p.ID {
+			b.Fatalf("token of %s refused on node B", p.Name)
+		}
+		i++
 	}
 }

@@ -425,6 +425,16 @@ func (rp *replica) waitJoined(ctx context.Context) error {
 	}
 }
 
+// awaitJoin waits, a moment at most, for this node to join the cluster's
+// registry (at once on a single gateway and once joined).
+func (r *Registry) awaitJoin() {
+	if rp := r.rep; rp != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), missWait)
+		defer cancel()
+		_ = rp.waitJoined(ctx)
+	}
+}
+
 // caughtUpOnMiss catches up once after a lookup missed (a person just
 // added on another node, not followed here yet) and says whether that
 // completed (the lookup is worth making again). Lookups missing together
