@@ -509,7 +509,16 @@ func (r *Registry) update(fn func(b buckets) error) error {
 		if err := rp.waitJoined(ctx); err != nil {
 			return err
 		}
-		return r.db.Update(func(tx *bolt.Tx) error { return r.writeTx(ctx, tx, fn) })
+		for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+			err := r.db.Update(func(tx *bolt.Tx) error { return r.writeTx(ctx, tx, fn, true) })
+			if !errors.Is(err, errInFlight) {
+				return err
+			}
+			// Outside the transaction: this node's other writes go on.
+			if sleep(ctx, wait) != nil {
+				return err
+			}
+		}
 	}
 	return r.db.Update(func(tx *bolt.Tx) error { return localWrite(tx, fn) })
 }
@@ -524,7 +533,7 @@ func updateTx(tx *bolt.Tx, fn func(b buckets) error) error {
 		if err := r.rep.waitJoined(ctx); err != nil {
 			return err
 		}
-		return r.writeTx(ctx, tx, fn)
+		return r.writeTx(ctx, tx, fn, false)
 	}
 	return localWrite(tx, fn)
 }
@@ -549,10 +558,15 @@ func localWrite(tx *bolt.Tx, fn func(b buckets) error) error {
 // changed is appended after this node's position and, once the log took
 // it, applied to tx. A refused append (the log moved on), or fn failing
 // on something another node may have just written (a name not known here
-// yet), catches up inside tx and runs fn again.
-func (r *Registry) writeTx(ctx context.Context, tx *bolt.Tx, fn func(b buckets) error) error {
-	caught := false
-	for try := 0; ; try++ {
+// yet), catches up inside tx and runs fn again. An append refused while
+// the log's tail shows nothing new is another node's write still being
+// stored (the stream refuses against writes in flight): with own, tx is
+// the registry's own and errInFlight lets update wait outside it; inside
+// another package's transaction the wait is made here, a few
+// milliseconds at a time.
+func (r *Registry) writeTx(ctx context.Context, tx *bolt.Tx, fn func(b buckets) error, own bool) error {
+	caught, moves, wait := false, 0, time.Millisecond
+	for {
 		pos := readPos(tx)
 		ov := &overlay{tx: tx}
 		err := fn(buckets{people: ov.bucket(bucketPeople), grants: ov.bucket(bucketGrants)})
@@ -567,7 +581,7 @@ func (r *Registry) writeTx(ctx context.Context, tx *bolt.Tx, fn func(b buckets) 
 				}
 				return putPos(tx, at)
 			}
-			if !errors.Is(err, ErrLogMoved) || try == maxRetries {
+			if !errors.Is(err, ErrLogMoved) || moves == maxRetries {
 				return err
 			}
 		} else if caught || !(errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, ErrBadInput)) {
@@ -577,11 +591,25 @@ func (r *Registry) writeTx(ctx context.Context, tx *bolt.Tx, fn func(b buckets) 
 		if cerr := r.catchUpTx(ctx, tx); cerr != nil {
 			return errors.Join(err, cerr)
 		}
-		if readPos(tx) == pos && !errors.Is(err, ErrLogMoved) {
+		switch {
+		case readPos(tx) != pos:
+			moves++
+		case !errors.Is(err, ErrLogMoved):
 			return err // nothing new: fn's answer stands
+		case own:
+			return fmt.Errorf("%w: %w", errInFlight, err)
+		default:
+			if sleep(ctx, wait) != nil {
+				return err
+			}
+			wait = min(2*wait, 20*time.Millisecond)
 		}
 	}
 }
+
+// errInFlight is an append refused for another node's write the log's
+// tail does not show yet: the write is made again a moment later.
+var errInFlight = errors.New("people: another node's write is being stored")
 
 // overlay is a write's view of the registry in cluster mode: reads see
 // the transaction's buckets under the write's own changes, which are kept

@@ -19,6 +19,22 @@ type memLog struct {
 	entries [][]byte
 	grew    chan struct{}
 	max     int
+	// inflight is another node's entry the log holds (appends after the
+	// position before it are refused) but reads do not show yet, as a
+	// stream whose leader has not stored a proposed write; refused says
+	// each append refused.
+	inflight []byte
+	refused  chan struct{}
+}
+
+// show stores the entry in flight.
+func (l *memLog) show() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = append(l.entries, l.inflight)
+	l.inflight = nil
+	close(l.grew)
+	l.grew = make(chan struct{})
 }
 
 func newMemLog() *memLog { return &memLog{grew: make(chan struct{})} }
@@ -28,7 +44,13 @@ func (l *memLog) MaxEntry() int { return l.max }
 func (l *memLog) Append(_ context.Context, at uint64, entry []byte) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if at != uint64(len(l.entries)) {
+	if at != uint64(len(l.entries)) || l.inflight != nil {
+		if l.refused != nil {
+			select {
+			case l.refused <- struct{}{}:
+			default:
+			}
+		}
 		return 0, fmt.Errorf("%w: at %d, the log is at %d", ErrLogMoved, at, len(l.entries))
 	}
 	l.entries = append(l.entries, bytes.Clone(entry))
@@ -198,6 +220,48 @@ func TestReplicatedNameOnce(t *testing.T) {
 	}
 	for _, r := range []*Registry{a, b} {
 		eventually(t, "every copy has the first owner and the 20 names", func() bool { l, _ := r.List(); return len(l) == 21 })
+	}
+}
+
+// TestWriteWaitsForAWriteInFlight: an append refused for another node's
+// write the log's tail does not show yet is made again once it shows,
+// for a registry write and for one inside another package's transaction.
+func TestWriteWaitsForAWriteInFlight(t *testing.T) {
+	for _, inside := range []bool{false, true} {
+		l := newMemLog()
+		a, db := replicaOn(t, l)
+		l.mu.Lock()
+		l.inflight = encodeEntry([]logOp{{Bucket: 'p', Key: []byte("n/zed"), Val: []byte("p_zed")}})
+		l.refused = make(chan struct{}, 1)
+		l.mu.Unlock()
+		done := make(chan error, 1)
+		go func() {
+			if inside {
+				done <- db.Update(func(tx *bolt.Tx) error { _, err := LinkNewTx(tx, "tg-7", 7, time.Now()); return err })
+				return
+			}
+			_, _, err := a.Add("xena", "")
+			done <- err
+		}()
+		select {
+		case <-l.refused:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no append was refused")
+		}
+		l.show()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("inside %v: %v", inside, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("inside %v: the write never went through", inside)
+		}
+		var id []byte
+		_ = db.View(func(tx *bolt.Tx) error { id = bytes.Clone(tx.Bucket(bucketPeople).Get([]byte("n/zed"))); return nil })
+		if string(id) != "p_zed" {
+			t.Fatalf("the entry in flight was not applied: %q", id)
+		}
 	}
 }
 
