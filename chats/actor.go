@@ -146,6 +146,17 @@ type charge struct {
 	tokens int64
 }
 
+// chargesOn are the batch's charges as its flush carries them, on day.
+func (b *batch) chargesOn(day string) []Charge {
+	var out []Charge
+	for _, c := range b.charges {
+		if c.person != "" && c.tokens > 0 {
+			out = append(out, Charge{Person: c.person, Day: day, Tokens: c.tokens})
+		}
+	}
+	return out
+}
+
 func (b *batch) empty() bool {
 	return len(b.events) == 0 && len(b.putPend) == 0 && len(b.delPend) == 0 && len(b.outputs) == 0 && !b.dirty && b.archive == nil &&
 		b.ledger.Empty()
@@ -451,6 +462,7 @@ func (a *actor) flush() (err error) {
 	a.b = batch{}
 	meta := a.metaToCommit()
 	f := b.flush(a.id, meta)
+	f.Charges = b.chargesOn(people.Day(a.s.now()))
 	if a.s.opt.RecordLog != nil {
 		// Cluster mode: the log first, fenced at the chat's position;
 		// only a confirmed flush reaches bbolt and anyone's eyes.
@@ -514,14 +526,12 @@ func (b *batch) flush(chat string, meta Chat) *Flush {
 // touches tx, as Store.Write may run it twice.
 func (a *actor) write(tx *bolt.Tx, b *batch, f *Flush) error {
 	return writeFlush(tx, a.s.store, a.meta.UpdatedAt, f, &localWrites{
-		charges: b.charges, day: people.Day(a.s.now()), dropHeld: a.dropHeld, dropProcs: a.dropProcs})
+		dropHeld: a.dropHeld, dropProcs: a.dropProcs})
 }
 
 // localWrites are what a node's own flush writes besides its Flush: they
 // belong to the node that ran the turn and are not in the cluster's log.
 type localWrites struct {
-	charges   []charge
-	day       string
 	dropHeld  []string
 	dropProcs []string
 }
@@ -544,8 +554,8 @@ func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWr
 	if local == nil {
 		local = &localWrites{}
 	}
-	for _, c := range local.charges {
-		if err := people.AddUsageTx(tx, c.person, local.day, c.tokens); err != nil {
+	for _, c := range f.Charges {
+		if err := people.AddUsageTx(tx, c.Person, c.Day, c.Tokens); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
@@ -66,21 +67,22 @@ var (
 //     timer (followDelete), handoff folders of removed chats (removedHere).
 //   - the node's own, not chat state: its followed position, its tool
 //     process journal (procs.go), held recovery answers (tools.go: held by
-//     the owner that could not take them), people's token charges, upload
-//     records of attachments (blobs.go).
+//     the owner that could not take them), upload records of attachments
+//     (blobs.go).
 //   - the file-change ledger (tools.Ledger), through the log: a file
 //     tool's change is a flush of its row (host.LedgerJournal) before the
 //     file changes, a rewind's forgotten changes go in its flush
 //     (Flush.Ledger); each node applies them in writeFlush.
-//   - not shared yet (say so in the README): people's grants on chats
-//     live in each node's file (the people registry is per node in
-//     cluster mode).
+//   - people's token charges ride the flush of the turn that used them
+//     (Flush.Charges), so every node counts a person's day alike.
+//   - the people registry (persons, tokens, grants) has its own log
+//     (chats/people Replicate); a chat's creator rides its first flush.
 //
 // Flush is everything one actor flush commits for one chat, as the
 // cluster's log stores it: applying the flushes of a chat in order to an
 // empty bbolt gives the chat as its owner had it. What is local to the
-// node that ran the turn (people's token charges, its tool process
-// journal, held recovery answers) is not in it.
+// node that ran the turn (its tool process journal, held recovery
+// answers) is not in it.
 type Flush struct {
 	// Chat is the chat's id; every event and Meta belong to it.
 	Chat string `json:"chat"`
@@ -115,6 +117,18 @@ type Flush struct {
 	// follower. A purge flush carries nothing else (Meta names the chat).
 	// Absent in every other flush, so their bytes stay as they were.
 	Purge bool `json:"purge,omitempty"`
+	// Charges are the tokens the flush's turns used, added to their
+	// people's day on every node that applies it (a per-day limit holds
+	// across the cluster). Absent when none, so other flushes' bytes
+	// stay as they were.
+	Charges []Charge `json:"charges,omitempty"`
+}
+
+// Charge is tokens one person used on one UTC day (people.Day).
+type Charge struct {
+	Person string `json:"person"`
+	Day    string `json:"day"`
+	Tokens int64  `json:"tokens"`
 }
 
 // RecordForgetter is a RecordLog that can drop what a purged chat's
@@ -213,7 +227,12 @@ func (f *Flush) check(chat string) error {
 			return err
 		}
 	}
-	if f.Purge && (len(f.Events)+len(f.PutPending)+len(f.DelPending)+len(f.ClientIDs)+len(f.Outputs) > 0 || f.Archive != nil || f.Creator != "" || f.Ledger != nil) {
+	for _, c := range f.Charges {
+		if _, err := time.Parse(time.DateOnly, c.Day); c.Person == "" || c.Tokens <= 0 || err != nil {
+			return fmt.Errorf("a charge of %d tokens to %q on %q", c.Tokens, c.Person, c.Day)
+		}
+	}
+	if f.Purge && (len(f.Events)+len(f.PutPending)+len(f.DelPending)+len(f.ClientIDs)+len(f.Outputs)+len(f.Charges) > 0 || f.Archive != nil || f.Creator != "" || f.Ledger != nil) {
 		return errors.New("a purge that also writes the chat")
 	}
 	return nil

@@ -110,6 +110,8 @@ type Node struct {
 	telegram jetstream.KeyValue
 	// tgState is the stream of the Telegram bot's bucket (tgstate.go).
 	tgState jetstream.Stream
+	// people is the stream of the people registry's writes (people.go).
+	people jetstream.Stream
 
 	// blobs and uploads are the shared attachments (blobs.go), bound on
 	// first use under blobsMu.
@@ -522,8 +524,14 @@ func (n *Node) setupOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s stream: %w", TelegramStream, err)
 	}
+	// The people registry's writes (people.go): any node writes them.
+	peopleLog, err := n.js.CreateOrUpdateStream(ctx, peopleConfig(n.o.Replicas))
+	if err != nil {
+		return fmt.Errorf("%s stream: %w", PeopleStream, err)
+	}
 	n.mu.Lock()
 	n.records, n.leases, n.nodes, n.work, n.telegram, n.tgState = records, leases, nodes, work, telegram, tgState
+	n.people = peopleLog
 	n.mu.Unlock()
 	return nil
 }

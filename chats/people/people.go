@@ -125,6 +125,7 @@ const MaxName = 64
 // no gateway runs, and the gateway writing it, never disagree.
 type Registry struct {
 	db   *bolt.DB
+	rep  *replica // cluster mode (Replicate): the cluster's log of the registry's writes
 	main [32]byte // SHA-256 of the access token, which is the first owner's
 	now  func() time.Time
 }
@@ -183,7 +184,7 @@ func hashOf(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func put(bk *bolt.Bucket, p record) error {
+func put(bk kv, p record) error {
 	p.Tokens = len(p.Hashes)
 	v, err := json.Marshal(p)
 	if err != nil {
@@ -195,7 +196,7 @@ func put(bk *bolt.Bucket, p record) error {
 	return bk.Put(nameKey(p.Name), []byte(p.ID))
 }
 
-func get(bk *bolt.Bucket, id string) (record, bool) {
+func get(bk kv, id string) (record, bool) {
 	var p record
 	v := bk.Get(personKey(id))
 	if v == nil || json.Unmarshal(v, &p) != nil {
@@ -233,8 +234,8 @@ func (r *Registry) Add(name, role string) (Person, string, error) {
 	}
 	token := newToken()
 	var out Person
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketPeople)
+	err := r.update(func(b buckets) error {
+		bk := b.people
 		if bk.Get(nameKey(name)) != nil {
 			return fmt.Errorf("%q: %w", name, ErrExists)
 		}
@@ -334,33 +335,52 @@ func (r *Registry) ByToken(token string) (Person, bool) {
 	}
 	h := sha256.Sum256([]byte(token))
 	if r.main != [32]byte{} && h == r.main {
+		// Cluster mode: the first owner is the cluster's once this node
+		// joined (a chat created before would name this file's own).
+		r.awaitJoin()
 		p, err := r.First()
 		return p, err == nil
 	}
-	var out Person
-	ok := false
+	out, ok, known := r.byHash(hex.EncodeToString(h[:]))
+	if !known && r.caughtUpOnMiss() {
+		// Cluster mode: a token made on another node a moment ago.
+		out, ok, _ = r.byHash(hex.EncodeToString(h[:]))
+	}
+	return out, ok
+}
+
+// byHash looks a token's hash up; known says whether any person had it.
+func (r *Registry) byHash(h string) (out Person, ok, known bool) {
 	_ = r.db.View(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketPeople)
-		id := bk.Get(hashKey(hex.EncodeToString(h[:])))
+		id := bk.Get(hashKey(h))
 		if id == nil {
 			return nil
 		}
 		p, found := get(bk, string(id))
-		ok = found && !p.Revoked
+		ok, known = found && !p.Revoked, true
 		out = p.Person
 		return nil
 	})
-	return out, ok
+	return out, ok, known
 }
 
 // ByTelegram returns the person a Telegram user is linked to.
 func (r *Registry) ByTelegram(user int64) (Person, bool) {
 	var out Person
-	ok := false
-	_ = r.db.View(func(tx *bolt.Tx) error {
-		out, ok = ByTelegramTx(tx, user)
-		return nil
-	})
+	ok, known := false, false
+	look := func() {
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			out, ok = ByTelegramTx(tx, user)
+			bk := tx.Bucket(bucketPeople)
+			known = bk != nil && bk.Get(tgKey(user)) != nil
+			return nil
+		})
+	}
+	look()
+	if !known && r.caughtUpOnMiss() {
+		look() // cluster mode: a pairing approved on another node a moment ago
+	}
 	return out, ok
 }
 
@@ -382,31 +402,38 @@ func ByTelegramTx(tx *bolt.Tx, user int64) (Person, bool) {
 // someone else moves to them.
 func (r *Registry) Link(name string, user int64) (Person, error) {
 	var out Person
-	err := r.db.Update(func(tx *bolt.Tx) (err error) {
-		out, err = LinkTx(tx, name, user, r.now())
+	err := r.update(func(b buckets) (err error) {
+		out, err = link(b.people, name, user, false, r.now())
 		return err
 	})
 	return out, err
 }
 
-// LinkTx links user to the person named name, inside tx.
+// LinkTx links user to the person named name, inside tx (replicated when
+// tx's database is a cluster node's, see Replicate).
 func LinkTx(tx *bolt.Tx, name string, user int64, now time.Time) (Person, error) {
 	return linkTx(tx, name, user, false, now)
 }
 
 // LinkNewTx links user to the person named name, creating them as a member
-// when nobody has that name (an approved Telegram pairing).
+// when nobody has that name (an approved Telegram pairing); replicated
+// like LinkTx.
 func LinkNewTx(tx *bolt.Tx, name string, user int64, now time.Time) (Person, error) {
 	return linkTx(tx, name, user, true, now)
 }
 
 func linkTx(tx *bolt.Tx, name string, user int64, create bool, now time.Time) (Person, error) {
+	var out Person
+	err := updateTx(tx, func(b buckets) (err error) {
+		out, err = link(b.people, name, user, create, now)
+		return err
+	})
+	return out, err
+}
+
+func link(bk kv, name string, user int64, create bool, now time.Time) (Person, error) {
 	if user == 0 {
 		return Person{}, fmt.Errorf("%w: a Telegram user id is a non-zero number", ErrBadInput)
-	}
-	bk, err := tx.CreateBucketIfNotExists(bucketPeople)
-	if err != nil {
-		return Person{}, err
 	}
 	id := bk.Get(nameKey(name))
 	var p record
@@ -450,8 +477,8 @@ func linkTx(tx *bolt.Tx, name string, user int64, create bool, now time.Time) (P
 // change auth.token_env or data_dir/token instead).
 func (r *Registry) Revoke(name string) (Person, error) {
 	var out Person
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketPeople)
+	err := r.update(func(b buckets) error {
+		bk := b.people
 		id := bk.Get(nameKey(name))
 		p, ok := get(bk, string(id))
 		if id == nil || !ok {
@@ -576,8 +603,8 @@ type Grant struct {
 // None takes the grant away.
 func (r *Registry) Share(chat, name string, level Level) (Grant, error) {
 	var g Grant
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		pb, gb := tx.Bucket(bucketPeople), tx.Bucket(bucketGrants)
+	err := r.update(func(b buckets) error {
+		pb, gb := b.people, b.grants
 		id := pb.Get(nameKey(name))
 		p, ok := get(pb, string(id))
 		if id == nil || !ok {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/chats"
 	"github.com/mirror-gateway/mirror/chats/cluster"
+	"github.com/mirror-gateway/mirror/chats/people"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/gateway"
 	"github.com/mirror-gateway/mirror/gateway/telegram"
@@ -107,6 +108,21 @@ func clusterTelegram(node *cluster.Node) (telegram.Leader, telegram.Offsets, tel
 	}
 	tg := node.Telegram()
 	return tg, tg, tg, tg.Close
+}
+
+// clusterPeople makes the people registry the cluster's in cluster mode:
+// its writes go through the cluster's log, and every node follows it into
+// its own file (chats/people Replicate). The returned func stops following.
+// In single-node mode a file that was a node's copy becomes this gateway's
+// own again.
+func clusterPeople(node *cluster.Node, reg *people.Registry, log *slog.Logger) func() {
+	if node == nil {
+		if err := reg.Leave(); err != nil {
+			log.Warn("people: this file was a cluster node's copy and stays one", "err", err)
+		}
+		return func() {}
+	}
+	return reg.Replicate(node.People(), log)
 }
 
 // clusterBlobs shares the attachments with the other nodes in cluster

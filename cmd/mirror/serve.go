@@ -307,6 +307,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		store.Close()
 		return err
 	}
+	defer clusterPeople(node, folks, log)() // cluster.go: in cluster mode people are the cluster's
 	// cluster.go: in cluster mode each chat runs on its owner, its record in the cluster's log.
 	recordLog, owners, serveChats, stopChats := clusterChats(node, &lost)
 	defer stopChats()
