@@ -602,6 +602,13 @@ func (r *Router) ReleaseIdle(chat string) {
 	if !listed || !r.local.LetGo(chat) {
 		return
 	}
+	// The work index holds no chat given up: one it held as this node
+	// does not know (a write of it failed, or none since the claim) would
+	// have the sweeper take the chat, only for it to go idle again. While
+	// the lease is still this node's, nobody else writes the entry.
+	wctx, cancel := context.WithTimeout(context.Background(), r.n.storeWait())
+	r.n.markWork(wctx, chat, false)
+	cancel()
 	r.n.log.Debug("cluster: an idle chat's lease is given up", "chat", chat)
 	r.drop(oc)
 }
