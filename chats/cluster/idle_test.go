@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/tools"
 )
 
 // idleFor is the chats' idle time in these tests: short, so that a chat
@@ -246,5 +249,77 @@ func TestSendRacingIdleRelease(t *testing.T) {
 				t.Fatalf("owners %v", got)
 			}
 		})
+	}
+}
+
+// TestIdleReleaseKeepsOpenQuestion: a chat whose tool call was cut short
+// when its owner let go is taken by B, which asks the Repeat/Skip
+// question; with nothing running or queued its actor leaves memory idle,
+// but B keeps its lease while the question waits (an answer must find the
+// chat's work where it was), while a chat created after it on B and left
+// alone gives its lease up.
+func TestIdleReleaseKeepsOpenQuestion(t *testing.T) {
+	gm := newGateModel()
+	gm.open.Store(true)
+	sv := startServicesWith(t, 2, nil, false, func(_ int, o *chats.Options) {
+		o.Idle = idleFor
+		ws := t.TempDir()
+		eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: gm, Remote: "fake", Window: 128000}},
+			map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := tools.New(tools.Options{Workspace: ws, Policies: map[string]tools.Policy{"shell": tools.Allow}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Provision(runtime.Options{Tools: reg}); err != nil {
+			t.Fatal(err)
+		}
+		o.Turner, o.Workspace = eng, reg.Workspace()
+	})
+	a, b := sv.svcs[0], sv.svcs[1]
+	ch, err := a.Create(ctx(t), "question", "", chats.Origin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher := newSubscriber()
+	if err := b.Open(ctx(t), ch.ID, nil, watcher, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Send(ctx(t), ch.ID, `/tool shell {"command":"sleep 30"}`, "q1", "", chats.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	watcher.waitFor(t, "the tool call stored", func(ds []chats.Delivery) bool {
+		for _, d := range ds {
+			if d.Event != nil && d.Event.Type == chats.EvToolCall {
+				return true
+			}
+		}
+		return false
+	})
+	sv.routers[0].Release(ch.ID) // A lets go while the call runs
+	if _, err := b.Get(ctx(t), ch.ID); err != nil { // B takes the chat: the call becomes a question
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sv.owners(ch.ID)) != "[n2]" {
+		t.Fatalf("owners %v, want [n2]", sv.owners(ch.ID))
+	}
+	watcher.waitFor(t, "the Repeat/Skip question", func(ds []chats.Delivery) bool {
+		for _, d := range ds {
+			if d.Event != nil && d.Event.Type == chats.EvRecoveryRequested {
+				return true
+			}
+		}
+		return false
+	})
+
+	control, err := b.Create(ctx(t), "control", "", chats.Origin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReleased(t, sv, 1, control.ID)
+	if owner, err := sv.nodes[0].OwnerOf(ctx(t), ch.ID); err != nil || owner != "n2" || !claimed(sv.nodes[1], ch.ID) {
+		t.Fatalf("the chat with an open question: its lease names %q (%v), want n2 renewing it", owner, err)
 	}
 }
