@@ -298,7 +298,7 @@ func TestIdleReleaseKeepsOpenQuestion(t *testing.T) {
 		}
 		return false
 	})
-	sv.routers[0].Release(ch.ID) // A lets go while the call runs
+	sv.routers[0].Release(ch.ID)                    // A lets go while the call runs
 	if _, err := b.Get(ctx(t), ch.ID); err != nil { // B takes the chat: the call becomes a question
 		t.Fatal(err)
 	}
