@@ -105,7 +105,7 @@ func (s *Service) Disown(chat string) {
 // True when it did: the chat is then as after Disown (nothing of it is
 // written here any more) and its owner lease may go. False keeps it: it
 // is loaded, busy, or its record's tail is unread (a write the store did
-// not confirm). The cluster's router calls it under the chat's lock, so
+// not confirm, or one not confirmed since). The cluster's router calls it under the chat's lock, so
 // no frame runs on the chat meanwhile.
 func (s *Service) LetGo(chat string) bool {
 	sh := s.shardOf(chat)
@@ -117,7 +117,7 @@ func (s *Service) LetGo(chat string) bool {
 	s.replica.mu.Lock()
 	defer s.replica.mu.Unlock()
 	o := s.replica.m[chat]
-	if o == nil || !o.idle || o.stale || o.reloading {
+	if o == nil || !o.idle || o.stale || o.unconfirmed || o.reloading {
 		return false
 	}
 	delete(s.replica.m, chat)
