@@ -104,8 +104,8 @@ func (s *Service) Disown(chat string) {
 // message, open question or work left) and no actor was loaded since.
 // True when it did: the chat is then as after Disown (nothing of it is
 // written here any more) and its owner lease may go. False keeps it: it
-// is loaded, busy, or its record's tail is unread (a write the store did
-// not confirm, or one not confirmed since). The cluster's router calls it under the chat's lock, so
+// is loaded, busy, its record's tail is unread, or its last write was
+// not confirmed. The cluster's router calls it under the chat's lock, so
 // no frame runs on the chat meanwhile.
 func (s *Service) LetGo(chat string) bool {
 	sh := s.shardOf(chat)
