@@ -335,7 +335,7 @@ func (a *actor) run() {
 		case f := <-a.inbox:
 			f()
 			if a.shed {
-				a.exit() // Shed saw it idle, just now, on this goroutine
+				a.exitIdle() // Shed saw it idle, just now, on this goroutine
 				return
 			}
 		case <-a.flushC:
@@ -346,7 +346,7 @@ func (a *actor) run() {
 			a.maybeStart()
 		case <-idle.C:
 			if a.idle() {
-				a.exit()
+				a.exitIdle()
 				return
 			}
 		case <-quit:
@@ -374,9 +374,64 @@ func (a *actor) run() {
 }
 
 // idle says the chat may leave memory: nothing runs, waits or is
-// uncommitted, and nobody watches it.
+// uncommitted, and nobody watches it. The cluster's publisher, a
+// subscriber of every chat loaded on its owner, is nobody: the chat's
+// watchers are on the nodes' fan-out, which outlives the actor (counting
+// it kept every owned chat in memory for good).
 func (a *actor) idle() bool {
-	return a.turn == nil && len(a.subs) == 0 && len(a.pending) == 0 && a.b.empty()
+	if a.turn != nil || len(a.pending) > 0 || !a.b.empty() {
+		return false
+	}
+	n := len(a.subs)
+	if a.s.opt.Owners != nil {
+		if _, ok := a.subs[publisher{a.s.opt.Owners}]; ok {
+			n--
+		}
+	}
+	return n == 0
+}
+
+// exitIdle leaves memory as an idle chat (see idle). In cluster mode
+// it also says whether the chat's ownership may go (releasable), under
+// the chat's shard lock together with the eviction, so that a load of
+// the chat that follows always reads as busy (see Service.LetGo); when
+// it may, the cluster is told (Owners.Idle).
+func (a *actor) exitIdle() {
+	if a.own == nil {
+		a.exit()
+		return
+	}
+	rel := a.releasable()
+	sh := a.s.shardOf(a.id)
+	sh.mu.Lock()
+	if sh.m[a.id] == a {
+		delete(sh.m, a.id)
+		a.s.replica.mu.Lock()
+		if a.s.replica.m[a.id] == a.own {
+			a.own.idle = rel
+		} else {
+			rel = false
+		}
+		a.s.replica.mu.Unlock()
+	} else {
+		rel = false
+	}
+	sh.mu.Unlock()
+	a.exit()
+	if rel {
+		a.s.opt.Owners.Idle(a.id)
+	}
+}
+
+// releasable says an idle chat (see idle) leaves nothing behind that
+// would need this node to keep its ownership: no question waits for an
+// answer (an approval, a Repeat/Skip recovery), its state has no work
+// left (pending messages, a turn to resume), nothing is kept for its next
+// commit, and it did not break.
+func (a *actor) releasable() bool {
+	return a.s.opt.Owners != nil && a.broken == nil && !a.quitting && len(a.approvals) == 0 && len(a.recoveries) == 0 &&
+		len(a.reask) == 0 && len(a.settled) == 0 && len(a.dropHeld) == 0 && len(a.dropProcs) == 0 &&
+		!hasWork(&a.meta) && a.flushC == nil && a.heldC == nil
 }
 
 func (a *actor) exit() {

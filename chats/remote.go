@@ -51,6 +51,13 @@ type Owners interface {
 	// It must not block; a stored event lost on the way is read from the
 	// record by the watchers.
 	Publish(ev *Event, stored bool)
+	// Idle says chat, which this node owns, left memory with nothing to
+	// do (limits.chat_idle passed with no turn, no pending message, no
+	// open question and no work left): its ownership may be given up, so
+	// that an idle chat costs the cluster no lease renewals. It must not
+	// block; the owner asks LetGo before it lets the chat go, so a frame
+	// that loaded the chat meanwhile keeps it.
+	Idle(chat string)
 }
 
 // opVersion is the version of the op and reply frames; a frame of another

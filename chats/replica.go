@@ -43,6 +43,10 @@ type owned struct {
 	// unconfirmed says a write of this node's was not confirmed and none
 	// has been since: the log may have moved on by it (appendLog).
 	unconfirmed bool
+	// idle says the chat's last actor left memory idle with nothing that
+	// needs this node (actor.releasable), and none loaded since: LetGo
+	// may give the chat up. Set under the chat's shard lock.
+	idle bool
 }
 
 // replicas are the chats this node owns, by id.
@@ -93,6 +97,42 @@ func (s *Service) Disown(chat string) {
 	delete(s.replica.m, chat)
 	s.replica.mu.Unlock()
 	s.unload(chat, fmt.Errorf("chat %s: %w", chat, ErrFenced))
+}
+
+// LetGo gives up this node's ownership of chat when it is idle here: its
+// last actor left memory idle with nothing unfinished (no turn, pending
+// message, open question or work left) and no actor was loaded since.
+// True when it did: the chat is then as after Disown (nothing of it is
+// written here any more) and its owner lease may go. False keeps it: it
+// is loaded, busy, its record's tail is unread, or its last write was
+// not confirmed. The cluster's router calls it under the chat's lock, so
+// no frame runs on the chat meanwhile.
+func (s *Service) LetGo(chat string) bool {
+	sh := s.shardOf(chat)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[chat] != nil {
+		return false
+	}
+	s.replica.mu.Lock()
+	defer s.replica.mu.Unlock()
+	o := s.replica.m[chat]
+	if o == nil || !o.idle || o.stale || o.unconfirmed || o.reloading {
+		return false
+	}
+	delete(s.replica.m, chat)
+	return true
+}
+
+// busy says chat's actor was loaded (under its shard lock): an idle
+// ownership is idle no more.
+func (s *Service) busy(a *actor) {
+	if a.own == nil {
+		return
+	}
+	s.replica.mu.Lock()
+	a.own.idle = false
+	s.replica.mu.Unlock()
 }
 
 // unload takes the chat's actor, if loaded, out of the registry now and

@@ -381,6 +381,14 @@ func (s *Service) create(ctx context.Context, id, title, chain string, o Origin)
 	if err != nil {
 		return Chat{}, fmt.Errorf("create chat: %w", err)
 	}
+	if s.opt.Owners != nil {
+		// Loaded, so that it leaves memory idle like any chat, and this
+		// node's ownership of it goes then (Owners.Idle); never loaded, a
+		// chat created and left alone kept its lease for good.
+		if err := s.do(ctx, id, func(*actor) error { return nil }); err != nil {
+			s.log.Warn("load a new chat", "chat", id, "err", err)
+		}
+	}
 	s.notifyList(c, true, askerOf(o))
 	return c, nil
 }
@@ -653,6 +661,7 @@ func (s *Service) get(id string) (*actor, error) {
 	}
 	if s.opt.Owners != nil {
 		a.subs[publisher{s.opt.Owners}] = struct{}{} // its events reach every node's watchers
+		s.busy(a)
 	}
 	sh.m[id] = a
 	s.actors.Add(1)

@@ -267,6 +267,7 @@ func (n *Node) renewClaims(ctx context.Context, claims []*Claim) {
 					return
 				}
 				rctx, cancel := context.WithTimeout(ctx, n.leaseSafe())
+				n.renewals.Add(1)
 				err := c.lease.Renew(rctx)
 				cancel()
 				if err != nil && c.lease.Gone() {

@@ -71,3 +71,10 @@ func (l *LocalService) Close(chat string) {
 		s.Disown(chat)
 	}
 }
+
+// LetGo implements Local: the Service gives the chat up if it is idle
+// there (chats.Service.LetGo).
+func (l *LocalService) LetGo(chat string) bool {
+	s := l.s.Load()
+	return s != nil && s.LetGo(chat)
+}

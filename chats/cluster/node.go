@@ -132,6 +132,8 @@ type Node struct {
 	paused atomic.Bool
 	// gets counts the record messages read one by one (records.go).
 	gets atomic.Int64
+	// renewals counts the chat-lease renewals sent (renewClaims).
+	renewals atomic.Int64
 
 	extra heartbeatExtra // status.go: what the heartbeat adds
 
@@ -723,6 +725,14 @@ func (n *Node) markWork(ctx context.Context, chat string, has bool) {
 		clear(n.hasWork) // forgotten states are written once more, no harm
 	}
 	n.hasWork[chat] = has
+}
+
+// workKnown says the work index holds chat as this node last wrote it:
+// its last flush here left work.
+func (n *Node) workKnown(chat string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.hasWork[chat]
 }
 
 // maxWorkKnown bounds the work states a node remembers.

@@ -82,3 +82,7 @@ func (o *Owners) Publish(ev *chats.Event, stored bool) {
 		o.f.n.log.Debug("cluster: publish a chat's event", "chat", ev.Chat, "seq", ev.Seq, "err", err)
 	}
 }
+
+// Idle implements chats.Owners: the router gives the chat's lease up in
+// the background if it is still idle then (Router.ReleaseIdle).
+func (o *Owners) Idle(chat string) { o.r.releaseIdle(chat) }

@@ -81,10 +81,16 @@ func startServices(t testing.TB, n int, m *model, follow bool) *services {
 // node i's Service options before it starts.
 func startServicesWith(t testing.TB, n int, m *model, follow bool, tweak func(i int, o *chats.Options)) *services {
 	t.Helper()
-	wired := make([]atomic.Pointer[Router], n)
 	// A long lease: these tests move no chat, and a loaded machine late
 	// to renew a short one would move it.
-	tc := startCluster(t, n, 10*time.Second, 1024, func(_ *testCluster, i int) func(string) {
+	return startServicesTTL(t, n, m, follow, 10*time.Second, tweak)
+}
+
+// startServicesTTL is startServicesWith with the leases' TTL given.
+func startServicesTTL(t testing.TB, n int, m *model, follow bool, ttl time.Duration, tweak func(i int, o *chats.Options)) *services {
+	t.Helper()
+	wired := make([]atomic.Pointer[Router], n)
+	tc := startCluster(t, n, ttl, 1024, func(_ *testCluster, i int) func(string) {
 		return func(chat string) {
 			if r := wired[i].Load(); r != nil {
 				r.Lost(chat)

@@ -46,6 +46,12 @@ type Local interface {
 	// Close tells the owner it no longer owns chat (its lease was lost or
 	// given up): it stops the chat's turn and runs no tool.
 	Close(chat string)
+	// LetGo gives chat up if it is idle here (nothing runs, waits or is
+	// unfinished, nothing loaded): true when it did, and the owner then
+	// acts for it no more, as after Close; false keeps it. The router
+	// calls it under the chat's lock: no Handle of the chat runs
+	// meanwhile (see ReleaseIdle).
+	LetGo(chat string) bool
 }
 
 // RemoteError is an error the owner's Local.Handle returned, passed back
@@ -72,6 +78,15 @@ type Router struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	// idleSlots bounds the idle chats given up at once (ReleaseIdle):
+	// thousands of chats going idle together cost a few deletes at a
+	// time, not thousands of goroutines.
+	idleSlots chan struct{}
+	// letting, set by tests, runs in ReleaseIdle before it takes the
+	// chat's lock (locked false) and under it (true), so a test can race
+	// frames with the release.
+	letting func(chat string, locked bool)
 }
 
 // ownedChat is a chat this node serves: its claim, and the subscription
@@ -88,7 +103,7 @@ type ownedChat struct {
 // checks its leases itself, every sixth of the lease TTL). Close stops it.
 func (n *Node) NewRouter(local Local) *Router {
 	r := &Router{n: n, local: local, owned: map[string]*ownedChat{}, taking: map[string]chan struct{}{},
-		owners: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+		owners: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{}), idleSlots: make(chan struct{}, renewWorkers)}
 	go r.watchLeases()
 	return r
 }
@@ -552,6 +567,69 @@ func (r *Router) Release(chat string) {
 	if oc != nil {
 		r.drop(oc)
 	}
+}
+
+// ReleaseIdle gives chat's lease up if it is idle on this node, so that
+// an idle chat costs no renewals (one replicated write every third of the
+// TTL, for as long as the node lives): the owner's Service calls it
+// (through Owners.Idle) once the chat's actor left memory after
+// limits.chat_idle with nothing to do. The chat is kept when the work
+// index holds it as this node last wrote it, or when Local.LetGo says it
+// is busy. Under the chat's lock, so a frame is either handled before
+// (the chat is loaded again, and kept) or after: then the chat is no
+// longer listed, the frame is answered "moved" (or finds nobody serving
+// the chat), and its asker takes the chat as when nobody owns it, on
+// this node or another. The next frame, wherever it is sent, takes the
+// chat as today; its watchers, on the chat's live subject, see no change.
+func (r *Router) ReleaseIdle(chat string) {
+	r.mu.Lock()
+	oc := r.owned[chat]
+	r.mu.Unlock()
+	if oc == nil || r.n.workKnown(chat) {
+		return
+	}
+	if r.letting != nil {
+		r.letting(chat, false)
+	}
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if r.letting != nil {
+		r.letting(chat, true)
+	}
+	r.mu.Lock()
+	listed := r.owned[chat] == oc
+	r.mu.Unlock()
+	if !listed || !r.local.LetGo(chat) {
+		return
+	}
+	// The work index holds no chat given up: one it held as this node
+	// does not know (a write of it failed, or none since the claim) would
+	// have the sweeper take the chat, only for it to go idle again. While
+	// the lease is still this node's, nobody else writes the entry.
+	wctx, cancel := context.WithTimeout(context.Background(), r.n.storeWait())
+	r.n.markWork(wctx, chat, false)
+	cancel()
+	r.n.log.Debug("cluster: an idle chat's lease is given up", "chat", chat)
+	r.drop(oc)
+}
+
+// releaseIdle is ReleaseIdle on its own goroutine, a few at a time; none
+// once the router is closing (Close gives every chat up anyway).
+func (r *Router) releaseIdle(chat string) {
+	go func() {
+		select {
+		case r.idleSlots <- struct{}{}:
+		case <-r.stop:
+			return
+		}
+		defer func() { <-r.idleSlots }()
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		r.ReleaseIdle(chat)
+	}()
 }
 
 // drop stops serving an owned chat: no more requests reach this node for

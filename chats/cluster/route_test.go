@@ -100,6 +100,10 @@ func (o *fakeOwner) Handle(ctx context.Context, chat string, frame []byte) ([]by
 	return fmt.Appendf(nil, "%s %d", o.n.Name(), e.Seq), nil
 }
 
+// LetGo: the fake owner keeps every chat (the routing tests give chats
+// up through Release).
+func (o *fakeOwner) LetGo(chat string) bool { return false }
+
 func (o *fakeOwner) Close(chat string) {
 	o.mu.Lock()
 	delete(o.chats, chat)
