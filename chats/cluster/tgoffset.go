@@ -29,8 +29,9 @@ const (
 
 // Telegram is the Telegram bot's leader lease and offset on this node.
 type Telegram struct {
-	n      *Node
-	remove func()
+	entryLog // the bot's state log (tgstate.go)
+	n        *Node
+	remove   func()
 
 	mu      sync.Mutex
 	kv      jetstream.KeyValue
@@ -48,7 +49,7 @@ type tgStint struct {
 // Telegram returns the node's side of the Telegram bot. Close it (before
 // the node) when the bot stopped.
 func (n *Node) Telegram() *Telegram {
-	t := &Telegram{n: n, changed: make(chan struct{})}
+	t := &Telegram{entryLog: n.tgStateLog(), n: n, changed: make(chan struct{})}
 	t.remove = n.OnLeader(t.leaderChanged)
 	return t
 }
