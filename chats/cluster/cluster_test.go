@@ -70,13 +70,16 @@ func startCluster(t testing.TB, n int, ttl time.Duration, lost int, onLost func(
 	}
 	t.Cleanup(func() {
 		start := time.Now()
-		var wg sync.WaitGroup
-		for _, nd := range tc.nodes {
-			if nd != nil {
-				wg.Go(func() { nd.Close() })
+		// All leave first, then all close (see Node.Leave).
+		for _, step := range []func(*Node){(*Node).Leave, func(nd *Node) { nd.Close() }} {
+			var wg sync.WaitGroup
+			for _, nd := range tc.nodes {
+				if nd != nil {
+					wg.Go(func() { step(nd) })
+				}
 			}
+			wg.Wait()
 		}
-		wg.Wait()
 		t.Logf("closed in %v", time.Since(start).Round(time.Millisecond))
 	})
 	start := time.Now()

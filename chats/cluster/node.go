@@ -142,6 +142,7 @@ type Node struct {
 	onLeader map[int]func(leading bool)
 	nextFn   int
 	closing  atomic.Bool
+	left     atomic.Bool // Leave ran
 }
 
 // Start starts the embedded server (unless Options.NATSURL is set),
@@ -370,9 +371,24 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Close stops the keeper, gives up this node's leases (so others need not
-// wait for them to expire), and stops the connection and the server.
+// Close leaves the cluster (Leave) and stops the connection and the
+// server.
 func (n *Node) Close() error {
+	n.Leave()
+	n.nc.Close()
+	n.shutdownServer()
+	return nil
+}
+
+// Leave stops the keeper, gives up this node's leases (so others need not
+// wait for them to expire) and its heartbeat, once, bounded by 2 s; the
+// server still serves the others. Nodes stopped together leave first and
+// then close: a lease given up while the others' servers stop would wait
+// out the bound for a quorum that is going.
+func (n *Node) Leave() {
+	if !n.left.CompareAndSwap(false, true) {
+		return
+	}
 	n.stop()
 	<-n.done
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -394,9 +410,6 @@ func (n *Node) Close() error {
 	if n.nodes != nil {
 		_ = n.nodes.Delete(ctx, n.o.Name)
 	}
-	n.nc.Close()
-	n.shutdownServer()
-	return nil
 }
 
 func (n *Node) shutdownServer() {
