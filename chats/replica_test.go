@@ -274,22 +274,7 @@ func TestClusterUnconfirmedWriteThatLanded(t *testing.T) {
 	}
 	// Both turns (the landed message's, answered again, and the next
 	// one's) end before the record is compared with the log.
-	var zero uint64
-	done := newSub()
-	if err := e.svc.Open(bg, chat, &zero, done, ""); err != nil {
-		t.Fatal(err)
-	}
-	done.waitFor(t, "both turns", has(EvTurnFinished, 2))
-	evs := e.durable(chat)
-	if g := seqsOf(evs); g != "" {
-		t.Fatalf("record %s: %s", typesOf(evs), g)
-	}
-	if n := count(evs, EvMessageAccepted); n != 2 {
-		t.Fatalf("%d messages accepted, want 2: %s", n, typesOf(evs))
-	}
-	if got, want := e.logPos(chat), log.last(chat); got != want {
-		t.Fatalf("bbolt applied position %d, the log is at %d", got, want)
-	}
+	e.twoTurnsAsLogged(log, chat)
 }
 
 // TestClusterOwnWriteInFlight: while an unconfirmed write of the owner
@@ -319,6 +304,15 @@ func TestClusterOwnWriteInFlight(t *testing.T) {
 	if _, err := e.svc.Send(bg, chat, "behind it", "k2", "", Origin{}); err != nil {
 		t.Fatal(err)
 	}
+	e.twoTurnsAsLogged(log, chat)
+}
+
+// twoTurnsAsLogged waits until chat's two turns ended, then checks its
+// record: seqs without a gap, two messages accepted, and bbolt at the
+// log's position.
+func (e *env) twoTurnsAsLogged(log *memLog, chat string) {
+	t := e.t
+	t.Helper()
 	var zero uint64
 	done := newSub()
 	if err := e.svc.Open(bg, chat, &zero, done, ""); err != nil {
