@@ -12,6 +12,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mirror-gateway/mirror/chats/varbytes"
 )
 
 // Cluster mode: the registry is replicated through a log of its writes
@@ -699,19 +701,14 @@ func encodeEntry(ops []logOp) []byte {
 	for _, op := range ops {
 		if op.Del {
 			out = append(out, opDelete, op.Bucket)
-			out = appendBytes(out, op.Key)
+			out = varbytes.Append(out, op.Key)
 			continue
 		}
 		out = append(out, opPut, op.Bucket)
-		out = appendBytes(out, op.Key)
-		out = appendBytes(out, op.Val)
+		out = varbytes.Append(out, op.Key)
+		out = varbytes.Append(out, op.Val)
 	}
 	return out
-}
-
-func appendBytes(out, b []byte) []byte {
-	out = binary.AppendUvarint(out, uint64(len(b)))
-	return append(out, b...)
 }
 
 // errEntry is a log entry that does not decode.
@@ -722,7 +719,7 @@ func decodeEntry(data []byte) ([]logOp, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: no %s header", errEntry, entryMagic)
 	}
-	count, rest, err := readUvarint(rest)
+	count, rest, err := varbytes.Uvarint(rest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: count: %w", errEntry, err)
 	}
@@ -751,14 +748,14 @@ func decodeEntry(data []byte) ([]logOp, error) {
 			return nil, fmt.Errorf("%w: write %d: unknown bucket %q", errEntry, i, bk)
 		}
 		op := logOp{Bucket: bk, Del: kind == opDelete}
-		if op.Key, rest, err = readBytes(rest[2:]); err != nil {
+		if op.Key, rest, err = varbytes.Bytes(rest[2:]); err != nil {
 			return nil, fmt.Errorf("%w: write %d: key: %w", errEntry, i, err)
 		}
 		if len(op.Key) == 0 || len(op.Key) > bolt.MaxKeySize || !replicatedKey(name, op.Key) {
 			return nil, fmt.Errorf("%w: write %d: a key the log does not carry (%d bytes)", errEntry, i, len(op.Key))
 		}
 		if !op.Del {
-			if op.Val, rest, err = readBytes(rest); err != nil {
+			if op.Val, rest, err = varbytes.Bytes(rest); err != nil {
 				return nil, fmt.Errorf("%w: write %d: value: %w", errEntry, i, err)
 			}
 		}
@@ -768,28 +765,4 @@ func decodeEntry(data []byte) ([]logOp, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the last write", errEntry, len(rest))
 	}
 	return ops, nil
-}
-
-// readUvarint reads a minimally encoded uvarint.
-func readUvarint(b []byte) (uint64, []byte, error) {
-	x, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, errors.New("truncated or overlong length")
-	}
-	if n != len(binary.AppendUvarint(nil, x)) {
-		return 0, nil, errors.New("a length not minimally encoded")
-	}
-	return x, b[n:], nil
-}
-
-// readBytes reads a length and that many bytes.
-func readBytes(b []byte) ([]byte, []byte, error) {
-	l, rest, err := readUvarint(b)
-	if err != nil {
-		return nil, nil, err
-	}
-	if l > uint64(len(rest)) {
-		return nil, nil, fmt.Errorf("a length of %d past the end (%d bytes left)", l, len(rest))
-	}
-	return rest[:l:l], rest[l:], nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mirror-gateway/mirror/chats"
+	"github.com/mirror-gateway/mirror/chats/varbytes"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -615,10 +616,10 @@ func encodeEntry(e logEntry) []byte {
 	default:
 		out = append(out, kindWrite)
 	}
-	out = appendBytes(out, []byte(e.Node))
+	out = varbytes.Append(out, []byte(e.Node))
 	if e.Snap {
 		out = binary.AppendUvarint(out, e.SnapClaim)
-		out = appendBytes(out, []byte(e.SnapBy))
+		out = varbytes.Append(out, []byte(e.SnapBy))
 		out = binary.AppendUvarint(out, e.Part)
 		if e.Last {
 			out = append(out, 1)
@@ -630,19 +631,14 @@ func encodeEntry(e logEntry) []byte {
 	for _, op := range e.Ops {
 		if op.Del {
 			out = append(out, opDelete)
-			out = appendBytes(out, op.Key)
+			out = varbytes.Append(out, op.Key)
 			continue
 		}
 		out = append(out, opPut)
-		out = appendBytes(out, op.Key)
-		out = appendBytes(out, op.Val)
+		out = varbytes.Append(out, op.Key)
+		out = varbytes.Append(out, op.Val)
 	}
 	return out
-}
-
-func appendBytes(out, b []byte) []byte {
-	out = binary.AppendUvarint(out, uint64(len(b)))
-	return append(out, b...)
 }
 
 // errEntry is a log entry that does not decode.
@@ -665,7 +661,7 @@ func decodeEntry(data []byte) (logEntry, error) {
 	default:
 		return e, fmt.Errorf("%w: unknown kind %q", errEntry, kind)
 	}
-	node, rest, err := readBytes(rest)
+	node, rest, err := varbytes.Bytes(rest)
 	if err != nil {
 		return e, fmt.Errorf("%w: node: %w", errEntry, err)
 	}
@@ -678,7 +674,7 @@ func decodeEntry(data []byte) (logEntry, error) {
 			return e, err
 		}
 	}
-	count, rest, err := readUvarint(rest)
+	count, rest, err := varbytes.Uvarint(rest)
 	if err != nil {
 		return e, fmt.Errorf("%w: count: %w", errEntry, err)
 	}
@@ -702,7 +698,7 @@ func decodeEntry(data []byte) (logEntry, error) {
 			return e, fmt.Errorf("%w: write %d: unknown op %q", errEntry, i, kind)
 		}
 		var op logOp
-		if op.Key, rest, err = readBytes(rest[1:]); err != nil {
+		if op.Key, rest, err = varbytes.Bytes(rest[1:]); err != nil {
 			return e, fmt.Errorf("%w: write %d: key: %w", errEntry, i, err)
 		}
 		if len(op.Key) == 0 || len(op.Key) > bolt.MaxKeySize {
@@ -716,7 +712,7 @@ func decodeEntry(data []byte) (logEntry, error) {
 		}
 		if kind == opDelete {
 			op.Del = true
-		} else if op.Val, rest, err = readBytes(rest); err != nil {
+		} else if op.Val, rest, err = varbytes.Bytes(rest); err != nil {
 			return e, fmt.Errorf("%w: write %d: value: %w", errEntry, i, err)
 		}
 		e.Ops = append(e.Ops, op)
@@ -729,21 +725,21 @@ func decodeEntry(data []byte) (logEntry, error) {
 
 // decodeSnap reads a snapshot part's fields into e.
 func decodeSnap(e *logEntry, rest []byte) ([]byte, error) {
-	claim, rest, err := readUvarint(rest)
+	claim, rest, err := varbytes.Uvarint(rest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot claim: %w", errEntry, err)
 	}
 	if claim == 0 {
 		return nil, fmt.Errorf("%w: a snapshot without a claim", errEntry)
 	}
-	by, rest, err := readBytes(rest)
+	by, rest, err := varbytes.Bytes(rest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot claim's node: %w", errEntry, err)
 	}
 	if len(by) == 0 || len(by) > maxNodeName {
 		return nil, fmt.Errorf("%w: a snapshot claim's node name of %d bytes", errEntry, len(by))
 	}
-	part, rest, err := readUvarint(rest)
+	part, rest, err := varbytes.Uvarint(rest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot part: %w", errEntry, err)
 	}
@@ -752,28 +748,4 @@ func decodeSnap(e *logEntry, rest []byte) ([]byte, error) {
 	}
 	e.SnapClaim, e.SnapBy, e.Part, e.Last = claim, string(by), part, rest[0] == 1
 	return rest[1:], nil
-}
-
-// readUvarint reads a minimally encoded uvarint.
-func readUvarint(b []byte) (uint64, []byte, error) {
-	x, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, errors.New("truncated or overlong length")
-	}
-	if n != len(binary.AppendUvarint(nil, x)) {
-		return 0, nil, errors.New("a length not minimally encoded")
-	}
-	return x, b[n:], nil
-}
-
-// readBytes reads a length and that many bytes.
-func readBytes(b []byte) ([]byte, []byte, error) {
-	l, rest, err := readUvarint(b)
-	if err != nil {
-		return nil, nil, err
-	}
-	if l > uint64(len(rest)) {
-		return nil, nil, fmt.Errorf("a length of %d past the end (%d bytes left)", l, len(rest))
-	}
-	return rest[:l:l], rest[l:], nil
 }
