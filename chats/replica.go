@@ -231,11 +231,11 @@ func (a *actor) unheld(err error) {
 }
 
 // appendLog appends f to the chat's log after the actor's position and
-// returns the new one. An append refused while the fence does not hold
-// (ErrFenced: another node owns the chat) disowns the actor; an
-// unconfirmed one, or one refused while the fence holds after an
-// unconfirmed one, (ErrUnavailable, or any other failure) unloads it and
-// marks the chat's tail unread, so the next load reads what landed
+// returns the new one. A refused append (ErrFenced: another node owns the
+// chat) disowns the actor. An unconfirmed one (ErrUnavailable, or any
+// other failure), or one refused while the fence holds after an
+// unconfirmed one (that write landing), unloads it and marks the chat's
+// tail unread, so the next load reads what landed
 // before it writes, and has the chat loaded again once the store answers
 // (reloadLater): its turn goes on even when nobody sends to it. Either
 // way nothing of the batch was acknowledged.
