@@ -361,7 +361,8 @@ func (r *Registry) ByToken(token string) (Person, bool) {
 	if token == "" {
 		return Person{}, false
 	}
-	h := sha256.Sum256([]byte(token))
+	var buf [64]byte // a token is 43 bytes: hashed without an allocation
+	h := sha256.Sum256(append(buf[:0], token...))
 	if r.main != [32]byte{} && h == r.main {
 		// Cluster mode: the first owner is the cluster's once this node
 		// joined (a chat created before would name this file's own).
@@ -382,8 +383,9 @@ func (r *Registry) ByToken(token string) (Person, bool) {
 func (r *Registry) byHash(h [32]byte) (out Person, ok, known bool) {
 	id, known, gen := r.c.token(h)
 	if !known {
+		key := hashKey(hex.EncodeToString(h[:]))
 		_ = r.db.View(func(tx *bolt.Tx) error {
-			id = string(tx.Bucket(bucketPeople).Get(hashKey(hex.EncodeToString(h[:]))))
+			id = string(tx.Bucket(bucketPeople).Get(key))
 			return nil
 		})
 		if id == "" {
