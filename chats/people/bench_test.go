@@ -57,3 +57,54 @@ func BenchmarkByToken(b *testing.B) {
 		}
 	}
 }
+
+// benchRegistry is a registry of 50 members and 1000 chats, chat c_N
+// created by member N%50, as the per-turn benchmarks read it.
+func benchRegistry(b *testing.B) (*Registry, []Person, []string) {
+	r, db := openTest(b, "the-access-token-0123456789")
+	var ps []Person
+	for i := range 50 {
+		p, _, err := r.Add(fmt.Sprintf("p%d", i), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	chats := make([]string, 1000)
+	err := db.Update(func(tx *bolt.Tx) error {
+		for i := range chats {
+			chats[i] = fmt.Sprintf("c_%04d", i)
+			if err := SetCreatorTx(tx, chats[i], ps[i%50].ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r, ps, chats
+}
+
+// BenchmarkGet is a person by id, as every turn reads its chat's creator
+// (chats.Service.ownerPolicies).
+func BenchmarkGet(b *testing.B) {
+	r, ps, _ := benchRegistry(b)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if p, err := r.Get(ps[i%50].ID); err != nil || p.ID != ps[i%50].ID {
+			b.Fatal(p, err)
+		}
+	}
+}
+
+// BenchmarkCreator is a chat's creator, read on every turn.
+func BenchmarkCreator(b *testing.B) {
+	r, ps, chats := benchRegistry(b)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if r.Creator(chats[i%1000]) != ps[i%50].ID {
+			b.Fatal("wrong creator")
+		}
+	}
+}

@@ -120,11 +120,14 @@ var (
 // MaxName bounds a person's name.
 const MaxName = 64
 
-// Registry is the people of one database. It reads the database on each
-// question (a small bbolt read), so `mirror person` writing the file while
-// no gateway runs, and the gateway writing it, never disagree.
+// Registry is the people of one database. Its hot reads (a person, a
+// token's or Telegram user's person, a chat's creator, a grant) answer from
+// the database's cache (cache.go), which every write of those keys keeps
+// exactly the store's; the rest read the database. `mirror person` writes
+// the file only while no gateway holds it open.
 type Registry struct {
 	db   *bolt.DB
+	c    *cache
 	rep  *replica // cluster mode (Replicate): the cluster's log of the registry's writes
 	main [32]byte // SHA-256 of the access token, which is the first owner's
 	now  func() time.Time
@@ -134,21 +137,22 @@ type Registry struct {
 // access token (auth.token_env or data_dir/token), which speaks for the
 // first owner. An empty one is allowed for tools that only manage people.
 func Open(db *bolt.DB, mainToken string) (*Registry, error) {
-	r := &Registry{db: db, now: time.Now}
+	r := &Registry{db: db, c: cacheFor(db), now: time.Now}
 	if mainToken != "" {
 		r.main = sha256.Sum256([]byte(mainToken))
 	}
-	err := db.Update(func(tx *bolt.Tx) error {
+	err := r.updateDB(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketGrants); err != nil {
 			return err
 		}
-		bk, err := tx.CreateBucketIfNotExists(bucketPeople)
+		raw, err := tx.CreateBucketIfNotExists(bucketPeople)
 		if err != nil {
 			return err
 		}
-		if bk.Get([]byte("first")) != nil {
+		if raw.Get([]byte("first")) != nil {
 			return nil
 		}
+		bk := marking{kv: raw, tx: tx}
 		p := record{Person: Person{ID: newID(), Name: "owner", Role: RoleOwner, First: true, Created: r.now().UTC()}}
 		if bk.Get(nameKey(p.Name)) != nil {
 			return fmt.Errorf("people: a person named %q exists but no first owner is recorded", p.Name)
@@ -299,31 +303,55 @@ func (r *Registry) ByName(name string) (Person, error) {
 
 // Get returns the person with that id.
 func (r *Registry) Get(id string) (Person, error) {
-	var out Person
-	err := r.db.View(func(tx *bolt.Tx) error {
-		p, ok := get(tx.Bucket(bucketPeople), id)
+	p, ok := r.person(id)
+	if !ok {
+		return Person{}, fmt.Errorf("%s: %w", id, ErrNotFound)
+	}
+	return p, nil
+}
+
+// person returns the person with that id, from the cache or else the
+// database: a copy the caller may change.
+func (r *Registry) person(id string) (Person, bool) {
+	p, ok, gen := r.c.person(id)
+	if !ok {
+		var rec record
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			rec, ok = get(tx.Bucket(bucketPeople), id)
+			return nil
+		})
 		if !ok {
-			return fmt.Errorf("%s: %w", id, ErrNotFound)
+			return Person{}, false
 		}
-		out = p.Person
-		return nil
-	})
-	return out, err
+		p = rec.Person
+		r.c.keepPerson(gen, p)
+	}
+	p.Telegram = slices.Clone(p.Telegram) // the cache's stays the cache's
+	return p, true
+}
+
+// firstID is the first owner's id ("" before Open made them).
+func (r *Registry) firstID() string {
+	id, gen := r.c.firstID()
+	if id == "" {
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			id = string(tx.Bucket(bucketPeople).Get([]byte("first")))
+			return nil
+		})
+		if id != "" {
+			r.c.keepFirst(gen, id)
+		}
+	}
+	return id
 }
 
 // First returns the first owner, whose token is the access token.
 func (r *Registry) First() (Person, error) {
-	var out Person
-	err := r.db.View(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketPeople)
-		p, ok := get(bk, string(bk.Get([]byte("first"))))
-		if !ok {
-			return fmt.Errorf("first owner: %w", ErrNotFound)
-		}
-		out = p.Person
-		return nil
-	})
-	return out, err
+	p, ok := r.person(r.firstID())
+	if !ok {
+		return Person{}, fmt.Errorf("first owner: %w", ErrNotFound)
+	}
+	return p, nil
 }
 
 // ByToken returns the person a token speaks for; false for a token that
@@ -333,7 +361,8 @@ func (r *Registry) ByToken(token string) (Person, bool) {
 	if token == "" {
 		return Person{}, false
 	}
-	h := sha256.Sum256([]byte(token))
+	var buf [64]byte // a token is 43 bytes: hashed without an allocation
+	h := sha256.Sum256(append(buf[:0], token...))
 	if r.main != [32]byte{} && h == r.main {
 		// Cluster mode: the first owner is the cluster's once this node
 		// joined (a chat created before would name this file's own).
@@ -341,47 +370,61 @@ func (r *Registry) ByToken(token string) (Person, bool) {
 		p, err := r.First()
 		return p, err == nil
 	}
-	out, ok, known := r.byHash(hex.EncodeToString(h[:]))
+	out, ok, known := r.byHash(h)
 	if !known && r.caughtUpOnMiss() {
 		// Cluster mode: a token made on another node a moment ago.
-		out, ok, _ = r.byHash(hex.EncodeToString(h[:]))
+		out, ok, _ = r.byHash(h)
 	}
 	return out, ok
 }
 
 // byHash looks a token's hash up; known says whether any person had it.
-func (r *Registry) byHash(h string) (out Person, ok, known bool) {
-	_ = r.db.View(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketPeople)
-		id := bk.Get(hashKey(h))
-		if id == nil {
+// A hash nobody has is not kept (anyone may present any token).
+func (r *Registry) byHash(h [32]byte) (out Person, ok, known bool) {
+	id, known, gen := r.c.token(h)
+	if !known {
+		key := hashKey(hex.EncodeToString(h[:]))
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			id = string(tx.Bucket(bucketPeople).Get(key))
 			return nil
+		})
+		if id == "" {
+			return Person{}, false, false
 		}
-		p, found := get(bk, string(id))
-		ok, known = found && !p.Revoked, true
-		out = p.Person
-		return nil
-	})
-	return out, ok, known
+		r.c.keepToken(gen, h, id)
+	}
+	p, found := r.person(id)
+	return p, found && !p.Revoked, true
 }
 
 // ByTelegram returns the person a Telegram user is linked to.
 func (r *Registry) ByTelegram(user int64) (Person, bool) {
-	var out Person
-	ok, known := false, false
-	look := func() {
-		_ = r.db.View(func(tx *bolt.Tx) error {
-			out, ok = ByTelegramTx(tx, user)
-			bk := tx.Bucket(bucketPeople)
-			known = bk != nil && bk.Get(tgKey(user)) != nil
-			return nil
-		})
-	}
-	look()
+	out, ok, known := r.byTelegram(user)
 	if !known && r.caughtUpOnMiss() {
-		look() // cluster mode: a pairing approved on another node a moment ago
+		// Cluster mode: a pairing approved on another node a moment ago.
+		out, ok, _ = r.byTelegram(user)
 	}
 	return out, ok
+}
+
+// byTelegram looks a Telegram user up; known says whether the user is
+// linked to anyone. A user linked to nobody is not kept.
+func (r *Registry) byTelegram(user int64) (out Person, ok, known bool) {
+	id, known, gen := r.c.tgUser(user)
+	if !known {
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			if bk := tx.Bucket(bucketPeople); bk != nil {
+				id = string(bk.Get(tgKey(user)))
+			}
+			return nil
+		})
+		if id == "" {
+			return Person{}, false, false
+		}
+		r.c.keepTgUser(gen, user, id)
+	}
+	p, found := r.person(id)
+	return p, found && !p.Revoked, true
 }
 
 // ByTelegramTx is ByTelegram inside a transaction.
@@ -512,7 +555,7 @@ func SetCreatorTx(tx *bolt.Tx, chat, person string) error {
 	if err != nil {
 		return err
 	}
-	return bk.Put(ownerKey(chat), []byte(person))
+	return marking{kv: bk, tx: tx}.Put(ownerKey(chat), []byte(person))
 }
 
 // DropChatTx forgets a chat's creator and grants (the chat is removed).
@@ -529,7 +572,7 @@ func DropChatTx(tx *bolt.Tx, chat string) error {
 	}
 	keys = append(keys, ownerKey(chat))
 	for _, k := range keys {
-		if err := bk.Delete(k); err != nil {
+		if err := (marking{kv: bk, tx: tx}).Delete(k); err != nil {
 			return err
 		}
 	}
@@ -539,16 +582,24 @@ func DropChatTx(tx *bolt.Tx, chat string) error {
 // Creator returns the id of the person who created chat; a chat created
 // before people existed is the first owner's.
 func (r *Registry) Creator(chat string) string {
-	var id string
-	_ = r.db.View(func(tx *bolt.Tx) error {
-		if bk := tx.Bucket(bucketGrants); bk != nil {
-			id = string(bk.Get(ownerKey(chat)))
-		}
-		if id == "" {
-			id = string(tx.Bucket(bucketPeople).Get([]byte("first")))
-		}
-		return nil
-	})
+	if id := r.creator(chat); id != "" {
+		return id
+	}
+	return r.firstID()
+}
+
+// creator is the creator recorded for chat, "" when none is.
+func (r *Registry) creator(chat string) string {
+	id, ok, gen := r.c.creator(chat)
+	if !ok {
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			if bk := tx.Bucket(bucketGrants); bk != nil {
+				id = string(bk.Get(ownerKey(chat)))
+			}
+			return nil
+		})
+		r.c.keepCreator(gen, chat, id)
+	}
 	return id
 }
 
@@ -573,21 +624,20 @@ func (r *Registry) Access(p Person, chat string) Level {
 	if p.IsOwner() {
 		return Own
 	}
-	lvl := None
-	_ = r.db.View(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketGrants)
-		if bk == nil {
+	if r.creator(chat) == p.ID {
+		return Own
+	}
+	v, ok, gen := r.c.grant(chat, p.ID)
+	if !ok {
+		_ = r.db.View(func(tx *bolt.Tx) error {
+			if bk := tx.Bucket(bucketGrants); bk != nil {
+				v = string(bk.Get(grantKey(chat, p.ID)))
+			}
 			return nil
-		}
-		if string(bk.Get(ownerKey(chat))) == p.ID {
-			lvl = Own
-			return nil
-		}
-		if v := bk.Get(grantKey(chat, p.ID)); v != nil {
-			lvl, _ = ParseLevel(string(v))
-		}
-		return nil
-	})
+		})
+		r.c.keepGrant(gen, chat, p.ID, v)
+	}
+	lvl, _ := ParseLevel(v)
 	return lvl
 }
 
@@ -646,7 +696,8 @@ func usageKey(day, person string) []byte { return []byte("u/" + day + "/" + pers
 func Day(t time.Time) string { return t.UTC().Format("2006-01-02") }
 
 // AddUsageTx adds tokens to the person's usage of day, inside the
-// transaction that records the turn that used them.
+// transaction that records the turn that used them. The cache holds no
+// usage counter, so nothing is marked.
 func AddUsageTx(tx *bolt.Tx, person, day string, tokens int64) error {
 	if person == "" || tokens <= 0 {
 		return nil

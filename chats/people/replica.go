@@ -159,7 +159,7 @@ func (r *Registry) follow(ctx context.Context, rp *replica) {
 		pos, err := r.applied()
 		if err == nil {
 			err = rp.log.Follow(ctx, pos, func(pos uint64, entry []byte) error {
-				return r.db.Update(func(tx *bolt.Tx) error { return r.applyTx(tx, pos, entry) })
+				return r.updateDB(func(tx *bolt.Tx) error { return r.applyTx(tx, pos, entry) })
 			})
 		}
 		if ctx.Err() != nil {
@@ -188,7 +188,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // replaces this node's, or, when the log is empty, this node's is written
 // into it.
 func (r *Registry) join(ctx context.Context, rp *replica) error {
-	return r.db.Update(func(tx *bolt.Tx) error {
+	return r.updateDB(func(tx *bolt.Tx) error {
 		if lb := tx.Bucket(logBucket); lb != nil && lb.Get(joinedKey) != nil {
 			return r.catchUpTx(ctx, tx)
 		}
@@ -312,6 +312,7 @@ func dropReplicated(tx *bolt.Tx) (int, error) {
 			return nil
 		})
 		for _, k := range keys {
+			markKey(tx, k)
 			if err := bk.Delete(k); err != nil {
 				return 0, err
 			}
@@ -394,6 +395,7 @@ func applyOps(tx *bolt.Tx, ops []logOp) error {
 		if err != nil {
 			return err
 		}
+		markKey(tx, op.Key)
 		if op.Del {
 			err = bk.Delete(op.Key)
 		} else {
@@ -469,7 +471,7 @@ func (r *Registry) caughtUpOnMiss() bool {
 		})
 	}
 	if err == nil && len(entries) > 0 {
-		err = r.db.Update(func(tx *bolt.Tx) error {
+		err = r.updateDB(func(tx *bolt.Tx) error {
 			for _, e := range entries {
 				if err := r.applyTx(tx, e.pos, e.data); err != nil {
 					return err
@@ -512,7 +514,7 @@ func (r *Registry) update(fn func(b buckets) error) error {
 			return err
 		}
 		for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-			err := r.db.Update(func(tx *bolt.Tx) error { return r.writeTx(ctx, tx, fn, true) })
+			err := r.updateDB(func(tx *bolt.Tx) error { return r.writeTx(ctx, tx, fn, true) })
 			if !errors.Is(err, errInFlight) {
 				return err
 			}
@@ -522,7 +524,7 @@ func (r *Registry) update(fn func(b buckets) error) error {
 			}
 		}
 	}
-	return r.db.Update(func(tx *bolt.Tx) error { return localWrite(tx, fn) })
+	return r.updateDB(func(tx *bolt.Tx) error { return localWrite(tx, fn) })
 }
 
 // updateTx runs fn as one write of the registry inside tx, another
@@ -553,7 +555,7 @@ func localWrite(tx *bolt.Tx, fn func(b buckets) error) error {
 	if err != nil {
 		return err
 	}
-	return fn(buckets{people: pb, grants: gb})
+	return fn(buckets{people: marking{kv: pb, tx: tx}, grants: marking{kv: gb, tx: tx}})
 }
 
 // writeTx is a replicated write inside tx: fn runs on an overlay; what it
