@@ -148,6 +148,11 @@ func RequestID(h http.Header, key string) string {
 // broken up by spaces or control bytes is whole when redaction looks for
 // it, and a cut that leaves the start of the key drops that start too.
 func CleanID(v, key string) string {
+	// The usual id (a model name, a request id) is already clean: it is
+	// returned as it is, without a copy.
+	if len(v) <= maxRequestID && printableID(v) && !mayHoldSecret(v, key) {
+		return v
+	}
 	b := make([]byte, 0, len(v))
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c > ' ' && c < 0x7f {
@@ -160,4 +165,14 @@ func CleanID(v, key string) string {
 		s = s[:len(s)-keyHeadAtEnd([]byte(s), key)]
 	}
 	return s
+}
+
+// printableID reports whether CleanID's filter keeps every byte of v.
+func printableID(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
