@@ -64,6 +64,21 @@ func (r *Response) Close() { r.stop() }
 // The error is ctx's error (wrapped), a network *Error, or the adapter's
 // refusal; a *Response must be closed.
 func (p Poster) Post(ctx context.Context, url string, header http.Header, body []byte) (*Response, error) {
+	return p.post(ctx, url, header, body, nil)
+}
+
+// PostBody is Post with a pooled body, whose hold it takes over: the
+// buffer returns to the pool once the client and every body reader it
+// was given are done with it.
+func (p Poster) PostBody(ctx context.Context, url string, header http.Header, body *Body) (*Response, error) {
+	// Retries and redirects ask for the body (GetBody) only inside the
+	// client's Do, which has returned when this hold is let go.
+	defer body.Release()
+	return p.post(ctx, url, header, body.Bytes(), body)
+}
+
+// post sends body, the bytes of owner when it is not nil.
+func (p Poster) post(ctx context.Context, url string, header http.Header, body []byte, owner *Body) (*Response, error) {
 	// The idle watchdog cancels this context; the caller's ctx is checked
 	// first wherever an error is classified, so its cancellation wins.
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -73,9 +88,14 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 		return nil, LocalError(p.Name, p.Key, err.Error())
 	}
 	// A body the client's connections write without copying (reqbody.go).
-	hreq.Body, hreq.ContentLength = newRequestBody(body), int64(len(body))
-	hreq.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
+	newBody := func() io.ReadCloser { return newRequestBody(body) }
+	if owner != nil {
+		newBody = func() io.ReadCloser { return newPooledBody(owner) }
+	}
+	hreq.Body, hreq.ContentLength = newBody(), int64(len(body))
+	hreq.GetBody = func() (io.ReadCloser, error) { return newBody(), nil }
 	if len(body) == 0 {
+		hreq.Body.Close()
 		hreq.Body, hreq.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
 	}
 	for k, v := range header {
