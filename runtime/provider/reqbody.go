@@ -28,6 +28,8 @@ import (
 type Body struct {
 	buf  bytes.Buffer
 	refs atomic.Int32
+	// released, when set (by tests), is called as the last hold is let go.
+	released func()
 }
 
 // maxPooledBody bounds a buffer kept for reuse: a request with a large
@@ -58,6 +60,10 @@ func (b *Body) Release() {
 	switch n := b.refs.Add(-1); {
 	case n > 0:
 	case n == 0:
+		if b.released != nil {
+			b.released()
+			b.released = nil
+		}
 		if b.buf.Cap() > maxPooledBody {
 			return
 		}
