@@ -196,3 +196,14 @@ func FuzzSplitLikeScanner(f *testing.F) {
 		compare(t, raw, int(maxLine)+1, []int{int(chunk%16) + 1, int(chunk / 16)}, end, stopAt)
 	})
 }
+
+// TestLineEnd: the first CR or LF, wherever the two fall.
+func TestLineEnd(t *testing.T) {
+	for _, s := range []string{"", "abc", "a\nb", "a\rb", "a\r\nb", "a\n\rb", "\n", "\r", "abc\r", strings.Repeat("x", 100) + "\r" + strings.Repeat("y", 50) + "\n",
+		strings.Repeat("x", 1023) + "\r", strings.Repeat("x", 1024) + "\r", strings.Repeat("x", 1024) + "\n\r", strings.Repeat("x", 3000) + "\r\n",
+		strings.Repeat("x", 1020) + "\n" + strings.Repeat("y", 10) + "\r"} {
+		if got, want := lineEnd([]byte(s)), strings.IndexAny(s, "\r\n"); got != want {
+			t.Errorf("lineEnd(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

@@ -243,7 +243,7 @@ func (r *Reader) split(atEOF bool) ([]byte, bool) {
 	if atEOF && len(data) == 0 {
 		return nil, false
 	}
-	i := bytes.IndexAny(data[r.scanned:], "\r\n")
+	i := lineEnd(data[r.scanned:])
 	if i < 0 {
 		if atEOF {
 			r.scanned, r.start = 0, r.end
@@ -266,6 +266,28 @@ func (r *Reader) split(atEOF bool) ([]byte, bool) {
 	r.scanned = 0
 	r.start += next
 	return data[:i], true
+}
+
+// lineEnd is the index of the first CR or LF in b, -1 when none. It looks
+// with vectorised byte searches, which beat bytes.IndexAny's byte-at-a-time
+// set lookup on the usual line of a few hundred bytes, a window at a time,
+// so that lines ending in a lone CR are not each searched to a distant LF.
+func lineEnd(b []byte) int {
+	const window = 1 << 10
+	for off := 0; off < len(b); off += window {
+		w := b[off:min(off+window, len(b))]
+		lf := bytes.IndexByte(w, '\n')
+		if lf >= 0 {
+			w = w[:lf]
+		}
+		if cr := bytes.IndexByte(w, '\r'); cr >= 0 {
+			return off + cr
+		}
+		if lf >= 0 {
+			return off + lf
+		}
+	}
+	return -1
 }
 
 // IdleReader calls onIdle when no Read returns data for d, so a half-open
