@@ -83,7 +83,9 @@ var errBodyClosed = errors.New("provider: request body read after close")
 // it until closed and its last read returned, whichever comes later; the
 // transport may close it while another of its goroutines reads it.
 type requestBody struct {
-	bytes.Reader
+	// rd is a field, not embedded: its other methods (ReadAt, Seek, ...)
+	// would read past the guard.
+	rd     bytes.Reader
 	owner  *Body // nil: the caller's bytes, never released
 	mu     sync.Mutex
 	active int  // reads in progress
@@ -92,7 +94,7 @@ type requestBody struct {
 
 func newRequestBody(b []byte) *requestBody {
 	r := &requestBody{}
-	r.Reset(b)
+	r.rd.Reset(b)
 	return r
 }
 
@@ -100,7 +102,7 @@ func newRequestBody(b []byte) *requestBody {
 func newPooledBody(owner *Body) *requestBody {
 	owner.hold()
 	r := &requestBody{owner: owner}
-	r.Reset(owner.Bytes())
+	r.rd.Reset(owner.Bytes())
 	return r
 }
 
@@ -137,7 +139,7 @@ func (r *requestBody) Read(p []byte) (int, error) {
 		return 0, errBodyClosed
 	}
 	defer r.leave()
-	return r.Reader.Read(p)
+	return r.rd.Read(p)
 }
 
 func (r *requestBody) WriteTo(w io.Writer) (int64, error) {
@@ -145,8 +147,11 @@ func (r *requestBody) WriteTo(w io.Writer) (int64, error) {
 		return 0, errBodyClosed
 	}
 	defer r.leave()
-	return r.Reader.WriteTo(w)
+	return r.rd.WriteTo(w)
 }
+
+// Len is how many bytes are left to read; it reads no body byte.
+func (r *requestBody) Len() int { return r.rd.Len() }
 
 // Close lets go of a pooled body (once its reads end); the caller's bytes
 // stay the caller's.
