@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode"
@@ -66,5 +67,25 @@ func TestRedactCleanTextAllocatesNothing(t *testing.T) {
 	}
 	if got := CleanID("id-"+key, key); got != "id-[redacted]" {
 		t.Errorf("CleanID redacted to %q", got)
+	}
+}
+
+// BenchmarkRedact redacts text without a secret, as most is: a model
+// name and a search snippet; "patterns" is without the fast path.
+func BenchmarkRedact(b *testing.B) {
+	const key = "sk-proj-0123456789abcdef"
+	snippet := strings.Repeat("a reply about the weather, nothing secret. ", 7)
+	for _, f := range []struct {
+		name   string
+		redact func(s, key string) string
+	}{{"fast", Redact}, {"patterns", redactAll}} {
+		for _, s := range []string{"gpt-4o-2024-08-06", snippet} {
+			b.Run(fmt.Sprintf("%s/%d", f.name, len(s)), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					f.redact(s, key)
+				}
+			})
+		}
 	}
 }
