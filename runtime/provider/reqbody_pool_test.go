@@ -88,14 +88,17 @@ func TestBodyHolds(t *testing.T) {
 }
 
 // bodyServer checks each request's body against the SHA-256 in its X-Sum
-// header. /redirect/N answers 307 to /redirect/N-1 (reading the body
+// header (and, when h2, that it came over HTTP/2). /redirect/N answers 307 to /redirect/N-1 (reading the body
 // first, or not at all when ?early), and a request with X-Drop-Once has
 // its connection closed without an answer the first time it arrives, so
 // that the client's transport retries it.
-func bodyServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+func bodyServer(t *testing.T, h2 bool) (*httptest.Server, *atomic.Int64) {
 	var bad atomic.Int64
 	var dropped sync.Map
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h2 && r.ProtoMajor != 2 {
+			bad.Add(1) // not the protocol under test
+		}
 		var n int
 		fmt.Sscanf(r.URL.Path, "/redirect/%d", &n)
 		if n > 0 && r.URL.Query().Has("early") {
@@ -125,6 +128,12 @@ func bodyServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: [DONE]\n\n")
 	}))
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return srv, &bad
 }
@@ -135,9 +144,24 @@ func bodyServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 // hands from one to the next; and each body goes back once it was sent.
 // Under -race, a buffer given back while a transport still read it shows.
 func TestPooledBodySendsItsBytes(t *testing.T) {
-	srv, bad := bodyServer(t)
+	srv, bad := bodyServer(t, false)
 	p := Poster{Name: "t", Client: NewHTTPClient(0)}
 	defer p.Client.CloseIdleConnections()
+	testPooledBody(t, p, srv, bad, true)
+}
+
+// TestPooledBodyOverHTTP2: the same over HTTP/2, whose transport writes
+// a body from a goroutine of its own and may close it during a read.
+func TestPooledBodyOverHTTP2(t *testing.T) {
+	srv, bad := bodyServer(t, true)
+	p := Poster{Name: "t", Client: srv.Client()}
+	defer p.Client.CloseIdleConnections()
+	testPooledBody(t, p, srv, bad, false)
+}
+
+// testPooledBody sends pooled bodies through p to a bodyServer; retry
+// says whether a dropped connection is retried (HTTP/1.1's transport).
+func testPooledBody(t *testing.T, p Poster, srv *httptest.Server, bad *atomic.Int64, retry bool) {
 	send := func(path string, raw []byte, h http.Header) error {
 		sum := sha256.Sum256(raw)
 		h.Set("X-Sum", hex.EncodeToString(sum[:]))
@@ -162,6 +186,9 @@ func TestPooledBodySendsItsBytes(t *testing.T) {
 				if err := send(path, bodyOf(n, n), http.Header{}); err != nil {
 					t.Fatalf("%s, %d bytes: %v", path, n, err)
 				}
+			}
+			if !retry {
+				continue
 			}
 			// A kept connection, then one the server drops: the
 			// transport retries an idempotent request on a new one.
