@@ -101,8 +101,7 @@ func (p Poster) post(ctx context.Context, url string, header http.Header, body [
 	for k, v := range header {
 		hreq.Header[k] = v
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header["Content-Type"], hreq.Header["Accept"] = jsonType, eventStream
 	resp, err := p.Client.Do(hreq)
 	if err != nil {
 		cancel(nil)
@@ -135,6 +134,13 @@ func (p Poster) post(ctx context.Context, url string, header http.Header, body [
 	}
 	return r, nil
 }
+
+// The values of the headers every request sends, shared by all: neither
+// the client nor its transport writes a request's headers.
+var (
+	jsonType    = []string{"application/json"}
+	eventStream = []string{"text/event-stream"}
+)
 
 // LocalError is a request Mirror refuses before sending it.
 func LocalError(name, key, msg string) *Error {

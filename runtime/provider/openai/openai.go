@@ -69,6 +69,9 @@ type Client struct {
 	official bool
 	// enc keeps the encoded messages of recent requests (encCache).
 	enc *encCache
+	// header is what every request sends besides its body's type (the
+	// key), built once; it is only read.
+	header http.Header
 }
 
 // New returns a client for cfg.
@@ -89,7 +92,11 @@ func New(cfg Config) *Client {
 	if name == "" {
 		name = "openai"
 	}
-	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle, official: isOfficial(base), enc: newEncCache()}
+	h := http.Header{}
+	if cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+cfg.APIKey)
+	}
+	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle, official: isOfficial(base), enc: newEncCache(), header: h}
 }
 
 // DefaultHTTPClient returns the client New uses when Config.HTTPClient is nil:
@@ -115,13 +122,9 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 		body.Release()
 		return provider.Result{}, provider.LocalError(c.name, c.key, err.Error())
 	}
-	h := http.Header{}
-	if c.key != "" {
-		h.Set("Authorization", "Bearer "+c.key)
-	}
 	p := provider.Poster{Name: c.name, Key: c.key, Client: c.hc, Idle: c.idle,
 		Refusal: func(status int, h http.Header, raw []byte, _ time.Time) error { return c.bodyError(status, h, raw) }}
-	resp, err := p.PostBody(ctx, c.url, h, body)
+	resp, err := p.PostBody(ctx, c.url, c.header, body)
 	if err != nil {
 		return provider.Result{}, err
 	}
