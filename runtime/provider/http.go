@@ -72,6 +72,16 @@ var keyPatterns = []struct {
 // Redact removes key, and anything shaped like a provider key, from text
 // that may be shown or logged.
 func Redact(s, key string) string {
+	// Most text redacted (model names, request ids, search snippets) holds
+	// nothing to redact, and each pattern's replace copied it even so.
+	if !mayHoldSecret(s, key) {
+		return s
+	}
+	return redactAll(s, key)
+}
+
+// redactAll is Redact without its fast path.
+func redactAll(s, key string) string {
 	if len(key) >= minKeyRedact {
 		s = strings.ReplaceAll(s, key, "[redacted]")
 	}
@@ -79,6 +89,53 @@ func Redact(s, key string) string {
 		s = p.re.ReplaceAllString(s, p.with)
 	}
 	return s
+}
+
+// mayHoldSecret reports whether Redact could change s: whether s holds
+// key or a word every key pattern needs ("sk-", "AIza", "bearer" or "key",
+// the last two in any case). The case-insensitive patterns fold with
+// Unicode's rules, under which the Kelvin sign (U+212A) is a "k"; no other
+// letter of "bearer" or "key" has a non-ASCII fold (TestSecretWordFolds).
+func mayHoldSecret(s, key string) bool {
+	if len(key) >= minKeyRedact && strings.Contains(s, key) {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case 's':
+			if strings.HasPrefix(s[i+1:], "k-") {
+				return true
+			}
+		case 'A':
+			if strings.HasPrefix(s[i+1:], "Iza") {
+				return true
+			}
+		case 'b', 'B':
+			if i+6 <= len(s) && asciiFold(s[i+1:i+6], "earer") {
+				return true
+			}
+		case 'k', 'K':
+			if i+3 <= len(s) && asciiFold(s[i+1:i+3], "ey") {
+				return true
+			}
+		case 0xE2: // the Kelvin sign is E2 84 AA
+			if i+5 <= len(s) && s[i+1] == 0x84 && s[i+2] == 0xAA && asciiFold(s[i+3:i+5], "ey") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// asciiFold reports whether s is lower, a word of lowercase ASCII letters,
+// in any ASCII case.
+func asciiFold(s, lower string) bool {
+	for i := 0; i < len(lower); i++ {
+		if s[i]|0x20 != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Snippet is a short, valid UTF-8, one-line excerpt of raw for messages,

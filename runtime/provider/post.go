@@ -64,6 +64,21 @@ func (r *Response) Close() { r.stop() }
 // The error is ctx's error (wrapped), a network *Error, or the adapter's
 // refusal; a *Response must be closed.
 func (p Poster) Post(ctx context.Context, url string, header http.Header, body []byte) (*Response, error) {
+	return p.post(ctx, url, header, body, nil)
+}
+
+// PostBody is Post with a pooled body, whose hold it takes over: the
+// buffer returns to the pool once the client and every body reader it
+// was given are done with it.
+func (p Poster) PostBody(ctx context.Context, url string, header http.Header, body *Body) (*Response, error) {
+	// Retries and redirects ask for the body (GetBody) only inside the
+	// client's Do, which has returned when this hold is let go.
+	defer body.Release()
+	return p.post(ctx, url, header, body.Bytes(), body)
+}
+
+// post sends body, the bytes of owner when it is not nil.
+func (p Poster) post(ctx context.Context, url string, header http.Header, body []byte, owner *Body) (*Response, error) {
 	// The idle watchdog cancels this context; the caller's ctx is checked
 	// first wherever an error is classified, so its cancellation wins.
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -73,16 +88,20 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 		return nil, LocalError(p.Name, p.Key, err.Error())
 	}
 	// A body the client's connections write without copying (reqbody.go).
-	hreq.Body, hreq.ContentLength = newRequestBody(body), int64(len(body))
-	hreq.GetBody = func() (io.ReadCloser, error) { return newRequestBody(body), nil }
+	newBody := func() io.ReadCloser { return newRequestBody(body) }
+	if owner != nil {
+		newBody = func() io.ReadCloser { return newPooledBody(owner) }
+	}
+	hreq.Body, hreq.ContentLength = newBody(), int64(len(body))
+	hreq.GetBody = func() (io.ReadCloser, error) { return newBody(), nil }
 	if len(body) == 0 {
+		hreq.Body.Close()
 		hreq.Body, hreq.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
 	}
 	for k, v := range header {
 		hreq.Header[k] = v
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header["Content-Type"], hreq.Header["Accept"] = jsonType, eventStream
 	resp, err := p.Client.Do(hreq)
 	if err != nil {
 		cancel(nil)
@@ -116,6 +135,13 @@ func (p Poster) Post(ctx context.Context, url string, header http.Header, body [
 	return r, nil
 }
 
+// The values of the headers every request sends, shared by all: neither
+// the client nor its transport writes a request's headers.
+var (
+	jsonType    = []string{"application/json"}
+	eventStream = []string{"text/event-stream"}
+)
+
 // LocalError is a request Mirror refuses before sending it.
 func LocalError(name, key, msg string) *Error {
 	return &Error{Provider: name, Class: ClassBadRequest, Message: Redact(msg, key)}
@@ -148,6 +174,11 @@ func RequestID(h http.Header, key string) string {
 // broken up by spaces or control bytes is whole when redaction looks for
 // it, and a cut that leaves the start of the key drops that start too.
 func CleanID(v, key string) string {
+	// The usual id (a model name, a request id) is already clean: it is
+	// returned as it is, without a copy.
+	if len(v) <= maxRequestID && printableID(v) && !mayHoldSecret(v, key) {
+		return v
+	}
 	b := make([]byte, 0, len(v))
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c > ' ' && c < 0x7f {
@@ -160,4 +191,14 @@ func CleanID(v, key string) string {
 		s = s[:len(s)-keyHeadAtEnd([]byte(s), key)]
 	}
 	return s
+}
+
+// printableID reports whether CleanID's filter keeps every byte of v.
+func printableID(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }

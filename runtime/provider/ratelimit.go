@@ -3,6 +3,7 @@ package provider
 import (
 	"math"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -42,25 +43,18 @@ func (r *RateLimits) Empty() bool {
 // none, so a Result or Error carries Limits only when there is something to
 // learn.
 func ParseRateLimits(h http.Header, now time.Time) *RateLimits {
-	if h == nil {
+	if h == nil || !hasRateLimits(h) {
 		return nil
 	}
 	var rl RateLimits
 	// OpenAI: x-ratelimit-limit-requests, x-ratelimit-reset-tokens, ...
-	rl.Requests = window(h, now, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests")
-	rl.Tokens = window(h, now, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens")
+	rl.Requests = window(h, now, &openAIWindows[0])
+	rl.Tokens = window(h, now, &openAIWindows[1])
 	// Anthropic: anthropic-ratelimit-requests-limit, ... A response has one
 	// vendor's headers, never both; if a proxy mixed them, Anthropic's win.
-	for _, w := range []struct {
-		dst  **RateWindow
-		name string
-	}{
-		{&rl.Requests, "requests"}, {&rl.Tokens, "tokens"},
-		{&rl.InputTokens, "input-tokens"}, {&rl.OutputTokens, "output-tokens"},
-	} {
-		p := "Anthropic-Ratelimit-" + w.name
-		if win := window(h, now, p+"-Limit", p+"-Remaining", p+"-Reset"); win != nil {
-			*w.dst = win
+	for i, dst := range [...]**RateWindow{&rl.Requests, &rl.Tokens, &rl.InputTokens, &rl.OutputTokens} {
+		if win := window(h, now, &anthropicWindows[i]); win != nil {
+			*dst = win
 		}
 	}
 	if rl.Empty() {
@@ -69,9 +63,51 @@ func ParseRateLimits(h http.Header, now time.Time) *RateLimits {
 	return &rl
 }
 
+// windowHeaders are the canonical names of one limit's three headers,
+// built once: h.Get canonicalised each name on every response, and
+// Anthropic's ("…-Input-Tokens-…") were built and canonicalised anew.
+type windowHeaders struct{ limit, remaining, reset string }
+
+var (
+	openAIWindows = [...]windowHeaders{
+		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	}
+	// anthropicWindows are in RateLimits' order: requests, tokens, input
+	// tokens, output tokens.
+	anthropicWindows = func() (w [4]windowHeaders) {
+		for i, name := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
+			p := "Anthropic-Ratelimit-" + name
+			w[i] = windowHeaders{textproto.CanonicalMIMEHeaderKey(p + "-Limit"),
+				textproto.CanonicalMIMEHeaderKey(p + "-Remaining"), textproto.CanonicalMIMEHeaderKey(p + "-Reset")}
+		}
+		return w
+	}()
+)
+
+// hasRateLimits reports whether h may hold a rate-limit header: most
+// responses (Gemini's, local servers') have none, and a look at the names
+// costs less than the fourteen lookups.
+func hasRateLimits(h http.Header) bool {
+	for k := range h {
+		if strings.HasPrefix(k, "X-Ratelimit-") || strings.HasPrefix(k, "Anthropic-Ratelimit-") {
+			return true
+		}
+	}
+	return false
+}
+
+// get is h.Get of a canonical name, without canonicalising it again.
+func get(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // window reads one limit's three headers; nil when all three are absent.
-func window(h http.Header, now time.Time, limit, remaining, reset string) *RateWindow {
-	l, r, s := h.Get(limit), h.Get(remaining), h.Get(reset)
+func window(h http.Header, now time.Time, names *windowHeaders) *RateWindow {
+	l, r, s := get(h, names.limit), get(h, names.remaining), get(h, names.reset)
 	if l == "" && r == "" && s == "" {
 		return nil
 	}
@@ -84,6 +120,9 @@ func window(h http.Header, now time.Time, limit, remaining, reset string) *RateW
 
 // count parses a non-negative header count; -1 when absent or malformed.
 func count(s string) int64 {
+	if s == "" {
+		return -1 // absent: without a parse error to build
+	}
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil || n < 0 {
 		return -1
@@ -103,12 +142,16 @@ func resetTime(s string, now time.Time) (time.Duration, time.Time, bool) {
 	if s == "" {
 		return 0, time.Time{}, false
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		d := max(t.Sub(now), 0)
-		if d > maxWait {
-			return 0, time.Time{}, false
+	// OpenAI's durations are not tried as times: the failed parse built an
+	// error per header. A time starts with a four-byte year and a '-'.
+	if len(s) > 4 && s[4] == '-' {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			d := max(t.Sub(now), 0)
+			if d > maxWait {
+				return 0, time.Time{}, false
+			}
+			return d, now.Add(d), true
 		}
-		return d, now.Add(d), true
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {

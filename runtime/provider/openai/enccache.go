@@ -154,13 +154,14 @@ func (c *encCache) putLocked(key uint64, e encEntry) {
 // once for all of it (a request is the size of the history, and growing
 // it again for the tools copied it twice a turn).
 func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provider.Message, official bool, model string, extra int) error {
-	keys := make([]uint64, len(msgs))
+	sc := scratches.Get().(*encScratch)
+	defer sc.put()
+	keys, encs := sc.size(len(msgs))
 	for i, m := range msgs {
 		if cacheable(m) {
 			keys[i] = c.key(m)
 		}
 	}
-	encs := make([][]byte, len(msgs))
 	c.lookup(msgs, keys, encs)
 	need := len(head) + len(msgs) + 2
 	for i, e := range encs {
@@ -196,6 +197,34 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provide
 	}
 	buf.WriteByte(']')
 	return nil
+}
+
+// encScratch is encodeMessages' working space, a key and an encoding per
+// message: kept between requests, since a long chat's were a few KiB of
+// garbage a turn.
+type encScratch struct {
+	keys []uint64
+	encs [][]byte
+}
+
+var scratches = sync.Pool{New: func() any { return new(encScratch) }}
+
+// size returns the keys and encodings of n messages, zeroed.
+func (sc *encScratch) size(n int) ([]uint64, [][]byte) {
+	if cap(sc.keys) < n {
+		sc.keys, sc.encs = make([]uint64, n), make([][]byte, n)
+	}
+	sc.keys, sc.encs = sc.keys[:n], sc.encs[:n]
+	clear(sc.keys)
+	clear(sc.encs)
+	return sc.keys, sc.encs
+}
+
+// put returns sc to the pool without the encodings it points to, which
+// the cache may drop meanwhile.
+func (sc *encScratch) put() {
+	clear(sc.encs)
+	scratches.Put(sc)
 }
 
 // encodeTools returns the JSON array of tools as sent (the "tools" field),

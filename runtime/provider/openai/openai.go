@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -68,6 +69,9 @@ type Client struct {
 	official bool
 	// enc keeps the encoded messages of recent requests (encCache).
 	enc *encCache
+	// header is what every request sends besides its body's type (the
+	// key), built once; it is only read.
+	header http.Header
 }
 
 // New returns a client for cfg.
@@ -88,7 +92,11 @@ func New(cfg Config) *Client {
 	if name == "" {
 		name = "openai"
 	}
-	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle, official: isOfficial(base), enc: newEncCache()}
+	h := http.Header{}
+	if cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+cfg.APIKey)
+	}
+	return &Client{name: name, url: base + "/chat/completions", key: cfg.APIKey, hc: hc, idle: idle, official: isOfficial(base), enc: newEncCache(), header: h}
 }
 
 // DefaultHTTPClient returns the client New uses when Config.HTTPClient is nil:
@@ -107,17 +115,16 @@ func DefaultHTTPClient(headerTimeout time.Duration) *http.Client {
 // the text received so far (never half-assembled tool calls) and the error is
 // a *provider.Error, ctx's error (wrapped) or emit's error.
 func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
-	body, err := encodeRequestWith(req, c.official, c.enc)
-	if err != nil {
+	// The request is built in a pooled buffer, which PostBody gives back
+	// once the transport is done with it.
+	body := provider.NewBody()
+	if _, err := encodeRequestInto(body.Buffer(), req, c.official, c.enc); err != nil {
+		body.Release()
 		return provider.Result{}, provider.LocalError(c.name, c.key, err.Error())
-	}
-	h := http.Header{}
-	if c.key != "" {
-		h.Set("Authorization", "Bearer "+c.key)
 	}
 	p := provider.Poster{Name: c.name, Key: c.key, Client: c.hc, Idle: c.idle,
 		Refusal: func(status int, h http.Header, raw []byte, _ time.Time) error { return c.bodyError(status, h, raw) }}
-	resp, err := p.Post(ctx, c.url, h, body)
+	resp, err := p.PostBody(ctx, c.url, c.header, body)
 	if err != nil {
 		return provider.Result{}, err
 	}
@@ -126,9 +133,9 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	// A server that ignores stream:true sends one JSON completion. Decide by
 	// the first byte rather than Content-Type, which some servers get wrong:
 	// an SSE stream never starts with '{'.
-	// 4 KiB: enough to peek at the start; the SSE reader has its own
-	// buffer, so a bigger one here was 64 KiB more garbage per turn.
-	br := bufio.NewReaderSize(resp.Body, 4<<10)
+	br := peekReaders.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	defer func() { br.Reset(nil); peekReaders.Put(br) }()
 	limits := provider.ParseRateLimits(resp.Header, resp.At)
 	if startsWithBrace(br) {
 		res, err := c.readWhole(ctx, resp.Ctx, br, emit)
@@ -147,6 +154,12 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, emit func(pro
 	res.Model = provider.CleanID(res.Model, c.key)
 	return resp.Tag(end.Finish(ctx, resp.Ctx, res, st.complete(), err))
 }
+
+// peekReaders are the readers Stream peeks at a reply's start through, 4
+// KiB each: enough to peek at the start, and the SSE reader has its own
+// buffer (a bigger one here was 64 KiB more garbage per turn, and a new
+// one each turn still 4 KiB).
+var peekReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 
 // readWhole handles a non-streamed JSON completion (or error) body.
 func (c *Client) readWhole(ctx, rctx context.Context, r io.Reader, emit func(provider.Delta) error) (provider.Result, error) {

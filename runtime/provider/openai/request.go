@@ -79,6 +79,13 @@ func encodeRequest(req provider.Request, official bool) ([]byte, error) {
 // encodeRequestWith is encodeRequest taking the messages' encodings from
 // cache where it has them (nil: none); the bytes are the same either way.
 func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]byte, error) {
+	return encodeRequestInto(nil, req, official, cache)
+}
+
+// encodeRequestInto is encodeRequestWith writing into buf, an empty buffer
+// (a pooled request body's), or into one of its own when buf is nil; the
+// result is buf's bytes.
+func encodeRequestInto(buf *bytes.Buffer, req provider.Request, official bool, cache *encCache) ([]byte, error) {
 	w := wireRequest{
 		Model:         req.Model,
 		Stream:        true,
@@ -111,7 +118,12 @@ func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]
 		}
 	}
 	if cache == nil {
-		return provider.MarshalWire(w)
+		b, err := provider.MarshalWire(w)
+		if err != nil || buf == nil {
+			return b, err
+		}
+		buf.Write(b)
+		return buf.Bytes(), nil
 	}
 	// The request without its messages and tools, then the messages
 	// spliced in where the empty list is ("messages" follows "model", the
@@ -135,9 +147,11 @@ func encodeRequestWith(req provider.Request, official bool, cache *encCache) ([]
 			return nil, err
 		}
 	}
-	var buf bytes.Buffer
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
 	extra := len(rest) - head + len(`,"tools":`) + len(tools) + 64
-	if err := cache.encodeMessages(&buf, rest[:head], req.Messages, official, req.Model, extra); err != nil {
+	if err := cache.encodeMessages(buf, rest[:head], req.Messages, official, req.Model, extra); err != nil {
 		return nil, err
 	}
 	if len(tools) > 0 {

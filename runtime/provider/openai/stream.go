@@ -118,6 +118,9 @@ func (s *stream) result() provider.Result {
 // applied, and if the connection cut it short its JSON fails to decode.
 func (s *stream) read(r io.Reader, emit func(provider.Delta) error) error {
 	rd := sse.NewReader(r, maxLine)
+	// Every event's data is copied where it is kept (text, error bodies),
+	// so the reader's buffers go back to the pool when the stream ends.
+	defer rd.Release()
 	// [DONE] needs no blank line before or after it: a server that holds
 	// the connection open after it must not hang the reply.
 	rd.StopAt("[DONE]")

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -23,7 +24,11 @@ import (
 // limit.
 var ErrLineTooLong = errors.New("sse: line too long")
 
-// Event is one dispatched event. Data is valid until the next call of Next.
+// errTooLong ends the lines of a reader whose window filled without one.
+var errTooLong = errors.New("sse: window full")
+
+// Event is one dispatched event. Data is valid until the next call of Next
+// (or Release).
 type Event struct {
 	// Name is the event field ("" when none was sent).
 	Name string
@@ -31,29 +36,65 @@ type Event struct {
 }
 
 // Reader splits a stream into events. It is not safe for concurrent use.
+//
+// It splits lines itself, over a buffer it takes from a pool and gives
+// back on Release: a stream is read per turn, and a scanner and its buffer
+// per stream were a few KiB of garbage a turn. The splitting is
+// bufio.Scanner's, step for step: a line is found once the buffer holds
+// its end, the buffer grows to the limit, and after a read error what is
+// left is split as at EOF.
 type Reader struct {
-	sc      *bufio.Scanner
-	max     int
-	stopAt  []byte
-	data    []byte
-	hasData bool
-	name    string
-	first   bool
-	stopped bool
+	src io.Reader
+	// buf[start:end] is read and not yet split; buf[start:start+scanned]
+	// holds no line end, so a long line arriving in many small reads is
+	// looked through once, not once per read.
+	buf                 []byte
+	start, end, scanned int
+	err                 error // what ended the reads (io.EOF included), sticky
+	max                 int
+	stopAt              []byte
+	data                []byte
+	hasData             bool
+	name                string
+	first               bool
+	stopped             bool
 }
 
 // initialBuffer is the reader's first buffer: the HTTP client hands the
 // body over in reads of its own 4 KiB buffer, so more would sit unused.
 const initialBuffer = 4 << 10
 
+// maxPooled bounds a buffer Release keeps: a stream with a line of
+// megabytes (one tool call's arguments) gives its buffer to the collector,
+// not to every later stream.
+const maxPooled = 64 << 10
+
+// maxEmptyReads is how many reads in a row may return nothing before the
+// source is taken as stuck (io.ErrNoProgress), as bufio.Scanner does.
+const maxEmptyReads = 100
+
+var readers = sync.Pool{New: func() any { return &Reader{buf: make([]byte, initialBuffer)} }}
+
 // NewReader returns a reader of r that accepts lines up to maxLine bytes.
+// Release gives its buffers back once its events are no longer needed.
 func NewReader(r io.Reader, maxLine int) *Reader {
-	sc := bufio.NewScanner(r)
-	// Start small: a stream is read per turn, its lines are a few hundred
-	// bytes, and the scanner doubles the buffer for a longer one.
-	sc.Buffer(make([]byte, 0, min(initialBuffer, maxLine)), maxLine)
-	sc.Split(lineSplitter())
-	return &Reader{sc: sc, max: maxLine, first: true}
+	rd := readers.Get().(*Reader)
+	*rd = Reader{src: r, buf: rd.buf[:min(cap(rd.buf), maxLine)], max: maxLine, data: rd.data[:0], first: true}
+	return rd
+}
+
+// Release returns the reader's buffers to the pool. Neither the reader
+// nor the data of an event it returned may be used afterwards.
+func (r *Reader) Release() {
+	buf, data := r.buf, r.data
+	if cap(buf) > maxPooled || cap(buf) < initialBuffer {
+		buf = make([]byte, initialBuffer)
+	}
+	if cap(data) > maxPooled {
+		data = nil
+	}
+	*r = Reader{buf: buf[:cap(buf)], data: data[:0]}
+	readers.Put(r)
 }
 
 // StopAt makes a data line equal to data end the stream at once, as
@@ -72,8 +113,11 @@ func (r *Reader) Next() (Event, error) {
 	if r.stopped {
 		return Event{}, io.EOF
 	}
-	for r.sc.Scan() {
-		line := r.sc.Bytes()
+	for {
+		line, ok := r.line()
+		if !ok {
+			break
+		}
 		if r.first {
 			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
 			r.first = false
@@ -113,11 +157,12 @@ func (r *Reader) Next() (Event, error) {
 			r.name = string(value)
 		}
 	}
-	if err := r.sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return Event{}, fmt.Errorf("%w: longer than %d MiB", ErrLineTooLong, r.max>>20)
-		}
-		return Event{}, err
+	switch r.err {
+	case io.EOF:
+	case errTooLong:
+		return Event{}, fmt.Errorf("%w: longer than %d MiB", ErrLineTooLong, r.max>>20)
+	default:
+		return Event{}, r.err
 	}
 	if r.hasData {
 		return r.take(), nil
@@ -132,42 +177,117 @@ func (r *Reader) take() Event {
 	return ev
 }
 
-// lineSplitter returns a bufio.SplitFunc for SSE lines ending in LF, CRLF
-// or a lone CR. It remembers how far it has already looked, so a long line
-// arriving in many small reads is scanned once, not once per read.
-func lineSplitter() bufio.SplitFunc {
-	scanned := 0
-	return func(data []byte, atEOF bool) (int, []byte, error) {
-		if atEOF && len(data) == 0 {
-			return 0, nil, nil
-		}
-		if i := bytes.IndexAny(data[scanned:], "\r\n"); i >= 0 {
-			i += scanned
-			if data[i] == '\n' {
-				scanned = 0
-				return i + 1, data[:i], nil
+// line returns the next line (ending in LF, CRLF or a lone CR, or the
+// stream's last bytes), valid until the next call; false when there is
+// none, r.err saying why.
+func (r *Reader) line() ([]byte, bool) {
+	for {
+		// After a read error (EOF included) what is left is split as it
+		// is; a line too long ends this call, and a later one splits
+		// what the window held the same way.
+		if r.end > r.start || r.err != nil {
+			if line, ok := r.split(r.err != nil); ok {
+				return line, true
 			}
-			if i+1 < len(data) {
-				scanned = 0
-				if data[i+1] == '\n' {
-					return i + 2, data[:i], nil
-				}
-				return i + 1, data[:i], nil
+			if r.err != nil {
+				r.start, r.end = 0, 0
+				return nil, false
 			}
-			if !atEOF {
-				scanned = i // a CR at the end: wait to see whether LF follows
-				return 0, nil, nil
+		}
+		// Make room: move the unsplit bytes to the front when the space
+		// after them is gone or they have drifted past the middle, and
+		// grow a full buffer up to the limit.
+		if r.start > 0 && (r.end == len(r.buf) || r.start > len(r.buf)/2) {
+			copy(r.buf, r.buf[r.start:r.end])
+			r.end -= r.start
+			r.start = 0
+		}
+		if r.end == len(r.buf) {
+			if len(r.buf) >= r.max {
+				r.err = errTooLong
+				return nil, false
 			}
-			scanned = 0
-			return i + 1, data[:i], nil
+			size := min(max(2*len(r.buf), initialBuffer), r.max)
+			buf := make([]byte, size)
+			copy(buf, r.buf[r.start:r.end])
+			r.buf = buf
+			r.end -= r.start
+			r.start = 0
 		}
-		if atEOF {
-			scanned = 0
-			return len(data), data, nil
+		for empty := 0; ; {
+			n, err := r.src.Read(r.buf[r.end:])
+			if n < 0 || len(r.buf)-r.end < n {
+				r.err = bufio.ErrBadReadCount
+				break
+			}
+			r.end += n
+			if err != nil {
+				r.err = err
+				break
+			}
+			if n > 0 {
+				break
+			}
+			if empty++; empty > maxEmptyReads {
+				r.err = io.ErrNoProgress
+				break
+			}
 		}
-		scanned = len(data)
-		return 0, nil, nil
 	}
+}
+
+// split takes the first line off buf[start:end]; false when the bytes
+// there do not yet decide where it ends. atEOF says no more bytes come.
+func (r *Reader) split(atEOF bool) ([]byte, bool) {
+	data := r.buf[r.start:r.end]
+	if atEOF && len(data) == 0 {
+		return nil, false
+	}
+	i := lineEnd(data[r.scanned:])
+	if i < 0 {
+		if atEOF {
+			r.scanned, r.start = 0, r.end
+			return data, true
+		}
+		r.scanned = len(data)
+		return nil, false
+	}
+	i += r.scanned
+	next := i + 1 // the line's end is one byte, or CRLF's two
+	if data[i] == '\r' {
+		if i+1 == len(data) && !atEOF {
+			r.scanned = i // a CR at the end: wait to see whether LF follows
+			return nil, false
+		}
+		if i+1 < len(data) && data[i+1] == '\n' {
+			next = i + 2
+		}
+	}
+	r.scanned = 0
+	r.start += next
+	return data[:i], true
+}
+
+// lineEnd is the index of the first CR or LF in b, -1 when none. It looks
+// with vectorised byte searches, which beat bytes.IndexAny's byte-at-a-time
+// set lookup on the usual line of a few hundred bytes, a window at a time,
+// so that lines ending in a lone CR are not each searched to a distant LF.
+func lineEnd(b []byte) int {
+	const window = 1 << 10
+	for off := 0; off < len(b); off += window {
+		w := b[off:min(off+window, len(b))]
+		lf := bytes.IndexByte(w, '\n')
+		if lf >= 0 {
+			w = w[:lf]
+		}
+		if cr := bytes.IndexByte(w, '\r'); cr >= 0 {
+			return off + cr
+		}
+		if lf >= 0 {
+			return off + lf
+		}
+	}
+	return -1
 }
 
 // IdleReader calls onIdle when no Read returns data for d, so a half-open

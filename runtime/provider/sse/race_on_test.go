@@ -1,0 +1,6 @@
+//go:build race
+
+package sse
+
+// The race detector changes what allocates (its sync.Pools keep little).
+const raceEnabled = true
