@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -465,16 +464,13 @@ func (ix *indexer) read(chat string) (u *search.Update, gone, more bool, mark ui
 				break
 			}
 			n++
-			ev, err := decodeIfTranscript(b, chat, k, v)
+			d, ok, err := indexDoc(b, chat, k, v)
 			if err != nil {
 				return err
 			}
 			last = seqOf(k)
-			if ev == nil {
-				continue
-			}
-			if m, ok := transcriptMessage(ev); ok && strings.TrimSpace(m.Text) != "" {
-				docs = append(docs, search.Doc{Message: m.ID, Seq: m.Seq, Role: m.Role, Text: m.Text, Time: m.Time})
+			if ok {
+				docs = append(docs, d)
 			}
 		}
 		return nil
