@@ -22,7 +22,6 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
-	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
@@ -147,11 +146,11 @@ func newMapping() mapping.IndexMapping {
 	doc.AddFieldMappingsAt(fieldRole, field(keyword.Name, optStored))
 	doc.AddFieldMappingsAt(fieldTime, field(keyword.Name, optStored))
 	doc.AddFieldMappingsAt(fieldSeq, num)
-	doc.AddFieldMappingsAt(fieldText, field(en.AnalyzerName, optText))
+	doc.AddFieldMappingsAt(fieldText, field(analyzerName, optText))
 	doc.AddSubDocumentMapping("_all", bleve.NewDocumentDisabledMapping())
 	m := bleve.NewIndexMapping()
 	m.DefaultMapping = doc
-	m.DefaultAnalyzer = en.AnalyzerName
+	m.DefaultAnalyzer = analyzerName
 	m.StoreDynamic = false
 	m.IndexDynamic = false
 	m.DocValuesDynamic = false
@@ -176,9 +175,9 @@ func Open(dir string) (*Index, error) {
 		if x.err != nil {
 			return
 		}
-		if x.text = x.idx.Mapping().AnalyzerNamed(en.AnalyzerName); x.text == nil {
+		if x.text = x.idx.Mapping().AnalyzerNamed(analyzerName); x.text == nil {
 			x.idx.Close()
-			x.err = fmt.Errorf("search index %s: no analyzer %q", dir, en.AnalyzerName)
+			x.err = fmt.Errorf("search index %s: no analyzer %q", dir, analyzerName)
 		}
 	}()
 	return x, nil
