@@ -71,34 +71,67 @@ var asciiClass = func() (t [128]uint8) {
 	return t
 }()
 
-// Tokenize returns the words of input: runs of letters, digits and _,
-// joined across one ':' between letters, one ',' or ';' between digits,
-// one '.' or apostrophe between letters or between digits (WB5 to WB13b).
+// Tokenize returns the words of input, as the Unicode tokenizer does. The
+// parts of input around a non-ASCII character, from the white space
+// before it to the white space after it, go to the Unicode tokenizer; the
+// rest is split here (asciiWords). No rule of UAX #29 looks across an
+// ASCII space or newline followed by an ASCII character, so the words on
+// either side of one are found alike whether the text is cut there or not.
 func (t asciiTokenizer) Tokenize(input []byte) analysis.TokenStream {
-	for _, c := range input {
-		if c >= 0x80 {
-			return t.unicode.Tokenize(input)
-		}
-	}
-	var (
-		rv   analysis.TokenStream
-		pool []analysis.Token
-	)
+	var rv analysis.TokenStream
+	var pool []analysis.Token
 	pos := 1
-	for i := 0; i < len(input); {
+	from, cut := 0, 0 // from: where the text not split yet starts; cut: the last place it may be cut
+	for i := 0; i < len(input); i++ {
+		c := input[i]
+		if c < 0x80 {
+			if i > 0 && isSpace(input[i-1]) {
+				cut = i
+			}
+			continue
+		}
+		rv, pool, pos = asciiWords(rv, pool, input, from, cut, pos)
+		end := i + 1
+		for end < len(input) && !(input[end] < 0x80 && isSpace(input[end-1])) {
+			end++
+		}
+		for _, tok := range t.unicode.Tokenize(input[cut:end]) {
+			tok.Start += cut
+			tok.End += cut
+			tok.Position = pos
+			pos++
+			rv = append(rv, tok)
+		}
+		from, cut, i = end, end, end-1
+	}
+	rv, _, _ = asciiWords(rv, pool, input, from, len(input), pos)
+	return rv
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// asciiWords appends to rv the words of input[from:to], ASCII text, the
+// first at position pos: runs of letters, digits and _, joined across one
+// ':' between letters, one ',' or ';' between digits, one '.' or
+// apostrophe between letters or between digits (WB5 to WB13b). pool holds
+// tokens to fill. It returns rv, pool and the next position.
+func asciiWords(rv analysis.TokenStream, pool []analysis.Token, input []byte, from, to, pos int) (analysis.TokenStream, []analysis.Token, int) {
+	for i := from; i < to; {
 		cl := asciiClass[input[i]]
 		if cl != cLetter && cl != cDigit && cl != cUnder {
 			i++
 			continue
 		}
 		start, prev, digits := i, cl, cl == cDigit
-		for i++; i < len(input); i++ {
+		for i++; i < to; i++ {
 			c := asciiClass[input[i]]
 			if c == cLetter || c == cDigit || c == cUnder {
 				prev, digits = c, digits && c == cDigit
 				continue
 			}
-			if i+1 == len(input) {
+			if i+1 == to {
 				break
 			}
 			next := asciiClass[input[i+1]]
@@ -118,7 +151,7 @@ func (t asciiTokenizer) Tokenize(input []byte) analysis.TokenStream {
 			prev, digits = next, digits && next == cDigit
 		}
 		if len(pool) == 0 {
-			pool = make([]analysis.Token, max(8, (len(input)-i)/6))
+			pool = make([]analysis.Token, max(8, (to-i)/6))
 		}
 		tok := &pool[0]
 		pool = pool[1:]
@@ -129,5 +162,5 @@ func (t asciiTokenizer) Tokenize(input []byte) analysis.TokenStream {
 		rv = append(rv, tok)
 		pos++
 	}
-	return rv
+	return rv, pool, pos
 }

@@ -25,6 +25,7 @@ var tokenizerCases = []string{
 	"3.14 1,000,000 1;2 1.a a.1 a:b a::b 1:2 ..a a.. a.b.c", "snake_case __init__ _x x_ a_1 1_a _ __",
 	"tab\tnew\nline\r\ncarriage", "a-b a/b a+b a@b.com http://example.com/x?y=1#z", "x:y:z 2026-03-04T05:06:07Z",
 	"naïve café", "日本語のテキスト", "emoji 👍 here", "mixed ascii and ü", "'a' .a. ,1, ;1;", "a'", "'", "1.", ".1",
+	"it’s done — mostly. Next: the “plan”", "a \u0301b c\u0301 d", "x 👍\u200d👍 y", "🇦🇨🇦 flags", "left é\nright\r\né ok",
 }
 
 // TestASCIITokenizer: the words of some texts are the Unicode tokenizer's.
