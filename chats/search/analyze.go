@@ -1,6 +1,8 @@
 package search
 
 import (
+	"unicode/utf8"
+
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
@@ -78,6 +80,11 @@ var asciiClass = func() (t [128]uint8) {
 // ASCII space or newline followed by an ASCII character, so the words on
 // either side of one are found alike whether the text is cut there or not.
 func (t asciiTokenizer) Tokenize(input []byte) analysis.TokenStream {
+	if !utf8.Valid(input) {
+		// The Unicode tokenizer stops at the first invalid byte, and finds
+		// no words after it. (Messages are valid: they come from JSON.)
+		return t.unicode.Tokenize(input)
+	}
 	var rv analysis.TokenStream
 	var pool []analysis.Token
 	pos := 1
