@@ -62,7 +62,7 @@ func indexDoc(b *bolt.Bucket, chat string, k, v []byte) (d search.Doc, ok bool, 
 		return search.Doc{}, false, nil
 	}
 	var r indexRow
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := readIndexRow(v, &r); err != nil {
 		return search.Doc{}, false, fmt.Errorf("chat %s: corrupt record row %d: %w", chat, binary.BigEndian.Uint64(k), err)
 	}
 	if typ == EvBoundary {
@@ -109,7 +109,7 @@ func indexText(b *bolt.Bucket, chat, typ string, r *indexRow, depth int) (string
 			return rowText(src), nil
 		}
 		var src indexRow
-		if err := json.Unmarshal(sv, &src); err != nil {
+		if err := readIndexRow(sv, &src); err != nil {
 			return "", fmt.Errorf("chat %s: corrupt record row %d: %w", chat, at, err)
 		}
 		if src.Message == nil {
@@ -117,4 +117,14 @@ func indexText(b *bolt.Bucket, chat, typ string, r *indexRow, depth int) (string
 		}
 		return indexText(b, chat, srcType, &src, depth+1)
 	}
+}
+
+// readIndexRow reads row v into r: by scanIndexRow, or by encoding/json
+// when that declines.
+func readIndexRow(v []byte, r *indexRow) error {
+	if scanIndexRow(v, r) {
+		return nil
+	}
+	*r = indexRow{}
+	return json.Unmarshal(v, r)
 }

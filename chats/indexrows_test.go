@@ -1,7 +1,9 @@
 package chats
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -103,4 +105,93 @@ func TestIndexDocMatchesDecodeRow(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkIndexDoc: reading the rows of a turn as the indexer does, by
+// indexDoc and (decodeRow) as it did before; per turn.
+func BenchmarkIndexDoc(b *testing.B) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
+	question := "Where should the tomatoes go this year, given the new shed on the south side?"
+	reply := strings.Repeat("Tomatoes like sun and shelter from the wind, so the south wall is best. ", 6)
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "rows.db"), 0o600, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const chat = "c_bench"
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketRecords); err != nil {
+			return err
+		}
+		q := &Message{ID: "m2", Seq: 2, Role: provider.RoleUser, Text: question, Time: at, State: MsgDone, ClientID: "k1", Tokens: 17}
+		picked := *q
+		picked.textAt = 2
+		a := &Message{ID: "m5", Seq: 5, Role: provider.RoleAssistant, Text: reply, Time: at, State: MsgDone, Turn: "t1", Tokens: 90}
+		return writeRows(tx, chat, []*Event{
+			NewEvent(chat, 2, at, &MessageAccepted{Message: q}),
+			NewEvent(chat, 3, at, &MessagePicked{Message: &picked, Turn: "t1"}),
+			NewEvent(chat, 4, at, &TurnStarted{Turn: "t1"}),
+			NewEvent(chat, 5, at, &TurnFinished{Message: a, Turn: "t1", Reply: reply, Model: "gpt-test",
+				Usage: provider.Usage{InputTokens: 1200, OutputTokens: 90, CachedTokens: 1024}}),
+		})
+	}); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		read func(b *bolt.Bucket, chat string, k, v []byte) (search.Doc, bool, error)
+	}{{"indexDoc", indexDoc}, {"decodeRow", indexDocByDecodeRow}} {
+		b.Run(tc.name, func(bb *testing.B) {
+			bb.ReportAllocs()
+			for bb.Loop() {
+				if err := db.View(func(tx *bolt.Tx) error {
+					rb, _ := subBucket(tx, bucketRecords, chat, false)
+					n := 0
+					err := rb.ForEach(func(k, v []byte) error {
+						_, ok, err := tc.read(rb, chat, k, v)
+						if ok {
+							n++
+						}
+						return err
+					})
+					if err == nil && n != 2 {
+						bb.Fatalf("%d documents in a turn; want 2", n)
+					}
+					return err
+				}); err != nil {
+					bb.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzScanIndexRow: whatever the bytes, a row scanIndexRow reads is one
+// encoding/json reads, to the same fields.
+func FuzzScanIndexRow(f *testing.F) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
+	m := &Message{ID: "m2", Seq: 2, Role: provider.RoleUser, Text: "tomatoes \"quoted\" \u00e9\n", Time: at, State: MsgDone, TextAt: 1,
+		ToolCalls: []provider.ToolCall{{ID: "c1", Name: "search", Arguments: `{"q":[1,2.5e3,true,null,"x"]}`}}}
+	for _, p := range []Payload{
+		&MessagePicked{Message: m, Turn: "t1"},
+		&TurnFinished{Message: m, Turn: "t1", Reply: "By the south wall.", Usage: provider.Usage{InputTokens: 10}},
+		&BoundaryCrossed{Turn: "t3", Reason: "hard", Record: "The handoff record", Notes: []string{"a", "b"}},
+		&MessagePicked{Turn: "t7"},
+	} {
+		f.Add(NewEvent("c", 3, at, p).JSON())
+	}
+	f.Add([]byte(`{"type":"message.picked","seq":3,"message":null,"Seq":4}`))
+	f.Add([]byte(`{"seq":01,"time":"2026-05-06T07:08:09Z","reply":"\u00e9\ud83d\ude00","message":{"text":"a\qb"}}`))
+	f.Fuzz(func(t *testing.T, row []byte) {
+		var scanned, decoded indexRow
+		if !scanIndexRow(row, &scanned) {
+			return
+		}
+		if err := json.Unmarshal(row, &decoded); err != nil {
+			t.Fatalf("%q: read, but encoding/json says %v", row, err)
+		}
+		if !reflect.DeepEqual(scanned, decoded) {
+			t.Fatalf("%q:\n scanned %+v %+v\n decoded %+v %+v", row, scanned, scanned.Message, decoded, decoded.Message)
+		}
+	})
 }
