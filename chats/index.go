@@ -251,6 +251,9 @@ func (ix *indexer) sweep() error {
 // behind on, and every chat the index holds that is no longer stored
 // (deleted while it was not looking).
 func (ix *indexer) startup() error {
+	if ix.x.Rebuilt() {
+		ix.s.log.Info("search index: written by an older version, made again; refilled from the record in the background")
+	}
 	if ix.x.Clean() {
 		var ids []string
 		err := ix.s.store.db.View(func(tx *bolt.Tx) error {

@@ -95,6 +95,9 @@ func TestOldFormatIsRebuilt(t *testing.T) {
 	if x.Clean() {
 		t.Error("an index rebuilt for its format is said to be clean")
 	}
+	if !x.Rebuilt() {
+		t.Error("an index of an older format is not said to be rebuilt")
+	}
 	if m, err := x.Mark("c1"); err != nil || m != 0 {
 		t.Errorf("mark of c1 after the rebuild: %d %v; want 0", m, err)
 	}
@@ -117,8 +120,8 @@ func TestOldFormatIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	if !x.Clean() {
-		t.Error("an index of this format, closed cleanly, is not said to be clean")
+	if !x.Clean() || x.Rebuilt() {
+		t.Errorf("an index of this format, closed cleanly: clean %v, rebuilt %v; want clean, not rebuilt", x.Clean(), x.Rebuilt())
 	}
 	if m, err := x.Mark("c1"); err != nil || m != 6 {
 		t.Errorf("mark of c1 after a reopen: %d %v; want 6 (rebuilt again?)", m, err)

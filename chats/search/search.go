@@ -84,6 +84,7 @@ type Index struct {
 	// there at Open); tainted, that this one must not say so at Close.
 	clean   bool
 	tainted atomic.Bool
+	old     bool // made again at open: written in an older format
 }
 
 // cleanMarker is the file Close leaves in the index's folder and Open
@@ -171,7 +172,7 @@ func Open(dir string) (*Index, error) {
 	x := &Index{dir: dir, ready: make(chan struct{})}
 	go func() {
 		defer close(x.ready)
-		x.idx, x.clean, x.err = openIndex(dir)
+		x.idx, x.clean, x.old, x.err = openIndex(dir)
 		if x.err != nil {
 			return
 		}
@@ -187,12 +188,13 @@ func Open(dir string) (*Index, error) {
 var errOldFormat = errors.New("written in an older format")
 
 // openIndex opens or creates the bleve index in dir, and says whether the
-// previous process closed it cleanly (taking the marker away). An index
+// previous process closed it cleanly (taking the marker away), and whether
+// it was made again for its format. An index
 // written in an older format (formatKey) is removed and made again, as one
 // whose creation a crash cut short is: it opens not clean and empty, so
 // the feeder checks every chat and refills it from the record, in the
 // background, while searches answer from what is indexed so far.
-func openIndex(dir string) (bleve.Index, bool, error) {
+func openIndex(dir string) (_ bleve.Index, clean, old bool, _ error) {
 	idx, err := bleve.Open(dir)
 	if err == nil {
 		var f []byte
@@ -204,42 +206,43 @@ func openIndex(dir string) (bleve.Index, bool, error) {
 		}
 	}
 	if errors.Is(err, errOldFormat) {
+		old = true
 		// The meta file first: should the removal stop half-way, the
 		// next open finds no meta and removes the rest.
 		if err := os.Remove(filepath.Join(dir, "index_meta.json")); err != nil {
-			return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+			return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 		}
 		if err := datadir.SyncDir(dir); err != nil {
-			return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+			return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 		}
 		err = bleve.ErrorIndexMetaMissing
 	}
 	if errors.Is(err, bleve.ErrorIndexMetaMissing) {
 		if err := os.RemoveAll(dir); err != nil {
-			return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+			return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 		}
 	}
 	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) || errors.Is(err, bleve.ErrorIndexMetaMissing) {
 		idx, err = create(dir)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
+		return nil, false, false, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
 	}
 	marker := filepath.Join(dir, cleanMarker)
 	if _, err := os.Lstat(marker); err != nil {
-		return idx, false, nil
+		return idx, false, old, nil
 	}
 	// Gone for good before anything is applied: a crash from now on
 	// leaves no marker.
 	if err := os.Remove(marker); err != nil {
 		idx.Close()
-		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+		return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 	}
 	if err := datadir.SyncDir(dir); err != nil {
 		idx.Close()
-		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+		return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 	}
-	return idx, true, nil
+	return idx, true, old, nil
 }
 
 // create makes an empty index in dir, of this version's format. Should a
@@ -268,6 +271,10 @@ func (x *Index) wait() error {
 // rebuilt index, one from before the marker, one that failed to open) the
 // feeder checks every chat.
 func (x *Index) Clean() bool { return x.wait() == nil && x.clean }
+
+// Rebuilt says the index was written in an older format and Open made it
+// again, empty: the feeder refills it from the record.
+func (x *Index) Rebuilt() bool { return x.wait() == nil && x.old }
 
 // Taint keeps Close from marking the index as closed cleanly: the feeder
 // could not record what it still had to index.
