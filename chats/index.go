@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -252,6 +251,9 @@ func (ix *indexer) sweep() error {
 // behind on, and every chat the index holds that is no longer stored
 // (deleted while it was not looking).
 func (ix *indexer) startup() error {
+	if ix.x.Rebuilt() {
+		ix.s.log.Info("search index: written by an older version, made again; refilled from the record in the background")
+	}
 	if ix.x.Clean() {
 		var ids []string
 		err := ix.s.store.db.View(func(tx *bolt.Tx) error {
@@ -465,16 +467,13 @@ func (ix *indexer) read(chat string) (u *search.Update, gone, more bool, mark ui
 				break
 			}
 			n++
-			ev, err := decodeIfTranscript(b, chat, k, v)
+			d, ok, err := indexDoc(b, chat, k, v)
 			if err != nil {
 				return err
 			}
 			last = seqOf(k)
-			if ev == nil {
-				continue
-			}
-			if m, ok := transcriptMessage(ev); ok && strings.TrimSpace(m.Text) != "" {
-				docs = append(docs, search.Doc{Message: m.ID, Seq: m.Seq, Role: m.Role, Text: m.Text, Time: m.Time})
+			if ok {
+				docs = append(docs, d)
 			}
 		}
 		return nil

@@ -20,10 +20,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
-	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
 
 	"github.com/mirror-gateway/mirror/config/datadir"
 )
@@ -75,10 +77,14 @@ type Index struct {
 	err   error         // why it failed
 	idx   bleve.Index
 	dir   string
+	// text analyses the text field of every document (the index's own
+	// analyzer, looked up once at open, not for each document).
+	text analysis.Analyzer
 	// clean says the previous process closed this index (cleanMarker was
 	// there at Open); tainted, that this one must not say so at Close.
 	clean   bool
 	tainted atomic.Bool
+	old     bool // made again at open: written in an older format
 }
 
 // cleanMarker is the file Close leaves in the index's folder and Open
@@ -87,41 +93,68 @@ type Index struct {
 // the last ones may be missing, and the feeder must check every chat).
 const cleanMarker = "mirror-closed-cleanly"
 
-type record struct {
-	Chat string  `json:"chat"`
-	Kind string  `json:"kind"`
-	Msg  string  `json:"msg"`
-	Seq  float64 `json:"seq"`
-	Role string  `json:"role"`
-	Text string  `json:"text"`
-	Time string  `json:"time"`
-}
+// The fields of a document. A message is found by text, a chat's documents
+// by chat, its title by kind; a hit shows msg, seq, role, time and text.
+// Only text keeps term vectors (a snippet's highlights need the matched
+// words' offsets); nothing keeps doc values (no search sorts or facets on
+// a field) and there is no _all field (every query names its field): each
+// was work at every commit, and in every merge, for nothing.
+const (
+	fieldChat = "chat"
+	fieldKind = "kind"
+	fieldMsg  = "msg"
+	fieldSeq  = "seq"
+	fieldRole = "role"
+	fieldTime = "time"
+	fieldText = "text"
+)
+
+// Indexing options of the fields, in the mapping and in the documents
+// built for it (documents skip the mapping: see titleDoc).
+const (
+	optKey    = index.IndexField                                               // found by its whole value, never shown
+	optStored = index.StoreField                                               // shown, never searched
+	optText   = index.IndexField | index.StoreField | index.IncludeTermVectors // searched and shown
+)
+
+// formatKey holds, in the index's internal storage, the format its
+// documents were written in; format is this version's. An index without
+// it, or of another format, is rebuilt at open (see openIndex).
+const (
+	formatKey = "mirror/format"
+	format    = "2"
+)
 
 func newMapping() mapping.IndexMapping {
-	kw := bleve.NewTextFieldMapping()
-	kw.Analyzer = keyword.Name
-	kw.IncludeInAll = false
-	text := bleve.NewTextFieldMapping()
-	text.Analyzer = en.AnalyzerName
-	text.Store = true
-	text.IncludeTermVectors = true // term locations: the snippet's highlights
-	stored := bleve.NewTextFieldMapping()
-	stored.Index = false
-	stored.IncludeInAll = false
+	field := func(analyzer string, o index.FieldIndexingOptions) *mapping.FieldMapping {
+		f := bleve.NewTextFieldMapping()
+		f.Analyzer = analyzer
+		f.Index = o.IsIndexed()
+		f.Store = o.IsStored()
+		f.IncludeTermVectors = o.IncludeTermVectors()
+		f.IncludeInAll = false
+		f.DocValues = false
+		return f
+	}
 	num := bleve.NewNumericFieldMapping()
 	num.Index = false
 	num.IncludeInAll = false
+	num.DocValues = false
 	doc := bleve.NewDocumentStaticMapping()
-	doc.AddFieldMappingsAt("chat", kw)
-	doc.AddFieldMappingsAt("kind", kw)
-	doc.AddFieldMappingsAt("msg", stored)
-	doc.AddFieldMappingsAt("role", stored)
-	doc.AddFieldMappingsAt("time", stored)
-	doc.AddFieldMappingsAt("seq", num)
-	doc.AddFieldMappingsAt("text", text)
+	doc.AddFieldMappingsAt(fieldChat, field(keyword.Name, optKey))
+	doc.AddFieldMappingsAt(fieldKind, field(keyword.Name, optKey))
+	doc.AddFieldMappingsAt(fieldMsg, field(keyword.Name, optStored))
+	doc.AddFieldMappingsAt(fieldRole, field(keyword.Name, optStored))
+	doc.AddFieldMappingsAt(fieldTime, field(keyword.Name, optStored))
+	doc.AddFieldMappingsAt(fieldSeq, num)
+	doc.AddFieldMappingsAt(fieldText, field(analyzerName, optText))
+	doc.AddSubDocumentMapping("_all", bleve.NewDocumentDisabledMapping())
 	m := bleve.NewIndexMapping()
 	m.DefaultMapping = doc
-	m.DefaultAnalyzer = en.AnalyzerName
+	m.DefaultAnalyzer = analyzerName
+	m.StoreDynamic = false
+	m.IndexDynamic = false
+	m.DocValuesDynamic = false
 	return m
 }
 
@@ -139,41 +172,92 @@ func Open(dir string) (*Index, error) {
 	x := &Index{dir: dir, ready: make(chan struct{})}
 	go func() {
 		defer close(x.ready)
-		x.idx, x.clean, x.err = openIndex(dir)
+		x.idx, x.clean, x.old, x.err = openIndex(dir)
+		if x.err != nil {
+			return
+		}
+		if x.text = x.idx.Mapping().AnalyzerNamed(analyzerName); x.text == nil {
+			x.idx.Close()
+			x.err = fmt.Errorf("search index %s: no analyzer %q", dir, analyzerName)
+		}
 	}()
 	return x, nil
 }
 
+// errOldFormat says the index on disk was written by an older version.
+var errOldFormat = errors.New("written in an older format")
+
 // openIndex opens or creates the bleve index in dir, and says whether the
-// previous process closed it cleanly (taking the marker away).
-func openIndex(dir string) (bleve.Index, bool, error) {
+// previous process closed it cleanly (taking the marker away), and whether
+// it was made again for its format. An index
+// written in an older format (formatKey) is removed and made again, as one
+// whose creation a crash cut short is: it opens not clean and empty, so
+// the feeder checks every chat and refills it from the record, in the
+// background, while searches answer from what is indexed so far.
+func openIndex(dir string) (_ bleve.Index, clean, old bool, _ error) {
 	idx, err := bleve.Open(dir)
+	if err == nil {
+		var f []byte
+		if f, err = idx.GetInternal([]byte(formatKey)); err == nil && string(f) != format {
+			err = errOldFormat
+		}
+		if err != nil {
+			idx.Close()
+		}
+	}
+	if errors.Is(err, errOldFormat) {
+		old = true
+		// The meta file first: should the removal stop half-way, the
+		// next open finds no meta and removes the rest.
+		if err := os.Remove(filepath.Join(dir, "index_meta.json")); err != nil {
+			return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
+		}
+		if err := datadir.SyncDir(dir); err != nil {
+			return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
+		}
+		err = bleve.ErrorIndexMetaMissing
+	}
 	if errors.Is(err, bleve.ErrorIndexMetaMissing) {
 		if err := os.RemoveAll(dir); err != nil {
-			return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+			return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 		}
 	}
 	if errors.Is(err, bleve.ErrorIndexPathDoesNotExist) || errors.Is(err, bleve.ErrorIndexMetaMissing) {
-		idx, err = bleve.New(dir, newMapping())
+		idx, err = create(dir)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
+		return nil, false, false, fmt.Errorf("search index %s: %w (it is rebuilt from the record when removed)", dir, err)
 	}
 	marker := filepath.Join(dir, cleanMarker)
 	if _, err := os.Lstat(marker); err != nil {
-		return idx, false, nil
+		return idx, false, old, nil
 	}
 	// Gone for good before anything is applied: a crash from now on
 	// leaves no marker.
 	if err := os.Remove(marker); err != nil {
 		idx.Close()
-		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+		return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 	}
 	if err := datadir.SyncDir(dir); err != nil {
 		idx.Close()
-		return nil, false, fmt.Errorf("search index %s: %w", dir, err)
+		return nil, false, false, fmt.Errorf("search index %s: %w", dir, err)
 	}
-	return idx, true, nil
+	return idx, true, old, nil
+}
+
+// create makes an empty index in dir, of this version's format. Should a
+// crash come before the format is on disk, the next open makes it again:
+// it held nothing the record does not.
+func create(dir string) (bleve.Index, error) {
+	idx, err := bleve.New(dir, newMapping())
+	if err != nil {
+		return nil, err
+	}
+	if err := idx.SetInternal([]byte(formatKey), []byte(format)); err != nil {
+		idx.Close()
+		return nil, err
+	}
+	return idx, nil
 }
 
 // wait waits for the open to end and returns its error.
@@ -187,6 +271,10 @@ func (x *Index) wait() error {
 // rebuilt index, one from before the marker, one that failed to open) the
 // feeder checks every chat.
 func (x *Index) Clean() bool { return x.wait() == nil && x.clean }
+
+// Rebuilt says the index was written in an older format and Open made it
+// again, empty: the feeder refills it from the record.
+func (x *Index) Rebuilt() bool { return x.wait() == nil && x.old }
 
 // Taint keeps Close from marking the index as closed cleanly: the feeder
 // could not record what it still had to index.
@@ -234,6 +322,21 @@ func (x *Index) Mark(chat string) (uint64, error) {
 func msgID(chat, msg string) string { return "m/" + chat + "/" + msg }
 func titleID(chat string) string    { return "t/" + chat }
 
+// idChat is the chat and kind of the document id (msgID or titleID), msg
+// being the document's message id (stored; the chat and kind are not, the
+// id says them).
+func idChat(id, msg string) (chat, kind string, ok bool) {
+	if chat, ok := strings.CutPrefix(id, "t/"); ok && msg == "" {
+		return chat, KindTitle, true
+	}
+	rest, ok := strings.CutPrefix(id, "m/")
+	if !ok || msg == "" {
+		return "", "", false
+	}
+	chat, ok = strings.CutSuffix(rest, "/"+msg)
+	return chat, KindMessage, ok
+}
+
 // Update is what one chat adds to the index: its title (nil: unchanged),
 // new documents, and its new mark.
 type Update struct {
@@ -258,22 +361,50 @@ func (x *Index) ApplyAll(us []Update) error {
 	b := x.idx.NewBatch()
 	for _, u := range us {
 		if u.Title != nil {
-			if err := b.Index(titleID(u.Chat), record{Chat: u.Chat, Kind: KindTitle, Text: *u.Title}); err != nil {
+			if err := b.IndexAdvanced(x.titleDoc(u.Chat, *u.Title)); err != nil {
 				return err
 			}
 		}
 		for _, d := range u.Docs {
-			r := record{Chat: u.Chat, Kind: KindMessage, Msg: d.Message, Seq: float64(d.Seq), Role: d.Role, Text: d.Text}
-			if !d.Time.IsZero() {
-				r.Time = d.Time.UTC().Format(time.RFC3339Nano)
-			}
-			if err := b.Index(msgID(u.Chat, d.Message), r); err != nil {
+			if err := b.IndexAdvanced(x.messageDoc(u.Chat, d)); err != nil {
 				return err
 			}
 		}
 		b.SetInternal(markKey(u.Chat), []byte(strconv.FormatUint(u.Mark, 10)))
 	}
 	return x.idx.Batch(b)
+}
+
+// titleDoc is the document of chat's title. Documents are built here, field
+// by field, rather than mapped from a struct by reflection (bleve's
+// mapping walks every field of every document, and looks up each field's
+// analyzer, at every commit); newMapping describes the same fields, for
+// the queries.
+func (x *Index) titleDoc(chat, title string) *document.Document {
+	doc := document.NewDocument(titleID(chat))
+	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldChat, nil, []byte(chat), optKey))
+	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldKind, nil, []byte(KindTitle), optKey))
+	doc.AddField(document.NewTextFieldCustom(fieldText, nil, []byte(title), optText, x.text))
+	doc.SetIndexed()
+	return doc
+}
+
+// messageDoc is the document of one of chat's messages. The keyword fields
+// have no analyzer: bleve then takes the whole value as the one term, as
+// the keyword analyzer of the mapping does.
+func (x *Index) messageDoc(chat string, d Doc) *document.Document {
+	doc := document.NewDocument(msgID(chat, d.Message))
+	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldChat, nil, []byte(chat), optKey))
+	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldKind, nil, []byte(KindMessage), optKey))
+	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldMsg, nil, []byte(d.Message), optStored))
+	doc.AddField(document.NewNumericFieldWithIndexingOptions(fieldSeq, nil, float64(d.Seq), optStored))
+	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldRole, nil, []byte(d.Role), optStored))
+	if !d.Time.IsZero() {
+		doc.AddField(document.NewTextFieldWithIndexingOptions(fieldTime, nil, []byte(d.Time.UTC().Format(time.RFC3339Nano)), optStored))
+	}
+	doc.AddField(document.NewTextFieldCustom(fieldText, nil, []byte(d.Text), optText, x.text))
+	doc.SetIndexed()
+	return doc
 }
 
 // DropChat removes every document of chat and its mark.
@@ -283,7 +414,7 @@ func (x *Index) DropChat(chat string) error {
 	}
 	for {
 		q := bleve.NewTermQuery(chat)
-		q.SetField("chat")
+		q.SetField(fieldChat)
 		req := bleve.NewSearchRequestOptions(q, 1000, 0, false)
 		res, err := x.idx.Search(req)
 		if err != nil {
@@ -309,7 +440,7 @@ func (x *Index) Chats() ([]string, error) {
 		return nil, err
 	}
 	q := bleve.NewTermQuery(KindTitle)
-	q.SetField("kind")
+	q.SetField(fieldKind)
 	var out []string
 	for from := 0; ; from += 1000 {
 		req := bleve.NewSearchRequestOptions(q, 1000, from, false)
@@ -343,17 +474,17 @@ func (x *Index) Search(text string, limit int, keep func(chat string) bool) ([]H
 	}
 	words := strings.Fields(text)
 	match := bleve.NewMatchQuery(text)
-	match.SetField("text")
+	match.SetField(fieldText)
 	match.SetOperator(query.MatchQueryOperatorAnd)
 	var q query.Query = match
 	if last := strings.ToLower(words[len(words)-1]); utf8.RuneCountInString(last) >= 2 {
 		// As one types: the last word may be the start of one.
 		pre := bleve.NewPrefixQuery(last)
-		pre.SetField("text")
+		pre.SetField(fieldText)
 		var must []query.Query
 		for _, w := range words[:len(words)-1] {
 			m := bleve.NewMatchQuery(w)
-			m.SetField("text")
+			m.SetField(fieldText)
 			must = append(must, m)
 		}
 		must = append(must, pre)
@@ -362,7 +493,7 @@ func (x *Index) Search(text string, limit int, keep func(chat string) bool) ([]H
 	var out []Hit
 	for from := 0; len(out) < limit; from += limit {
 		req := bleve.NewSearchRequestOptions(q, limit, from, false)
-		req.Fields = []string{"chat", "kind", "msg", "seq", "role", "text", "time"}
+		req.Fields = []string{fieldMsg, fieldSeq, fieldRole, fieldText, fieldTime}
 		req.IncludeLocations = true
 		res, err := x.idx.Search(req)
 		if err != nil {
@@ -370,19 +501,21 @@ func (x *Index) Search(text string, limit int, keep func(chat string) bool) ([]H
 		}
 		for _, h := range res.Hits {
 			hit := Hit{Score: h.Score}
-			hit.Chat, _ = h.Fields["chat"].(string)
-			hit.Kind, _ = h.Fields["kind"].(string)
-			hit.Message, _ = h.Fields["msg"].(string)
-			hit.Role, _ = h.Fields["role"].(string)
-			if f, ok := h.Fields["seq"].(float64); ok {
+			hit.Message, _ = h.Fields[fieldMsg].(string)
+			var ok bool
+			if hit.Chat, hit.Kind, ok = idChat(h.ID, hit.Message); !ok {
+				continue // not a document of ours
+			}
+			hit.Role, _ = h.Fields[fieldRole].(string)
+			if f, ok := h.Fields[fieldSeq].(float64); ok {
 				hit.Seq = uint64(f)
 			}
-			if t, ok := h.Fields["time"].(string); ok {
+			if t, ok := h.Fields[fieldTime].(string); ok {
 				hit.Time, _ = time.Parse(time.RFC3339Nano, t)
 			}
-			body, _ := h.Fields["text"].(string)
+			body, _ := h.Fields[fieldText].(string)
 			var spans [][2]int
-			for _, locs := range h.Locations["text"] {
+			for _, locs := range h.Locations[fieldText] {
 				for _, l := range locs {
 					spans = append(spans, [2]int{int(l.Start), int(l.End)})
 				}
