@@ -53,13 +53,22 @@ type build struct {
 	cur    []Section // this turn's runtime context (nil: none this turn)
 	warned bool
 
-	base    []entry // rows as payloads, before any checkpoint
+	base    []entry // rows as payloads, before any checkpoint (from vis[baseFrom])
 	entries []entry // the view
 	size    int
 	sized   bool // size rests on a measurement
 
 	reports   []StageReport
 	ptrTokens int // estimated tokens of one pointer
+
+	// With a memo: how many leading rows of b.rows the memo had already,
+	// the last build's snapshot when this build extends it (base then
+	// starts at vis[baseFrom]), and renderContexts' state before this
+	// turn's own context, for the next build.
+	kept     int
+	reuse    *snapshot
+	baseFrom int
+	ctxEnd   ctxState
 }
 
 // entry is one message of the view under construction.
@@ -86,14 +95,19 @@ func (e *entry) sent() bool { return e.text != "" || len(e.calls) > 0 || len(e.p
 
 // historyTokens is the view's size without the fixed overhead.
 func historyTokens(es []entry) int {
-	n, k := 0, 0
+	n, k := sums(es)
+	return n + tokens.Overhead(k)
+}
+
+// sums is the tokens of the entries sent, and how many are sent.
+func sums(es []entry) (n, k int) {
 	for i := range es {
 		if es[i].sent() {
 			n += es[i].tokens
 			k++
 		}
 	}
-	return n + tokens.Overhead(k)
+	return n, k
 }
 
 // Materialize builds this turn's view from the stored rows and the
@@ -110,6 +124,12 @@ func Materialize(in Input) (View, error) {
 	for _, t := range in.Roster {
 		b.tools[t] = true
 	}
+	if m := in.Memo; m != nil {
+		// One build at a time: a build reads and extends the memo's rows
+		// and entries.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+	}
 	for _, s := range pipeline {
 		if err := s.run(b); err != nil {
 			if s.name == "admission" {
@@ -118,6 +138,7 @@ func Materialize(in Input) (View, error) {
 			return View{Stages: b.reports}, err
 		}
 	}
+	b.keep()
 	return b.view(), nil
 }
 
@@ -184,6 +205,11 @@ func clearCut(b *build) error {
 	rest := rows[start:]
 	k := sort.Search(len(rest), func(i int) bool { return rest[i].Seq > floor })
 	b.old, b.rows = rest[:k], rest[k:]
+	if m := b.in.Memo; m != nil {
+		// The memo's copies from here on: equal by value, and the same
+		// addresses turn after turn, which the entries it keeps point at.
+		b.rows, b.kept = m.sync(b.rows)
+	}
 	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
 	return nil
 }
@@ -303,15 +329,31 @@ func warningText(measured, ceiling int) string {
 // reference: their bytes are read only when an adapter encodes them), so it
 // maps them one to one.
 func media(b *build) error {
-	b.base = make([]entry, 0, len(b.vis)+1)
-	for _, r := range b.vis {
+	// When the last view's entries still hold (only rows were appended
+	// since, under the same checkpoint), only the new rows are turned.
+	if b.reuse = b.reusable(); b.reuse != nil {
+		b.baseFrom = b.reuse.nvis
+	}
+	b.base = make([]entry, 0, len(b.vis)-b.baseFrom+1)
+	for _, r := range b.vis[b.baseFrom:] {
 		b.base = append(b.base, b.entryOf(r))
 	}
 	if b.cur != nil {
 		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
 	}
-	b.report("media", len(b.base), -1, "")
+	b.report("media", b.baseFrom+len(b.base), -1, "")
 	return nil
+}
+
+// fullBase makes base whole again after media turned only the new rows:
+// a re-plan reads every payload.
+func (b *build) fullBase() {
+	if b.reuse == nil {
+		return
+	}
+	b.reuse, b.baseFrom = nil, 0
+	media(b)
+	b.reports = b.reports[:len(b.reports)-1] // media reported already
 }
 
 func (b *build) entryOf(r *Row) entry {
@@ -349,13 +391,20 @@ func (b *build) entryOf(r *Row) entry {
 // checkpoint applies the checkpoint in force and, when one is due, plans a
 // new one and rebuilds the view with it.
 func checkpoint(b *build) error {
-	if b.cp == nil {
+	switch {
+	case b.reuse != nil:
+		// The last view's entries, then the new rows' after them, in the
+		// memo's array past the kept ones (no view shows those slots).
+		s := b.reuse
+		b.entries = b.applyRows(s.entries, b.base, b.cp)
+		b.ctxEnd = b.renderContexts(b.entries, len(s.entries), s.ctx, b.cp)
+	case b.cp == nil:
 		// Without a checkpoint the view is the payloads as they are: render
 		// the context entries in place rather than copy every entry (a
 		// replan copies from base, and renders every context entry again).
-		b.renderContexts(b.base, nil)
+		b.ctxEnd = b.renderContexts(b.base, 0, ctxState{first: true}, nil)
 		b.entries = b.base
-	} else {
+	default:
 		b.entries = b.apply(b.cp)
 	}
 	before := historyTokens(b.entries)
@@ -374,6 +423,7 @@ func (b *build) replan(trigger string) string {
 		return note
 	}
 	b.planned = cp
+	b.fullBase()
 	// The new checkpoint keeps every pin whole and makes the warning moot.
 	if b.cur != nil {
 		cur := b.cur[:0:0]
@@ -480,17 +530,41 @@ func (b *build) view() View {
 // ones shortened, then the runtime context rendered against what is shown.
 func (b *build) apply(cp *Checkpoint) []entry {
 	out := make([]entry, 0, len(b.base)+1)
+	if cp != nil && (len(cp.Cards) > 0 || len(cp.Pinned) > 0) {
+		out = append(out, b.headEntry(cp))
+	}
+	out = b.applyRows(out, b.base, cp)
+	b.ctxEnd = b.renderContexts(out, 0, ctxState{first: true}, cp)
+	return out
+}
+
+// applyRows appends the payloads es to out as cp shows them: evicted rows
+// left out, the masked and folded ones shortened, older reasoning dropped.
+func (b *build) applyRows(out, es []entry, cp *Checkpoint) []entry {
 	if cp == nil {
-		out = append(out, b.base...)
-	} else {
-		if len(cp.Cards) > 0 || len(cp.Pinned) > 0 {
-			out = append(out, b.headEntry(cp))
+		return append(out, es...)
+	}
+	// Only a row at or before the newest cut can be cut; the maps are made
+	// when one is met (a turn's new rows come after every cut).
+	var last uint64
+	for _, cs := range [][]Cut{cp.Masked, cp.Folded} {
+		for _, c := range cs {
+			last = max(last, c.Seq)
 		}
-		masked, folded, images := cutMap(cp.Masked), cutMap(cp.Folded), seqSet(cp.MaskedImages)
-		for _, e := range b.base {
-			if e.row != nil {
-				if e.row.Seq <= cp.Evicted {
-					continue
+	}
+	for _, s := range cp.MaskedImages {
+		last = max(last, s)
+	}
+	var masked, folded map[uint64]Cut
+	var images map[uint64]bool
+	for _, e := range es {
+		if e.row != nil {
+			if e.row.Seq <= cp.Evicted {
+				continue
+			}
+			if e.row.Seq <= last {
+				if masked == nil {
+					masked, folded, images = cutMap(cp.Masked), cutMap(cp.Folded), seqSet(cp.MaskedImages)
 				}
 				if c, ok := masked[e.row.Seq]; ok {
 					e = b.mask(e, c.Tokens)
@@ -499,14 +573,13 @@ func (b *build) apply(cp *Checkpoint) []entry {
 				} else if images[e.row.Seq] {
 					e = b.maskImages(e)
 				}
-				if e.row.Seq <= cp.AtSeq {
-					e.reasoning = "" // a rewritten prefix invalidates signed reasoning
-				}
 			}
-			out = append(out, e)
+			if e.row.Seq <= cp.AtSeq {
+				e.reasoning = "" // a rewritten prefix invalidates signed reasoning
+			}
 		}
+		out = append(out, e)
 	}
-	b.renderContexts(out, cp)
 	return out
 }
 
@@ -518,19 +591,20 @@ func cutMap(cs []Cut) map[uint64]Cut {
 	return m
 }
 
-// renderContexts renders each context entry against the context shown
-// before it: the first shown in whole, the others as updates.
-func (b *build) renderContexts(es []entry, cp *Checkpoint) {
-	var prev []Section
-	first := true
-	m := b.in.Memo
-	if m != nil {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-	}
-	k := 0 // the context entries seen
-	for i := range es {
+// renderContexts renders each context entry of es[from:] against the
+// context shown before it: the first shown in whole, the others as
+// updates. st is where es[:from] left off; it returns where the entries
+// before this turn's own context leave off.
+func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint) ctxState {
+	prev, first, k := st.prev, st.first, st.k
+	end := ctxState{}
+	ended := false
+	m := b.in.Memo // its lock is held by Materialize
+	for i := from; i < len(es); i++ {
 		e := &es[i]
+		if e.current && !ended {
+			end, ended = ctxState{prev: prev, first: first, k: k}, true
+		}
 		if e.kind != KindContext {
 			continue
 		}
@@ -553,6 +627,10 @@ func (b *build) renderContexts(es []entry, cp *Checkpoint) {
 		}
 		prev, first = e.sections, false
 	}
+	if !ended {
+		end = ctxState{prev: prev, first: first, k: k}
+	}
+	return end
 }
 
 // activeStart is the index of the active turn's first user row: the last
