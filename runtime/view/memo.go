@@ -38,9 +38,9 @@ type Memo struct {
 // snapshot is a finished view's entries and what they were built from:
 // the next build extends them when only rows were appended since.
 type snapshot struct {
-	nrows int    // memo rows the entries cover
-	base  *Row   // &rows[0] then: the entries point into that array
-	nvis  int    // rows the agent history kept of them
+	nrows int  // memo rows the entries cover
+	base  *Row // &rows[0] then: the entries point into that array
+	nvis  int  // rows the agent history kept of them
 	cp    *Checkpoint
 	pins  []Row // the evicted rows cp.Pinned names, as the head showed them
 	npins []bool
