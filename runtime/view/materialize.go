@@ -333,6 +333,7 @@ func media(b *build) error {
 	// since, under the same checkpoint), only the new rows are turned.
 	if b.reuse = b.reusable(); b.reuse != nil {
 		b.baseFrom = b.reuse.nvis
+		b.in.Memo.hits++
 	}
 	b.base = make([]entry, 0, len(b.vis)-b.baseFrom+1)
 	for _, r := range b.vis[b.baseFrom:] {

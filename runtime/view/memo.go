@@ -33,6 +33,7 @@ type Memo struct {
 	// with a memo reads these copies, so its entries point at them.
 	rows []Row
 	last *snapshot // what the last build left; nil when nothing is kept
+	hits int       // builds that extended the last one (tests read it)
 }
 
 // snapshot is a finished view's entries and what they were built from:
@@ -162,12 +163,27 @@ func (b *build) reusable() *snapshot {
 		return nil
 	}
 	s := m.last
-	if b.kept < s.nrows || s.base != &b.rows[0] || len(b.vis) < s.nvis ||
+	if b.kept < s.nrows || len(b.vis) < s.nvis ||
 		s.provider != b.in.Provider || !sameFunc(s.count, b.count) || !slices.Equal(s.roster, b.in.Roster) ||
 		!sameCheckpoint(s.cp, b.cp) || !b.samePins(s) {
 		return nil
 	}
+	if s.base != &b.rows[0] {
+		s.rebase(b.rows)
+	}
 	return s
+}
+
+// rebase points s's entries at rows, the memo's copies after they moved
+// to a larger array (their values are the same: sync kept them).
+func (s *snapshot) rebase(rows []Row) {
+	size := unsafe.Sizeof(Row{})
+	for i := range s.entries {
+		if r := s.entries[i].row; r != nil {
+			s.entries[i].row = &rows[(uintptr(unsafe.Pointer(r))-uintptr(unsafe.Pointer(s.base)))/size]
+		}
+	}
+	s.base = &rows[0]
 }
 
 // samePins reports whether the rows the head quotes whole (the checkpoint's

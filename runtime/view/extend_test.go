@@ -1,0 +1,131 @@
+package view
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
+)
+
+// A memo that extends the last view gives the very view a fresh
+// materialization gives, byte for byte, across histories that only grow
+// (where it must extend) and histories that change under it: a
+// checkpoint, a /clear, a row edited or deleted in place, attachments, a
+// pin of an evicted row, another roster, provider or counter.
+func TestMemoExtendsLikeFresh(t *testing.T) {
+	img := providertest.NewPart(provider.PartImage, "image/png", "a.png", providertest.PNG(8, 6))
+	const (
+		any    = iota // the step may or may not extend
+		extend        // the step must extend the last view
+		fresh         // the step must build afresh
+	)
+	type step struct {
+		name string
+		do   func(c *conv, in *Input)
+		want int
+	}
+	n := 0
+	turn := func(c *conv, in *Input) {
+		n++
+		c.context([]Section{{Key: "time", Text: fmt.Sprintf("15:%02d", n%60)}, {Key: "cwd", Text: "/srv"}}, 0)
+		c.user(fmt.Sprintf("request %d", n), 0)
+		c.step("shell", fmt.Sprintf(`{"command": "make t%d"}`, n), fmt.Sprintf("built t%d", n), 0, n%5 == 0)
+		c.answer(fmt.Sprintf("answer %d, a few words longer than the request", n), 0)
+	}
+	grow := step{"a turn appended", turn, extend}
+	steps := []step{
+		{"first view", turn, fresh},
+		grow, grow, grow,
+		{"an image", func(c *conv, in *Input) {
+			turn(c, in)
+			c.add(Row{Kind: KindUser, Text: "look", Parts: []provider.Part{img}})
+		}, extend},
+		{"a result that brought an image back", func(c *conv, in *Input) {
+			c.call++
+			id := fmt.Sprintf("call_%d", c.call)
+			c.add(Row{Kind: KindAssistant, ToolCalls: []provider.ToolCall{{ID: id, Name: "read_file", Arguments: `{"path": "a.png"}`}}})
+			c.add(Row{Kind: KindTool, ToolCallID: id, ToolName: "read_file", Text: "an image", Parts: []provider.Part{img}})
+			c.answer("seen", 0)
+		}, extend},
+		{"an answer edited in place", func(c *conv, in *Input) {
+			r := &c.rows[len(c.rows)/2]
+			r.Text += " (edited)"
+			turn(c, in)
+		}, fresh},
+		grow,
+		{"a context row's sections changed in place", func(c *conv, in *Input) {
+			for i := range c.rows {
+				if c.rows[i].Kind == KindContext {
+					c.rows[i].Sections[1].Text = "/elsewhere"
+					break
+				}
+			}
+		}, fresh},
+		{"a row deleted", func(c *conv, in *Input) {
+			i := len(c.rows) / 3
+			c.rows = append(c.rows[:i:i], c.rows[i+1:]...)
+		}, fresh},
+		grow,
+		{"another roster", func(c *conv, in *Input) { in.Roster = []string{"shell"} }, fresh},
+		{"another provider", func(c *conv, in *Input) { in.Provider = "anthropic" }, fresh},
+		{"another counter", func(c *conv, in *Input) { in.Count = func(s string) int { return len(s) } }, fresh},
+		grow,
+		{"a checkpoint", func(c *conv, in *Input) {
+			turn(c, in)
+			in.Signals = Signals{Compact: true}
+		}, fresh},
+		{"after the checkpoint", turn, any},
+		grow, grow,
+		{"an evicted row pinned", func(c *conv, in *Input) {
+			for i := range c.rows {
+				if in.Checkpoint != nil && c.rows[i].Seq <= in.Checkpoint.Evicted && c.rows[i].Kind == KindUser {
+					c.rows[i].Pinned = true
+					break
+				}
+			}
+		}, any},
+		grow,
+		{"a clear", func(c *conv, in *Input) {
+			c.add(Row{Kind: KindClear})
+			turn(c, in)
+		}, fresh},
+		grow, grow,
+	}
+	c := &conv{}
+	in := Input{Budget: mustBudget(t, 10000, "full"), Overhead: 2000, Roster: fullRoster, Provider: "openai"}
+	memo := &Memo{}
+	extended, evicted := 0, uint64(0)
+	for i, s := range steps {
+		s.do(c, &in)
+		in.Rows = c.rows
+		in.Context = []Section{{Key: "turn", Text: fmt.Sprint(i)}}
+		in.Memo = nil
+		want, err1 := Materialize(in)
+		in.Memo = memo
+		hits := memo.hits
+		got, err2 := Materialize(in)
+		if fmt.Sprint(err1) != fmt.Sprint(err2) || !reflect.DeepEqual(want, got) {
+			t.Fatalf("step %d (%s): the view with a memo differs:\n%s", i, s.name, firstDiff(marshal(t, want), marshal(t, got)))
+		}
+		did := memo.hits > hits
+		if s.want == extend && !did || s.want == fresh && did {
+			t.Fatalf("step %d (%s): extended %v, want %v", i, s.name, did, s.want == extend)
+		}
+		if did {
+			extended++
+		}
+		if got.Checkpoint != nil {
+			evicted = max(evicted, got.Checkpoint.Evicted)
+			in.Checkpoint = got.Checkpoint
+		}
+		in.Signals = Signals{}
+	}
+	if evicted == 0 {
+		t.Fatal("no checkpoint evicted rows; the table no longer covers one")
+	}
+	if extended < 8 {
+		t.Fatalf("only %d steps extended the last view", extended)
+	}
+}
