@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -127,5 +128,71 @@ func TestMemoExtendsLikeFresh(t *testing.T) {
 	}
 	if extended < 8 {
 		t.Fatalf("only %d steps extended the last view", extended)
+	}
+}
+
+// View.Request is the lead and the messages in one array, Messages its
+// tail, whether or not attachments moved into messages of their own; no
+// lead, no Request.
+func TestRequestLeadsMessages(t *testing.T) {
+	img := providertest.NewPart(provider.PartImage, "image/png", "a.png", providertest.PNG(8, 6))
+	lead := []provider.Message{{Role: provider.RoleSystem, Content: "the prompt"}}
+	for _, recovered := range []bool{false, true} {
+		c := &conv{}
+		c.user("hello", 2)
+		c.call++
+		c.add(Row{Kind: KindAssistant, ToolCalls: []provider.ToolCall{{ID: "call_1", Name: "read_file", Arguments: `{}`}}, Tokens: 5})
+		r := Row{Kind: KindTool, ToolCallID: "call_1", ToolName: "read_file", Text: "ok", Tokens: 1}
+		if recovered {
+			r.Parts = []provider.Part{img}
+		}
+		c.add(r)
+		in := Input{Rows: c.rows, Budget: mustBudget(t, 100000, "full"), Overhead: 100, Roster: fullRoster, Provider: "openai"}
+		plain, err := Materialize(in)
+		if err != nil || plain.Request != nil {
+			t.Fatalf("without a lead: Request %v, err %v", plain.Request, err)
+		}
+		in.Lead = lead
+		v, err := Materialize(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(v.Messages, plain.Messages) || !reflect.DeepEqual(v.Request, append(slices.Clone(lead), plain.Messages...)) {
+			t.Fatalf("recovered %v: Request %+v, Messages %+v", recovered, v.Request, v.Messages)
+		}
+		if len(v.Messages) != len(c.rows)+btoi(recovered) {
+			t.Fatalf("recovered %v: %d messages", recovered, len(v.Messages))
+		}
+		if &v.Request[len(lead)] != &v.Messages[0] {
+			t.Fatalf("recovered %v: Messages is not Request's tail", recovered)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The safety net, below its limit, makes nothing: it runs before every
+// request.
+func TestSafetyNetQuietAllocatesNothing(t *testing.T) {
+	msgs := []provider.Message{{Role: provider.RoleSystem, Content: "prompt", Tokens: 3}, {Role: provider.RoleUser, Content: "hi", Tokens: 1},
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "a", Name: "shell", Arguments: "{}"}}},
+		{Role: provider.RoleTool, ToolCallID: "a", Content: "done"}, {Role: provider.RoleUser, Content: "again", Tokens: 1},
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "b", Name: "shell", Arguments: "{}"}}},
+		{Role: provider.RoleTool, ToolCallID: "b", Content: "done"}}
+	allocs := testing.AllocsPerRun(100, func() {
+		if out, net := SafetyNet(msgs, 0, 100000, func(s string) int { return len(s) }); net.Fired() || &out[0] != &msgs[0] {
+			t.Fatal("the net fired below its limit")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations below the limit", allocs)
+	}
+	if _, net := SafetyNet(msgs, 0, 10, func(s string) int { return len(s) }); net.Trimmed == 0 && net.Cleared == 0 {
+		t.Fatal("the net did not fire over its limit; the test no longer sees it")
 	}
 }

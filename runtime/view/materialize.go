@@ -505,7 +505,11 @@ func (b *build) sizeNow() (int, bool) {
 
 func (b *build) view() View {
 	v := View{Checkpoint: b.planned, Epoch: epochOf(b.active()), Size: b.size, Measured: b.sized, Warned: b.warned, Stages: b.reports}
-	v.Messages = make([]provider.Message, 0, len(b.entries))
+	// The lead and the messages in one array: the request is then the
+	// view as it is, not a copy of it behind the system prompt.
+	lead := len(b.in.Lead)
+	req := append(make([]provider.Message, 0, lead+len(b.entries)), b.in.Lead...)
+	v.Messages = req[lead:]
 	v.Reasoning = make([]string, 0, len(b.entries))
 	for i := range b.entries {
 		e := &b.entries[i]
@@ -522,7 +526,16 @@ func (b *build) view() View {
 			v.Context, v.ContextTokens = b.cur, e.tokens
 		}
 	}
+	n := len(v.Messages)
 	v.Messages, v.Reasoning = withRecovered(b.in.Provider, v.Messages, v.Reasoning)
+	if b.in.Lead != nil {
+		if len(v.Messages) == n { // still in req's array, right after the lead
+			v.Request = req[:lead+n]
+		} else {
+			v.Request = append(req[:lead:lead], v.Messages...)
+			v.Messages = v.Request[lead:]
+		}
+	}
 	return v
 }
 

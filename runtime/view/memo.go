@@ -33,7 +33,15 @@ type Memo struct {
 	// with a memo reads these copies, so its entries point at them.
 	rows []Row
 	last *snapshot // what the last build left; nil when nothing is kept
-	hits int       // builds that extended the last one (tests read it)
+	hits int       // builds that extended the last one
+}
+
+// Extended is how many builds extended the last view rather than build
+// theirs afresh: for tests and diagnostics (it changes nothing).
+func (m *Memo) Extended() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hits
 }
 
 // snapshot is a finished view's entries and what they were built from:
