@@ -21,13 +21,18 @@ type deltaPump struct {
 	// pending are the deltas not handed out yet, joined once as they go
 	// (a lone one goes as it came, without a copy).
 	pending []string
+	first   [8]string     // pending's first array: a turn's deltas rarely queue more
 	has     bool          // pending holds a delta, maybe an empty one
 	busy    bool          // a goroutine is calling out
 	idle    chan struct{} // closed when busy ends; nil while not busy
 	err     error         // the first error out returned
 }
 
-func newDeltaPump(out func(string) error) *deltaPump { return &deltaPump{out: out} }
+func newDeltaPump(out func(string) error) *deltaPump {
+	p := &deltaPump{out: out}
+	p.pending = p.first[:0]
+	return p
+}
 
 // send queues text for out; it returns the error out gave an earlier
 // delta, if any, so the stream stops as it did when out was called here.

@@ -8,6 +8,7 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/builtin"
+	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
 // BenchmarkTurn is one turn of a 40-message conversation against the
@@ -28,11 +29,21 @@ func BenchmarkTurn(b *testing.B) {
 		text := fmt.Sprintf("message %d: a sentence of ordinary length about the work at hand", i)
 		hist = append(hist, provider.Message{Role: role, Content: text, Tokens: 16})
 	}
-	for _, host := range []bool{false, true} {
-		b.Run(fmt.Sprintf("host=%t", host), func(b *testing.B) {
+	// memo: with the chat's view memo, as a chat's turns run (each view
+	// then extends the last one).
+	for _, c := range []struct {
+		name       string
+		host, memo bool
+	}{{"host=false", false, false}, {"host=true", true, false}, {"host=true/memo", true, true}} {
+		host := c.host
+		var memo *view.Memo
+		if c.memo {
+			memo = &view.Memo{}
+		}
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				in := TurnInput{Chat: "c", Turn: 1, Chain: "default", History: hist, Picked: len(hist) - 1}
+				in := TurnInput{Chat: "c", Turn: 1, Chain: "default", History: hist, Picked: len(hist) - 1, ViewMemo: memo}
 				if host {
 					in.Host = &journal{}
 					e.Prepare(&in)
