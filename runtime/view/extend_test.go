@@ -73,6 +73,11 @@ func TestMemoExtendsLikeFresh(t *testing.T) {
 		{"another provider", func(c *conv, in *Input) { in.Provider = "anthropic" }, fresh},
 		{"another counter", func(c *conv, in *Input) { in.Count = func(s string) int { return len(s) } }, fresh},
 		grow,
+		{"a result too large for the ceiling, with no signal: admission plans", func(c *conv, in *Input) {
+			c.user("read the log", 0)
+			c.step("shell", `{"command": "cat log"}`, "a long log", 9000, false)
+		}, any},
+		grow,
 		{"a checkpoint", func(c *conv, in *Input) {
 			turn(c, in)
 			in.Signals = Signals{Compact: true}

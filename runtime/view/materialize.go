@@ -99,6 +99,17 @@ func historyTokens(es []entry) int {
 	return n + tokens.Overhead(k)
 }
 
+// entriesTokens is historyTokens(b.entries), counting only the entries
+// past the last view's when b.entries extends it (the memo kept their sum).
+func (b *build) entriesTokens() int {
+	s := b.reuse
+	if s == nil {
+		return historyTokens(b.entries)
+	}
+	n, k := sums(b.entries[len(s.entries):])
+	return s.tokens + n + tokens.Overhead(s.sent+k)
+}
+
 // sums is the tokens of the entries sent, and how many are sent.
 func sums(es []entry) (n, k int) {
 	for i := range es {
@@ -335,6 +346,14 @@ func media(b *build) error {
 		b.baseFrom = b.reuse.nvis
 		b.in.Memo.hits++
 	}
+	b.payloads()
+	b.report("media", b.baseFrom+len(b.base), -1, "")
+	return nil
+}
+
+// payloads makes base: the rows of vis from baseFrom on, then this turn's
+// runtime context.
+func (b *build) payloads() {
 	b.base = make([]entry, 0, len(b.vis)-b.baseFrom+1)
 	for _, r := range b.vis[b.baseFrom:] {
 		b.base = append(b.base, b.entryOf(r))
@@ -342,19 +361,17 @@ func media(b *build) error {
 	if b.cur != nil {
 		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
 	}
-	b.report("media", b.baseFrom+len(b.base), -1, "")
-	return nil
 }
 
 // fullBase makes base whole again after media turned only the new rows:
-// a re-plan reads every payload.
+// a re-plan reads every payload. b.entries stays as it is (it is whole),
+// but is no longer the extension of the memo's.
 func (b *build) fullBase() {
 	if b.reuse == nil {
 		return
 	}
 	b.reuse, b.baseFrom = nil, 0
-	media(b)
-	b.reports = b.reports[:len(b.reports)-1] // media reported already
+	b.payloads()
 }
 
 func (b *build) entryOf(r *Row) entry {
@@ -408,23 +425,24 @@ func checkpoint(b *build) error {
 	default:
 		b.entries = b.apply(b.cp)
 	}
-	before := historyTokens(b.entries)
-	note := fmt.Sprintf("epoch %d; no checkpoint due", epochOf(b.cp))
+	before := b.entriesTokens()
+	after, note := before, fmt.Sprintf("epoch %d; no checkpoint due", epochOf(b.cp))
 	if b.due != "" {
 		note = b.replan(b.due)
+		after = b.entriesTokens()
 	}
-	b.report("checkpoint", len(b.entries), historyTokens(b.entries), "history %d before; %s", before, note)
+	b.report("checkpoint", len(b.entries), after, "history %d before; %s", before, note)
 	return nil
 }
 
 // replan plans a checkpoint and, when it planned one, rebuilds the view.
 func (b *build) replan(trigger string) string {
+	b.fullBase() // a plan reads every payload
 	cp, note := b.plan(trigger)
 	if cp == nil {
 		return note
 	}
 	b.planned = cp
-	b.fullBase()
 	// The new checkpoint keeps every pin whole and makes the warning moot.
 	if b.cur != nil {
 		cur := b.cur[:0:0]
@@ -486,7 +504,7 @@ func admission(b *build) error {
 // after it when the measurement speaks for this view, else the estimate.
 func (b *build) sizeNow() (int, bool) {
 	if !b.measured() {
-		return b.corrected(b.in.Overhead + historyTokens(b.entries)), false
+		return b.corrected(b.in.Overhead + b.entriesTokens()), false
 	}
 	m := b.in.Measured
 	n, k := 0, 0
