@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"math/rand"
 	"reflect"
 	"slices"
 	"testing"
@@ -28,6 +29,7 @@ func TestMemoExtendsLikeFresh(t *testing.T) {
 		want int
 	}
 	n := 0
+	drop := false // the step's checkpoint is not stored
 	turn := func(c *conv, in *Input) {
 		n++
 		c.context([]Section{{Key: "time", Text: fmt.Sprintf("15:%02d", n%60)}, {Key: "cwd", Text: "/srv"}}, 0)
@@ -78,12 +80,36 @@ func TestMemoExtendsLikeFresh(t *testing.T) {
 			c.step("shell", `{"command": "cat log"}`, "a long log", 9000, false)
 		}, any},
 		grow,
+		{"a checkpoint planned but not stored (a hook blocked it)", func(c *conv, in *Input) {
+			turn(c, in)
+			in.Signals, drop = Signals{Compact: true}, true
+		}, fresh},
+		{"the next turn, under the checkpoint in force before", turn, fresh},
+		{"an early request pinned", func(c *conv, in *Input) {
+			for i := range c.rows {
+				if c.rows[i].Kind == KindUser {
+					c.rows[i].Pinned = true
+					break
+				}
+			}
+		}, any},
 		{"a checkpoint", func(c *conv, in *Input) {
 			turn(c, in)
+			c.user("and the other log", 0)
+			c.step("shell", `{"command": "cat log.1"}`, "another long log", 4000, false)
+			c.answer("both read", 0)
 			in.Signals = Signals{Compact: true}
 		}, fresh},
 		{"after the checkpoint", turn, any},
 		grow, grow,
+		{"an evicted pinned request edited", func(c *conv, in *Input) {
+			for i := range c.rows {
+				if c.rows[i].Pinned && c.rows[i].Seq <= in.Checkpoint.Evicted {
+					c.rows[i].Text += " (edited)"
+					break
+				}
+			}
+		}, fresh},
 		{"an evicted row pinned", func(c *conv, in *Input) {
 			for i := range c.rows {
 				if in.Checkpoint != nil && c.rows[i].Seq <= in.Checkpoint.Evicted && c.rows[i].Kind == KindUser {
@@ -122,13 +148,14 @@ func TestMemoExtendsLikeFresh(t *testing.T) {
 		if did {
 			extended++
 		}
-		if got.Checkpoint != nil {
+		if got.Checkpoint != nil && !drop {
 			evicted = max(evicted, got.Checkpoint.Evicted)
 			in.Checkpoint = got.Checkpoint
 		}
+		drop = false
 		in.Signals = Signals{}
 	}
-	if evicted == 0 {
+	if evicted == 0 || len(in.Checkpoint.Pinned) == 0 {
 		t.Fatal("no checkpoint evicted rows; the table no longer covers one")
 	}
 	if extended < 8 {
@@ -199,5 +226,56 @@ func TestSafetyNetQuietAllocatesNothing(t *testing.T) {
 	}
 	if _, net := SafetyNet(msgs, 0, 10, func(s string) int { return len(s) }); net.Trimmed == 0 && net.Cleared == 0 {
 		t.Fatal("the net did not fire over its limit; the test no longer sees it")
+	}
+}
+
+// Over random conversations that grow a turn at a time, with checkpoints
+// (asked for and measured), clears, pins, edits and deletions now and
+// then, a view built with the chat's memo is the view built without one.
+func TestMemoRandomHistories(t *testing.T) {
+	count := func(s string) int { return (len(s) + 3) / 4 }
+	for seed := range 30 {
+		r := rand.New(rand.NewSource(int64(seed)))
+		c := &conv{}
+		in := Input{Budget: mustBudget(t, 60000, "full"), Overhead: 1500, Roster: fullRoster, Count: count, Provider: "openai"}
+		memo := &Memo{}
+		for step := range 40 {
+			grow(r, c, 1)
+			switch r.Intn(12) {
+			case 0:
+				in.Signals.Compact = true
+			case 1:
+				c.add(Row{Kind: KindClear})
+			case 2:
+				c.rows[r.Intn(len(c.rows))].Pinned = true
+			case 3:
+				if i := r.Intn(len(c.rows)); c.rows[i].Kind == KindAssistant || c.rows[i].Kind == KindUser {
+					c.rows[i].Text += " (edited)"
+				}
+			case 4:
+				if i := r.Intn(len(c.rows)); c.rows[i].Kind == KindUser {
+					c.rows = append(c.rows[:i:i], c.rows[i+1:]...)
+				}
+			}
+			in.Rows = c.rows
+			in.Context = []Section{{Key: "step", Text: fmt.Sprint(step / 3)}}
+			in.Memo = nil
+			want, err1 := Materialize(in)
+			in.Memo = memo
+			got, err2 := Materialize(in)
+			if fmt.Sprint(err1) != fmt.Sprint(err2) || !reflect.DeepEqual(want, got) {
+				t.Fatalf("seed %d, step %d: the view with a memo differs:\n%s", seed, step, firstDiff(marshal(t, want), marshal(t, got)))
+			}
+			if got.Checkpoint != nil {
+				in.Checkpoint = got.Checkpoint
+			}
+			// The provider bills what was sent, a little over the estimate:
+			// later turns are measured, and may take a checkpoint for it.
+			in.Measured = Measurement{Tokens: got.Size + got.Size/20, Epoch: got.Epoch, Seq: c.rows[len(c.rows)-1].Seq, Basis: in.Basis}
+			in.Signals = Signals{}
+		}
+		if memo.Extended() == 0 {
+			t.Fatalf("seed %d: no view extended the last one", seed)
+		}
 	}
 }
