@@ -279,3 +279,31 @@ func TestMemoRandomHistories(t *testing.T) {
 		}
 	}
 }
+
+// A build that fails still leaves the memo true: a row changed under a
+// build that was refused, then the same rows again, give the fresh view.
+func TestMemoAfterARefusedBuild(t *testing.T) {
+	c := &conv{}
+	for i := range 6 {
+		c.context([]Section{{Key: "n", Text: fmt.Sprint(i)}}, 0)
+		c.user(fmt.Sprintf("request %d", i), 5)
+		c.answer(fmt.Sprintf("answer %d", i), 20)
+	}
+	in := Input{Rows: c.rows, Budget: mustBudget(t, 100000, "full"), Overhead: 1000, Roster: fullRoster, Memo: &Memo{}}
+	if _, err := Materialize(in); err != nil {
+		t.Fatal(err)
+	}
+	c.rows[4].Text = "an edited answer"
+	refused := in
+	refused.Rows, refused.Overhead = c.rows, 10000000
+	if _, err := Materialize(refused); err == nil {
+		t.Fatal("the oversized build was not refused; the test no longer covers a refusal")
+	}
+	in.Rows = c.rows
+	got, err1 := Materialize(in)
+	in.Memo = nil
+	want, err2 := Materialize(in)
+	if err1 != nil || err2 != nil || !reflect.DeepEqual(want, got) {
+		t.Fatalf("after a refused build the memo's view differs (%v, %v):\n%s", err1, err2, firstDiff(marshal(t, want), marshal(t, got)))
+	}
+}

@@ -111,6 +111,11 @@ func (m *Memo) sync(rows []Row) ([]Row, int) {
 		n++
 	}
 	kept := n
+	if m.last != nil && n < m.last.nrows {
+		// Rows the kept entries were built from are rewritten: whatever
+		// this build does (it may fail), they no longer hold.
+		m.last = nil
+	}
 	// Cleared past n first: a stale copy must not keep its slices alive.
 	clear(m.rows[n:])
 	m.rows = m.rows[:n]
