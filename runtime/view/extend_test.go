@@ -241,7 +241,19 @@ func TestMemoRandomHistories(t *testing.T) {
 		memo := &Memo{}
 		for step := range 40 {
 			grow(r, c, 1)
-			switch r.Intn(12) {
+			switch r.Intn(14) {
+			case 5:
+				// A result whose call is not in the view (it went, or never
+				// was): the view leaves it out.
+				c.add(Row{Kind: KindTool, ToolCallID: fmt.Sprintf("gone%d", step), ToolName: "shell", Text: "orphan", Tokens: 3})
+			case 6:
+				// A result for a call made turns ago, the call still shown.
+				for i := len(c.rows) - 1; i >= 0; i-- {
+					if calls := c.rows[i].ToolCalls; len(calls) > 0 && i < len(c.rows)-8 {
+						c.add(Row{Kind: KindTool, ToolCallID: calls[0].ID, ToolName: "shell", Text: "late", Tokens: 3})
+						break
+					}
+				}
 			case 0:
 				in.Signals.Compact = true
 			case 1:

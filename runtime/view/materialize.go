@@ -66,6 +66,7 @@ type build struct {
 	// starts at vis[baseFrom]), and renderContexts' state before this
 	// turn's own context, for the next build.
 	kept     int
+	dropped  int // rows agent-history dropped
 	reuse    *snapshot
 	baseFrom int
 	ctxEnd   ctxState
@@ -229,10 +230,17 @@ func clearCut(b *build) error {
 // empty silent rows and tool results whose call is not in the view (a
 // provider refuses an orphan result).
 func agentHistory(b *build) error {
-	calls := map[string]bool{}
-	b.vis = make([]*Row, 0, len(b.rows))
-	dropped := 0
-	for i := range b.rows {
+	var calls map[string]bool
+	from, dropped := 0, 0
+	if k := b.keptRows(); k != nil {
+		// The rows the last build kept are all here: its history stands,
+		// and goes on in the memo's array.
+		b.vis, from, dropped = k.vis[:k.nvis], k.nrows, k.dropped
+	} else {
+		calls = map[string]bool{}
+		b.vis = make([]*Row, 0, len(b.rows))
+	}
+	for i := from; i < len(b.rows); i++ {
 		r := &b.rows[i]
 		switch r.Kind {
 		case KindAssistant:
@@ -240,11 +248,13 @@ func agentHistory(b *build) error {
 				dropped++
 				continue
 			}
-			for _, c := range r.ToolCalls {
-				calls[c.ID] = true
+			if calls != nil {
+				for _, c := range r.ToolCalls {
+					calls[c.ID] = true
+				}
 			}
 		case KindTool:
-			if !calls[r.ToolCallID] {
+			if !b.called(calls, r.ToolCallID) {
 				dropped++
 				continue
 			}
@@ -260,8 +270,28 @@ func agentHistory(b *build) error {
 		}
 		b.vis = append(b.vis, r)
 	}
+	b.dropped = dropped
 	b.report("agent-history", len(b.vis), -1, "%d rows dropped", dropped)
 	return nil
+}
+
+// called reports whether an assistant row before the ones kept so far
+// asked for call id: from calls when the history was read from its start,
+// else by looking back through it (a result follows its call closely).
+func (b *build) called(calls map[string]bool, id string) bool {
+	if calls != nil {
+		return calls[id]
+	}
+	for i := len(b.vis) - 1; i >= 0; i-- {
+		if r := b.vis[i]; r.Kind == KindAssistant {
+			for _, c := range r.ToolCalls {
+				if c.ID == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // turnContext decides this turn's runtime context: the caller's sections,

@@ -50,9 +50,13 @@ type snapshot struct {
 	nrows int  // memo rows the entries cover
 	base  *Row // &rows[0] then: the entries point into that array
 	nvis  int  // rows the agent history kept of them
-	cp    *Checkpoint
-	pins  []Row // the evicted rows cp.Pinned names, as the head showed them
-	npins []bool
+	// vis are those rows (the array past nvis belongs to the memo), and
+	// dropped how many it dropped.
+	vis     []*Row
+	dropped int
+	cp      *Checkpoint
+	pins    []Row // the evicted rows cp.Pinned names, as the head showed them
+	npins   []bool
 	// Key: what else an entry depends on.
 	roster   []string
 	provider string
@@ -171,29 +175,45 @@ func sameCheckpoint(a, b *Checkpoint) bool {
 // everything else an entry depends on is the same. No checkpoint is due
 // (a re-plan reads every payload anyway).
 func (b *build) reusable() *snapshot {
-	m := b.in.Memo
-	if m == nil || m.last == nil || b.due != "" || len(b.rows) == 0 {
+	if b.due != "" {
 		return nil
 	}
-	s := m.last
-	if b.kept < s.nrows || len(b.vis) < s.nvis ||
+	s := b.keptRows()
+	if s == nil || len(b.vis) < s.nvis ||
 		s.provider != b.in.Provider || !sameFunc(s.count, b.count) || !slices.Equal(s.roster, b.in.Roster) ||
 		!sameCheckpoint(s.cp, b.cp) || !b.samePins(s) {
 		return nil
 	}
+	return s
+}
+
+// keptRows is the last build's snapshot when every row it was built from
+// is still here (the agent history it read then stands), pointed at the
+// memo's copies where they are now; nil otherwise.
+func (b *build) keptRows() *snapshot {
+	m := b.in.Memo
+	if m == nil || m.last == nil || len(b.rows) == 0 || b.kept < m.last.nrows {
+		return nil
+	}
+	s := m.last
 	if s.base != &b.rows[0] {
 		s.rebase(b.rows)
 	}
 	return s
 }
 
-// rebase points s's entries at rows, the memo's copies after they moved
-// to a larger array (their values are the same: sync kept them).
+// rebase points s's rows and entries at rows, the memo's copies after
+// they moved to a larger array (their values are the same: sync kept
+// them).
 func (s *snapshot) rebase(rows []Row) {
 	size := unsafe.Sizeof(Row{})
+	at := func(r *Row) *Row { return &rows[(uintptr(unsafe.Pointer(r))-uintptr(unsafe.Pointer(s.base)))/size] }
+	for i := range s.vis[:s.nvis] {
+		s.vis[i] = at(s.vis[i])
+	}
 	for i := range s.entries {
 		if r := s.entries[i].row; r != nil {
-			s.entries[i].row = &rows[(uintptr(unsafe.Pointer(r))-uintptr(unsafe.Pointer(s.base)))/size]
+			s.entries[i].row = at(r)
 		}
 	}
 	s.base = &rows[0]
@@ -233,7 +253,7 @@ func (b *build) keep() {
 		es = es[:n-1]
 	}
 	cp := b.active()
-	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), entries: es, ctx: b.ctxEnd,
+	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, dropped: b.dropped, entries: es, ctx: b.ctxEnd,
 		provider: b.in.Provider, count: b.count}
 	// The key's copies are made again only when it changed.
 	if old != nil && sameCheckpoint(old.cp, cp) {
