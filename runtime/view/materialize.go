@@ -129,7 +129,8 @@ func sums(es []entry) (n, k int) {
 // ceiling): a one-off request of a boundary may trim it further with
 // SafetyNet, and is refused when that does not fit it either.
 func Materialize(in Input) (View, error) {
-	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{}}
+	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{},
+		reports: make([]StageReport, 0, len(pipeline))} // one report a stage
 	if b.count == nil {
 		b.count = tokens.Count
 	}
