@@ -17,15 +17,22 @@ import (
 type deltaPump struct {
 	out func(string) error
 
-	mu      sync.Mutex
-	pending strings.Builder
+	mu sync.Mutex
+	// pending are the deltas not handed out yet, joined once as they go
+	// (a lone one goes as it came, without a copy).
+	pending []string
+	first   [8]string     // pending's first array: a turn's deltas rarely queue more
 	has     bool          // pending holds a delta, maybe an empty one
 	busy    bool          // a goroutine is calling out
 	idle    chan struct{} // closed when busy ends; nil while not busy
 	err     error         // the first error out returned
 }
 
-func newDeltaPump(out func(string) error) *deltaPump { return &deltaPump{out: out} }
+func newDeltaPump(out func(string) error) *deltaPump {
+	p := &deltaPump{out: out}
+	p.pending = p.first[:0]
+	return p
+}
 
 // send queues text for out; it returns the error out gave an earlier
 // delta, if any, so the stream stops as it did when out was called here.
@@ -35,7 +42,7 @@ func (p *deltaPump) send(text string) error {
 	if p.err != nil {
 		return p.err
 	}
-	p.pending.WriteString(text)
+	p.pending = append(p.pending, text)
 	p.has = true
 	if !p.busy {
 		p.busy, p.idle = true, make(chan struct{})
@@ -47,8 +54,14 @@ func (p *deltaPump) send(text string) error {
 func (p *deltaPump) deliver() {
 	p.mu.Lock()
 	for p.has && p.err == nil {
-		text := p.pending.String()
-		p.pending = strings.Builder{}
+		var text string
+		if len(p.pending) == 1 {
+			text = p.pending[0]
+		} else {
+			text = strings.Join(p.pending, "")
+		}
+		clear(p.pending) // the slice, reused, keeps no piece alive
+		p.pending = p.pending[:0]
 		p.has = false
 		p.mu.Unlock()
 		err := p.out(text)

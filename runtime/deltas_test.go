@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -134,5 +135,40 @@ func TestDeltaPump(t *testing.T) {
 				t.Fatalf("delivered %q in %d calls", text.String(), calls)
 			}
 		})
+	}
+}
+
+// Pieces that wait for a busy consumer reach it joined once, in order; a
+// piece that finds it idle reaches it as it came, not a copy.
+func TestDeltaPumpJoinsOnce(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var got []string
+	p := newDeltaPump(func(s string) error {
+		if len(got) == 0 {
+			close(started)
+			<-release // busy with the first piece while the rest queue
+		}
+		got = append(got, s)
+		return nil
+	})
+	first := strings.Repeat("x", 64)
+	if err := p.send(first); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	for _, s := range []string{"a", "b", "c"} {
+		if err := p.send(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := p.close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1] != "abc" {
+		t.Fatalf("delivered %q, want the first piece, then \"abc\"", got)
+	}
+	if unsafe.StringData(got[0]) != unsafe.StringData(first) {
+		t.Fatal("a lone piece was copied")
 	}
 }

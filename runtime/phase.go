@@ -293,13 +293,27 @@ func (t *turn) ask() (phase, error) {
 // results of this turn's older tool calls cleared first when one
 // oversized turn nears the ceiling (a later turn checkpoints).
 func (t *turn) request() provider.Request {
-	msgs := append([]provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}, t.conv...)
+	msgs := t.withLead()
 	if pruned, net := view.SafetyNet(msgs, t.sent, t.sz.room(), t.sz.count); net.Fired() {
 		msgs, t.out.Pruned = pruned, true
 		t.e.logNet(t.in.Chat, net)
 	}
 	t.sent = len(t.conv) + 1 // in the unpruned request: the system prompt and conv
 	return provider.Request{Messages: msgs, Tools: t.defs}
+}
+
+// withLead is the system prompt and conv as one slice: the view's Request
+// while conv still runs on in that array (what the turn appended since
+// went right after the view's messages), else a copy. Its capacity ends
+// at its length, so an adapter appending to it copies it rather than
+// write where conv goes on.
+func (t *turn) withLead() []provider.Message {
+	r, n := t.v.Request, len(t.conv)
+	if len(r) == len(systemLead)+len(t.v.Messages) && len(t.v.Messages) > 0 && n > 0 &&
+		&t.conv[0] == &t.v.Messages[0] && &r[len(systemLead)] == &t.conv[0] && len(systemLead)+n <= cap(r) {
+		return r[: len(systemLead)+n : len(systemLead)+n]
+	}
+	return append(append(make([]provider.Message, 0, len(systemLead)+n), systemLead...), t.conv...)
 }
 
 // account adds an answer's usage to the result, and keeps what the

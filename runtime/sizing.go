@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/boundary"
@@ -210,7 +211,7 @@ type sizer struct {
 
 func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 	n, print := e.defsCount(defs)
-	s := sizer{e: e, m: m, defs: n, count: tokens.For(m.Remote).Count,
+	s := sizer{e: e, m: m, defs: n, count: countFor(m.Remote),
 		basis: view.Basis{Model: m.Name, Prompt: promptPrint, Tools: print}}
 	s.fixed = s.count(SystemPrompt) + s.defs
 	s.budget, _ = budget.New(m.Window, e.contextLimit(m), 0) // validated at load or when chosen
@@ -227,6 +228,22 @@ func (e *Engine) sizer(m *Model, defs []provider.Tool) sizer {
 	soft, hard := e.ratios(m)
 	s.limits = boundary.NewLimits(m.Window, soft, hard, maxAnswer, s.budget.Mark)
 	return s
+}
+
+// counters are the count funcs of the encodings, one func value each,
+// made once: a view memo keeps what it built only for the same counter
+// (view.Input.Count), which a method value made per turn never was.
+var counters sync.Map // *tokens.Counter → func(string) int
+
+// countFor is the count func of the encoding remote (a provider's model
+// name) is counted with, the same func value every time.
+func countFor(remote string) func(string) int {
+	c := tokens.For(remote)
+	if f, ok := counters.Load(c); ok {
+		return f.(func(string) int)
+	}
+	f, _ := counters.LoadOrStore(c, c.Count)
+	return f.(func(string) int)
 }
 
 // readRows assesses a conversation's stored rows as its next request

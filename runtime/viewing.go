@@ -19,6 +19,10 @@ const ContextKey = "context"
 // sessionStartKey carries what SessionStart hooks said after a checkpoint.
 const sessionStartKey = "session-start"
 
+// systemLead is what every chat request opens with, ahead of the view: the
+// view builds its request behind it (view.Input.Lead). Never changed.
+var systemLead = []provider.Message{{Role: provider.RoleSystem, Content: SystemPrompt}}
+
 func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextInfo, extra string) view.Input {
 	sections := []view.Section{{Key: ContextKey, Text: ci.Line}}
 	sections = append(sections, tasksSection(rows)...)
@@ -27,7 +31,8 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 	}
 	_, roster := e.offerIn(in)
 	vin := view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
-		Basis: sz.basis, Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind, Memo: in.ViewMemo}
+		Basis: sz.basis, Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind, Memo: in.ViewMemo,
+		Lead: systemLead}
 	if e.cal != nil {
 		vin.Correct = e.cal
 	}
@@ -141,6 +146,7 @@ func (e *Engine) closing(in *TurnInput, sz sizer, rows []view.Row) []provider.Me
 func (e *Engine) fitsAlone(in *TurnInput, sz sizer, picked []view.Row) error {
 	vin := e.viewInput(in, sz, picked, ContextInfo{}, "")
 	vin.Checkpoint, vin.Measured, vin.Signals, vin.Context = nil, view.Measurement{}, view.Signals{}, nil
+	vin.Memo, vin.Lead = nil, nil // other rows than the chat's view: they would only push its out
 	_, err := view.Materialize(vin)
 	var be *view.BudgetError
 	if errors.As(err, &be) && be.Stage == "preflight" {

@@ -115,3 +115,42 @@ func benchContexts(b *testing.B, memo bool) {
 		})
 	}
 }
+
+// BenchmarkMaterializeGrowing: a chat's turns as they come, one view per
+// turn, each after a turn more (a context row, a request, an answer) than
+// the last; every 50 turns the chat is back to its start (the memo then
+// builds afresh once, as after a checkpoint).
+func BenchmarkMaterializeGrowing(b *testing.B) {
+	for _, turns := range []int{100, 1000} {
+		for _, memo := range []bool{false, true} {
+			b.Run(fmt.Sprintf("turns=%d/memo=%t", turns, memo), func(b *testing.B) {
+				c := &conv{}
+				add := func(i int) {
+					c.context([]Section{{Key: "time", Text: fmt.Sprintf("2026-12-03 15:%02d UTC", i%60)}, {Key: "cwd", Text: "/srv"}}, 12)
+					c.user(fmt.Sprintf("request %d", i), 5)
+					c.answer(fmt.Sprintf("answer %d", i), 20)
+				}
+				for i := range turns {
+					add(i)
+				}
+				start := len(c.rows)
+				in := Input{Budget: mustBudget(b, 1000000, "full"), Overhead: 2000, Roster: fullRoster}
+				if memo {
+					in.Memo = &Memo{}
+				}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if i%50 == 0 {
+						c.rows = c.rows[:start:start]
+					}
+					add(turns + i%50)
+					in.Rows = c.rows
+					in.Context = []Section{{Key: "time", Text: "now"}}
+					if _, err := Materialize(in); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

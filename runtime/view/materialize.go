@@ -53,13 +53,23 @@ type build struct {
 	cur    []Section // this turn's runtime context (nil: none this turn)
 	warned bool
 
-	base    []entry // rows as payloads, before any checkpoint
+	base    []entry // rows as payloads, before any checkpoint (from vis[baseFrom])
 	entries []entry // the view
 	size    int
 	sized   bool // size rests on a measurement
 
 	reports   []StageReport
 	ptrTokens int // estimated tokens of one pointer
+
+	// With a memo: how many leading rows of b.rows the memo had already,
+	// the last build's snapshot when this build extends it (base then
+	// starts at vis[baseFrom]), and renderContexts' state before this
+	// turn's own context, for the next build.
+	kept     int
+	dropped  int // rows agent-history dropped
+	reuse    *snapshot
+	baseFrom int
+	ctxEnd   ctxState
 }
 
 // entry is one message of the view under construction.
@@ -86,14 +96,30 @@ func (e *entry) sent() bool { return e.text != "" || len(e.calls) > 0 || len(e.p
 
 // historyTokens is the view's size without the fixed overhead.
 func historyTokens(es []entry) int {
-	n, k := 0, 0
+	n, k := sums(es)
+	return n + tokens.Overhead(k)
+}
+
+// entriesTokens is historyTokens(b.entries), counting only the entries
+// past the last view's when b.entries extends it (the memo kept their sum).
+func (b *build) entriesTokens() int {
+	s := b.reuse
+	if s == nil {
+		return historyTokens(b.entries)
+	}
+	n, k := sums(b.entries[len(s.entries):])
+	return s.tokens + n + tokens.Overhead(s.sent+k)
+}
+
+// sums is the tokens of the entries sent, and how many are sent.
+func sums(es []entry) (n, k int) {
 	for i := range es {
 		if es[i].sent() {
 			n += es[i].tokens
 			k++
 		}
 	}
-	return n + tokens.Overhead(k)
+	return n, k
 }
 
 // Materialize builds this turn's view from the stored rows and the
@@ -103,12 +129,19 @@ func historyTokens(es []entry) int {
 // ceiling): a one-off request of a boundary may trim it further with
 // SafetyNet, and is refused when that does not fit it either.
 func Materialize(in Input) (View, error) {
-	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{}}
+	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{},
+		reports: make([]StageReport, 0, len(pipeline))} // one report a stage
 	if b.count == nil {
 		b.count = tokens.Count
 	}
 	for _, t := range in.Roster {
 		b.tools[t] = true
+	}
+	if m := in.Memo; m != nil {
+		// One build at a time: a build reads and extends the memo's rows
+		// and entries.
+		m.mu.Lock()
+		defer m.mu.Unlock()
 	}
 	for _, s := range pipeline {
 		if err := s.run(b); err != nil {
@@ -118,6 +151,7 @@ func Materialize(in Input) (View, error) {
 			return View{Stages: b.reports}, err
 		}
 	}
+	b.keep()
 	return b.view(), nil
 }
 
@@ -184,6 +218,11 @@ func clearCut(b *build) error {
 	rest := rows[start:]
 	k := sort.Search(len(rest), func(i int) bool { return rest[i].Seq > floor })
 	b.old, b.rows = rest[:k], rest[k:]
+	if m := b.in.Memo; m != nil {
+		// The memo's copies from here on: equal by value, and the same
+		// addresses turn after turn, which the entries it keeps point at.
+		b.rows, b.kept = m.sync(b.rows)
+	}
 	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
 	return nil
 }
@@ -192,10 +231,17 @@ func clearCut(b *build) error {
 // empty silent rows and tool results whose call is not in the view (a
 // provider refuses an orphan result).
 func agentHistory(b *build) error {
-	calls := map[string]bool{}
-	b.vis = make([]*Row, 0, len(b.rows))
-	dropped := 0
-	for i := range b.rows {
+	var calls map[string]bool
+	from, dropped := 0, 0
+	if k := b.keptRows(); k != nil {
+		// The rows the last build kept are all here: its history stands,
+		// and goes on in the memo's array.
+		b.vis, from, dropped = k.vis[:k.nvis], k.nrows, k.dropped
+	} else {
+		calls = map[string]bool{}
+		b.vis = make([]*Row, 0, len(b.rows))
+	}
+	for i := from; i < len(b.rows); i++ {
 		r := &b.rows[i]
 		switch r.Kind {
 		case KindAssistant:
@@ -203,11 +249,13 @@ func agentHistory(b *build) error {
 				dropped++
 				continue
 			}
-			for _, c := range r.ToolCalls {
-				calls[c.ID] = true
+			if calls != nil {
+				for _, c := range r.ToolCalls {
+					calls[c.ID] = true
+				}
 			}
 		case KindTool:
-			if !calls[r.ToolCallID] {
+			if !b.called(calls, r.ToolCallID) {
 				dropped++
 				continue
 			}
@@ -223,8 +271,28 @@ func agentHistory(b *build) error {
 		}
 		b.vis = append(b.vis, r)
 	}
+	b.dropped = dropped
 	b.report("agent-history", len(b.vis), -1, "%d rows dropped", dropped)
 	return nil
+}
+
+// called reports whether an assistant row before the ones kept so far
+// asked for call id: from calls when the history was read from its start,
+// else by looking back through it (a result follows its call closely).
+func (b *build) called(calls map[string]bool, id string) bool {
+	if calls != nil {
+		return calls[id]
+	}
+	for i := len(b.vis) - 1; i >= 0; i-- {
+		if r := b.vis[i]; r.Kind == KindAssistant {
+			for _, c := range r.ToolCalls {
+				if c.ID == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // turnContext decides this turn's runtime context: the caller's sections,
@@ -303,15 +371,38 @@ func warningText(measured, ceiling int) string {
 // reference: their bytes are read only when an adapter encodes them), so it
 // maps them one to one.
 func media(b *build) error {
-	b.base = make([]entry, 0, len(b.vis)+1)
-	for _, r := range b.vis {
+	// When the last view's entries still hold (only rows were appended
+	// since, under the same checkpoint), only the new rows are turned.
+	if b.reuse = b.reusable(); b.reuse != nil {
+		b.baseFrom = b.reuse.nvis
+		b.in.Memo.hits++
+	}
+	b.payloads()
+	b.report("media", b.baseFrom+len(b.base), -1, "")
+	return nil
+}
+
+// payloads makes base: the rows of vis from baseFrom on, then this turn's
+// runtime context.
+func (b *build) payloads() {
+	b.base = make([]entry, 0, len(b.vis)-b.baseFrom+1)
+	for _, r := range b.vis[b.baseFrom:] {
 		b.base = append(b.base, b.entryOf(r))
 	}
 	if b.cur != nil {
 		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
 	}
-	b.report("media", len(b.base), -1, "")
-	return nil
+}
+
+// fullBase makes base whole again after media turned only the new rows:
+// a re-plan reads every payload. b.entries stays as it is (it is whole),
+// but is no longer the extension of the memo's.
+func (b *build) fullBase() {
+	if b.reuse == nil {
+		return
+	}
+	b.reuse, b.baseFrom = nil, 0
+	b.payloads()
 }
 
 func (b *build) entryOf(r *Row) entry {
@@ -349,26 +440,35 @@ func (b *build) entryOf(r *Row) entry {
 // checkpoint applies the checkpoint in force and, when one is due, plans a
 // new one and rebuilds the view with it.
 func checkpoint(b *build) error {
-	if b.cp == nil {
+	switch {
+	case b.reuse != nil:
+		// The last view's entries, then the new rows' after them, in the
+		// memo's array past the kept ones (no view shows those slots).
+		s := b.reuse
+		b.entries = b.applyRows(s.entries, b.base, b.cp)
+		b.ctxEnd = b.renderContexts(b.entries, len(s.entries), s.ctx, b.cp)
+	case b.cp == nil:
 		// Without a checkpoint the view is the payloads as they are: render
 		// the context entries in place rather than copy every entry (a
 		// replan copies from base, and renders every context entry again).
-		b.renderContexts(b.base, nil)
+		b.ctxEnd = b.renderContexts(b.base, 0, ctxState{first: true}, nil)
 		b.entries = b.base
-	} else {
+	default:
 		b.entries = b.apply(b.cp)
 	}
-	before := historyTokens(b.entries)
-	note := fmt.Sprintf("epoch %d; no checkpoint due", epochOf(b.cp))
+	before := b.entriesTokens()
+	after, note := before, fmt.Sprintf("epoch %d; no checkpoint due", epochOf(b.cp))
 	if b.due != "" {
 		note = b.replan(b.due)
+		after = b.entriesTokens()
 	}
-	b.report("checkpoint", len(b.entries), historyTokens(b.entries), "history %d before; %s", before, note)
+	b.report("checkpoint", len(b.entries), after, "history %d before; %s", before, note)
 	return nil
 }
 
 // replan plans a checkpoint and, when it planned one, rebuilds the view.
 func (b *build) replan(trigger string) string {
+	b.fullBase() // a plan reads every payload
 	cp, note := b.plan(trigger)
 	if cp == nil {
 		return note
@@ -435,7 +535,7 @@ func admission(b *build) error {
 // after it when the measurement speaks for this view, else the estimate.
 func (b *build) sizeNow() (int, bool) {
 	if !b.measured() {
-		return b.corrected(b.in.Overhead + historyTokens(b.entries)), false
+		return b.corrected(b.in.Overhead + b.entriesTokens()), false
 	}
 	m := b.in.Measured
 	n, k := 0, 0
@@ -454,7 +554,11 @@ func (b *build) sizeNow() (int, bool) {
 
 func (b *build) view() View {
 	v := View{Checkpoint: b.planned, Epoch: epochOf(b.active()), Size: b.size, Measured: b.sized, Warned: b.warned, Stages: b.reports}
-	v.Messages = make([]provider.Message, 0, len(b.entries))
+	// The lead and the messages in one array: the request is then the
+	// view as it is, not a copy of it behind the system prompt.
+	lead := len(b.in.Lead)
+	req := append(make([]provider.Message, 0, lead+len(b.entries)), b.in.Lead...)
+	v.Messages = req[lead:]
 	v.Reasoning = make([]string, 0, len(b.entries))
 	for i := range b.entries {
 		e := &b.entries[i]
@@ -471,7 +575,16 @@ func (b *build) view() View {
 			v.Context, v.ContextTokens = b.cur, e.tokens
 		}
 	}
+	n := len(v.Messages)
 	v.Messages, v.Reasoning = withRecovered(b.in.Provider, v.Messages, v.Reasoning)
+	if b.in.Lead != nil {
+		if len(v.Messages) == n { // still in req's array, right after the lead
+			v.Request = req[:lead+n]
+		} else {
+			v.Request = append(req[:lead:lead], v.Messages...)
+			v.Messages = v.Request[lead:]
+		}
+	}
 	return v
 }
 
@@ -480,17 +593,41 @@ func (b *build) view() View {
 // ones shortened, then the runtime context rendered against what is shown.
 func (b *build) apply(cp *Checkpoint) []entry {
 	out := make([]entry, 0, len(b.base)+1)
+	if cp != nil && (len(cp.Cards) > 0 || len(cp.Pinned) > 0) {
+		out = append(out, b.headEntry(cp))
+	}
+	out = b.applyRows(out, b.base, cp)
+	b.ctxEnd = b.renderContexts(out, 0, ctxState{first: true}, cp)
+	return out
+}
+
+// applyRows appends the payloads es to out as cp shows them: evicted rows
+// left out, the masked and folded ones shortened, older reasoning dropped.
+func (b *build) applyRows(out, es []entry, cp *Checkpoint) []entry {
 	if cp == nil {
-		out = append(out, b.base...)
-	} else {
-		if len(cp.Cards) > 0 || len(cp.Pinned) > 0 {
-			out = append(out, b.headEntry(cp))
+		return append(out, es...)
+	}
+	// Only a row at or before the newest cut can be cut; the maps are made
+	// when one is met (a turn's new rows come after every cut).
+	var last uint64
+	for _, cs := range [][]Cut{cp.Masked, cp.Folded} {
+		for _, c := range cs {
+			last = max(last, c.Seq)
 		}
-		masked, folded, images := cutMap(cp.Masked), cutMap(cp.Folded), seqSet(cp.MaskedImages)
-		for _, e := range b.base {
-			if e.row != nil {
-				if e.row.Seq <= cp.Evicted {
-					continue
+	}
+	for _, s := range cp.MaskedImages {
+		last = max(last, s)
+	}
+	var masked, folded map[uint64]Cut
+	var images map[uint64]bool
+	for _, e := range es {
+		if e.row != nil {
+			if e.row.Seq <= cp.Evicted {
+				continue
+			}
+			if e.row.Seq <= last {
+				if masked == nil {
+					masked, folded, images = cutMap(cp.Masked), cutMap(cp.Folded), seqSet(cp.MaskedImages)
 				}
 				if c, ok := masked[e.row.Seq]; ok {
 					e = b.mask(e, c.Tokens)
@@ -499,14 +636,13 @@ func (b *build) apply(cp *Checkpoint) []entry {
 				} else if images[e.row.Seq] {
 					e = b.maskImages(e)
 				}
-				if e.row.Seq <= cp.AtSeq {
-					e.reasoning = "" // a rewritten prefix invalidates signed reasoning
-				}
 			}
-			out = append(out, e)
+			if e.row.Seq <= cp.AtSeq {
+				e.reasoning = "" // a rewritten prefix invalidates signed reasoning
+			}
 		}
+		out = append(out, e)
 	}
-	b.renderContexts(out, cp)
 	return out
 }
 
@@ -518,19 +654,20 @@ func cutMap(cs []Cut) map[uint64]Cut {
 	return m
 }
 
-// renderContexts renders each context entry against the context shown
-// before it: the first shown in whole, the others as updates.
-func (b *build) renderContexts(es []entry, cp *Checkpoint) {
-	var prev []Section
-	first := true
-	m := b.in.Memo
-	if m != nil {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-	}
-	k := 0 // the context entries seen
-	for i := range es {
+// renderContexts renders each context entry of es[from:] against the
+// context shown before it: the first shown in whole, the others as
+// updates. st is where es[:from] left off; it returns where the entries
+// before this turn's own context leave off.
+func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint) ctxState {
+	prev, first, k := st.prev, st.first, st.k
+	end := ctxState{}
+	ended := false
+	m := b.in.Memo // its lock is held by Materialize
+	for i := from; i < len(es); i++ {
 		e := &es[i]
+		if e.current && !ended {
+			end, ended = ctxState{prev: prev, first: first, k: k}, true
+		}
 		if e.kind != KindContext {
 			continue
 		}
@@ -553,6 +690,10 @@ func (b *build) renderContexts(es []entry, cp *Checkpoint) {
 		}
 		prev, first = e.sections, false
 	}
+	if !ended {
+		end = ctxState{prev: prev, first: first, k: k}
+	}
+	return end
 }
 
 // activeStart is the index of the active turn's first user row: the last

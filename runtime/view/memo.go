@@ -1,25 +1,79 @@
 package view
 
 import (
+	"reflect"
 	"slices"
 	"sync"
+	"unsafe"
+
+	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
 // Memo keeps what building one conversation's view rendered, for the next
 // view of the same conversation: between checkpoints the view is the last
-// one plus a few rows, and rendering every runtime-context row against the
-// one before it again each turn cost time and garbage that grew with the
-// chat. A hit is decided by value (the sections and the flag a text was
-// rendered from), never by position or identity alone, so a Memo never
-// changes a byte of the view: a row that changed, moved or went simply
-// renders afresh. The texts it returns are the ones it returned before,
-// so the same message is the same string turn after turn (the request
-// encoder's cache then compares it with what it kept in O(1), not by its
-// bytes). The zero Memo is ready; one Memo serves one conversation (it is
-// safe for concurrent use).
+// one plus a few rows, and rebuilding every entry and rendering every
+// runtime-context row against the one before it again each turn cost time
+// and garbage that grew with the chat. A hit is decided by value (the
+// rows, the sections and the flag a text was rendered from, the
+// checkpoint, the roster, the provider and the counter), never by
+// position or identity alone, so a Memo never changes a byte of the view:
+// a row that changed, moved or went simply renders afresh, and with it
+// everything after it. The texts it returns are the ones it returned
+// before, so the same message is the same string turn after turn (the
+// request encoder's cache then compares it with what it kept in O(1), not
+// by its bytes). The zero Memo is ready; one Memo serves one conversation
+// (it is safe for concurrent use).
 type Memo struct {
 	mu  sync.Mutex
 	ctx []ctxMemo // by place among the view's context entries
+
+	// rows is the memo's own copy of the rows the last view was built
+	// from (after its clear and evicted seq), slices cloned so a caller
+	// changing its rows in place cannot make a stale entry match; a build
+	// with a memo reads these copies, so its entries point at them.
+	rows []Row
+	last *snapshot // what the last build left; nil when nothing is kept
+	hits int       // builds that extended the last one
+}
+
+// Extended is how many builds extended the last view rather than build
+// theirs afresh: for tests and diagnostics (it changes nothing).
+func (m *Memo) Extended() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hits
+}
+
+// snapshot is a finished view's entries and what they were built from:
+// the next build extends them when only rows were appended since.
+type snapshot struct {
+	nrows int  // memo rows the entries cover
+	base  *Row // &rows[0] then: the entries point into that array
+	nvis  int  // rows the agent history kept of them
+	// vis are those rows (the array past nvis belongs to the memo), and
+	// dropped how many it dropped.
+	vis     []*Row
+	dropped int
+	cp      *Checkpoint
+	pins    []Row // the evicted rows cp.Pinned names, as the head showed them
+	npins   []bool
+	// Key: what else an entry depends on.
+	roster   []string
+	provider string
+	count    func(string) int // held, so its address names it while kept
+	// entries are the view's entries but this turn's own context; the
+	// array past them belongs to the memo (the next build writes there).
+	entries []entry
+	ctx     ctxState // renderContexts' state after entries
+	tokens  int      // historyTokens' sum over entries (without overhead)
+	sent    int      // entries sent
+}
+
+// ctxState is where renderContexts is among the context entries.
+type ctxState struct {
+	prev  []Section
+	first bool
+	k     int // context entries seen
 }
 
 // ctxMemo is one context entry as rendered: from copies of the sections
@@ -50,4 +104,193 @@ func (m *Memo) render(k int, prev, cur []Section, first bool) string {
 		m.ctx = append(m.ctx[:k], c)
 	}
 	return text
+}
+
+// sync makes m.rows a copy of rows and returns it, with how many leading
+// rows were already there, equal by value. A row that differs and every
+// one after it are copied anew. m.mu is held.
+func (m *Memo) sync(rows []Row) ([]Row, int) {
+	n := 0
+	for n < len(rows) && n < len(m.rows) && sameRow(&m.rows[n], &rows[n]) {
+		n++
+	}
+	kept := n
+	if m.last != nil && n < m.last.nrows {
+		// Rows the kept entries were built from are rewritten: whatever
+		// this build does (it may fail), they no longer hold.
+		m.last = nil
+	}
+	// Cleared past n first: a stale copy must not keep its slices alive.
+	clear(m.rows[n:])
+	m.rows = m.rows[:n]
+	for i := n; i < len(rows); i++ {
+		m.rows = append(m.rows, cloneRow(rows[i]))
+	}
+	return m.rows, kept
+}
+
+func cloneRow(r Row) Row {
+	r.ToolCalls = slices.Clone(r.ToolCalls)
+	r.Sections = slices.Clone(r.Sections)
+	r.Parts = slices.Clone(r.Parts)
+	return r
+}
+
+// sameRow compares two rows field by field. Strings that share their bytes
+// compare at once, so a row the caller kept costs a few words to check.
+func sameRow(a, b *Row) bool {
+	return a.Seq == b.Seq && a.ID == b.ID && a.Kind == b.Kind && a.Turn == b.Turn && a.Text == b.Text &&
+		a.ToolCallID == b.ToolCallID && a.ToolName == b.ToolName && a.IsError == b.IsError && a.Tokens == b.Tokens &&
+		a.Reasoning == b.Reasoning && a.Pinned == b.Pinned && a.Origin == b.Origin &&
+		(a.ToolCalls == nil) == (b.ToolCalls == nil) && slices.Equal(a.ToolCalls, b.ToolCalls) &&
+		(a.Sections == nil) == (b.Sections == nil) && slices.Equal(a.Sections, b.Sections) &&
+		(a.Parts == nil) == (b.Parts == nil) && slices.EqualFunc(a.Parts, b.Parts, samePart)
+}
+
+// samePart compares two parts by value, their Source (what gives the
+// bytes) included: a view passes it on to the adapter that sends them.
+func samePart(a, b provider.Part) bool {
+	sa, sb := a.Source, b.Source
+	a.Source, b.Source = nil, nil
+	return a == b && reflect.DeepEqual(sa, sb)
+}
+
+// sameFunc reports whether f and g are the same func value (the same
+// closure), which is what a count func kept by its caller is turn after
+// turn; two closures of equal code but other state are not the same.
+func sameFunc(f, g func(string) int) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&f)) == *(*unsafe.Pointer)(unsafe.Pointer(&g))
+}
+
+// sameCheckpoint compares two checkpoints by value.
+func sameCheckpoint(a, b *Checkpoint) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// reusable is the last build's snapshot when this build may extend it:
+// every row it covered is still there, equal, at the same address, and
+// everything else an entry depends on is the same. No checkpoint is due
+// (a re-plan reads every payload anyway).
+func (b *build) reusable() *snapshot {
+	if b.due != "" {
+		return nil
+	}
+	s := b.keptRows()
+	if s == nil || len(b.vis) < s.nvis ||
+		s.provider != b.in.Provider || !sameFunc(s.count, b.count) || !slices.Equal(s.roster, b.in.Roster) ||
+		!sameCheckpoint(s.cp, b.cp) || !b.samePins(s) {
+		return nil
+	}
+	return s
+}
+
+// keptRows is the last build's snapshot when every row it was built from
+// is still here (the agent history it read then stands), pointed at the
+// memo's copies where they are now; nil otherwise.
+func (b *build) keptRows() *snapshot {
+	m := b.in.Memo
+	if m == nil || m.last == nil || len(b.rows) == 0 || b.kept < m.last.nrows {
+		return nil
+	}
+	s := m.last
+	if s.base != &b.rows[0] {
+		s.rebase(b.rows)
+	}
+	return s
+}
+
+// rebase points s's rows and entries at rows, the memo's copies after
+// they moved to a larger array (their values are the same: sync kept
+// them).
+func (s *snapshot) rebase(rows []Row) {
+	size := unsafe.Sizeof(Row{})
+	at := func(r *Row) *Row { return &rows[(uintptr(unsafe.Pointer(r))-uintptr(unsafe.Pointer(s.base)))/size] }
+	for i := range s.vis[:s.nvis] {
+		s.vis[i] = at(s.vis[i])
+	}
+	for i := range s.entries {
+		if r := s.entries[i].row; r != nil {
+			s.entries[i].row = at(r)
+		}
+	}
+	s.base = &rows[0]
+}
+
+// samePins reports whether the rows the head quotes whole (the checkpoint's
+// evicted pins, read from the rows the memo does not copy) are what they
+// were when s was kept.
+func (b *build) samePins(s *snapshot) bool {
+	if s.cp == nil {
+		return true
+	}
+	for i, seq := range s.cp.Pinned {
+		r := b.rowBySeq(seq)
+		if (r != nil) != s.npins[i] || r != nil && !sameRow(r, &s.pins[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// keep leaves this build's entries in the memo for the next build to
+// extend: all but this turn's own context, which the next view shows as
+// a stored row instead.
+func (b *build) keep() {
+	m := b.in.Memo
+	if m == nil {
+		return
+	}
+	old := m.last
+	m.last = nil
+	if len(b.rows) == 0 {
+		return
+	}
+	es := b.entries
+	if n := len(es); n > 0 && es[n-1].current {
+		es = es[:n-1]
+	}
+	cp := b.active()
+	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, dropped: b.dropped, entries: es, ctx: b.ctxEnd,
+		provider: b.in.Provider, count: b.count}
+	// The key's copies are made again only when it changed.
+	if old != nil && sameCheckpoint(old.cp, cp) {
+		s.cp = old.cp
+	} else {
+		s.cp = cloneCheckpoint(cp)
+	}
+	if old != nil && slices.Equal(old.roster, b.in.Roster) {
+		s.roster = old.roster
+	} else {
+		s.roster = slices.Clone(b.in.Roster)
+	}
+	if cp != nil && len(cp.Pinned) > 0 {
+		s.pins, s.npins = make([]Row, len(cp.Pinned)), make([]bool, len(cp.Pinned))
+		for i, seq := range cp.Pinned {
+			if r := b.rowBySeq(seq); r != nil {
+				s.pins[i], s.npins[i] = cloneRow(*r), true
+			}
+		}
+	}
+	s.tokens, s.sent = sums(es)
+	m.last = s
+}
+
+// cloneCheckpoint is a copy of cp that shares no slice with it.
+func cloneCheckpoint(cp *Checkpoint) *Checkpoint {
+	if cp == nil {
+		return nil
+	}
+	c := *cp
+	c.Cards = slices.Clone(cp.Cards)
+	for i := range c.Cards {
+		k := &c.Cards[i]
+		k.Requests, k.Files = slices.Clone(k.Requests), slices.Clone(k.Files)
+		k.Commands, k.Errors = slices.Clone(k.Commands), slices.Clone(k.Errors)
+	}
+	c.Masked, c.Folded = slices.Clone(cp.Masked), slices.Clone(cp.Folded)
+	c.Pinned, c.MaskedImages = slices.Clone(cp.Pinned), slices.Clone(cp.MaskedImages)
+	return &c
 }

@@ -46,19 +46,11 @@ func SafetyNet(msgs []provider.Message, sent, room int, count func(string) int) 
 	if count == nil {
 		count = tokens.Count
 	}
-	toks := make([]int, len(msgs))
 	total := tokens.Overhead(len(msgs))
 	turn, newest := 0, -1
-	for i, m := range msgs {
-		toks[i] = m.Tokens
-		if toks[i] == 0 {
-			toks[i] = count(m.Content)
-			for _, c := range m.ToolCalls {
-				toks[i] += count(c.Name) + count(c.Arguments)
-			}
-		}
-		total += toks[i]
-		switch m.Role {
+	for i := range msgs {
+		total += messageTokens(&msgs[i], count)
+		switch msgs[i].Role {
 		case provider.RoleUser:
 			turn = i
 		case provider.RoleTool:
@@ -68,7 +60,12 @@ func SafetyNet(msgs []provider.Message, sent, room int, count func(string) int) 
 	limit := room * NetNear / 100
 	var net Net
 	if total <= limit {
+		// Nearly every request: nothing is made for it.
 		return msgs, net
+	}
+	toks := make([]int, len(msgs))
+	for i := range msgs {
+		toks[i] = messageTokens(&msgs[i], count)
 	}
 	var unsent, older []int
 	for i := turn + 1; i < len(msgs); i++ {
@@ -139,4 +136,16 @@ func SafetyNet(msgs []provider.Message, sent, room int, count func(string) int) 
 		out = append(append([]provider.Message(nil), out[:first]...), out[cut:]...)
 	}
 	return out, net
+}
+
+// messageTokens is m's stored count, or a count of its text and calls.
+func messageTokens(m *provider.Message, count func(string) int) int {
+	if m.Tokens != 0 {
+		return m.Tokens
+	}
+	n := count(m.Content)
+	for _, c := range m.ToolCalls {
+		n += count(c.Name) + count(c.Arguments)
+	}
+	return n
 }

@@ -188,6 +188,11 @@ type Input struct {
 	// view is sized for: it picks the image rule attachments are sized by
 	// (provider.PartTokens); "" sizes them at seed 000's flat allowance.
 	Provider string
+	// Lead are the messages the request opens with before the view's (the
+	// system prompt): View.Request is them and the view's in one array,
+	// so a request is not copied each time to put them in front. nil
+	// leaves View.Request nil.
+	Lead []provider.Message
 	// Memo is what the views of the same conversation rendered before
 	// (nil: nothing kept). It changes no byte of the view, only what
 	// building it costs.
@@ -198,6 +203,11 @@ type Input struct {
 type View struct {
 	// Messages are the request's messages, without the system prompt.
 	Messages []provider.Message
+	// Request is Input.Lead followed by Messages, in one array: Messages
+	// is Request[len(Lead):], so what is appended to Messages in its
+	// capacity continues Request's array, which a caller reslices to send
+	// both at once. nil when the input has no Lead.
+	Request []provider.Message
 	// Reasoning is the stored reasoning to replay with Messages[i], for
 	// providers that take it back; empty where a checkpoint dropped it.
 	Reasoning []string
