@@ -51,6 +51,14 @@ type actor struct {
 	b    batch // written but not yet committed
 	turn *turn
 
+	// owed are client_id → message id pairs whose message.accepted rows
+	// are committed but which the client_ids index does not hold yet:
+	// they are written clientIDBatch at a time (see indexClientIDs), and
+	// a resend finds them here meanwhile. A crash loses nothing: the rows
+	// hold them, and loading the chat takes them back from every row
+	// after the index's watermark.
+	owed [][2]string
+
 	approvals  map[string]*waiting  // by approval id, while a call waits for the person
 	recoveries map[string]*Recovery // by recovery id, until answered
 	settled    map[string]string    // call id → repeat|skip, for the next turn
@@ -220,8 +228,13 @@ func loadActor(s *Service, id string) (*actor, error) {
 			return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 		}
 		a.meta, a.seq = meta, meta.Seq
+		indexed := clientIDsIndexed(tx, id)
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
 			switch p := ev.Payload.(type) {
+			case *MessageAccepted:
+				if m := p.Message; m != nil && m.ClientID != "" && ev.Seq > indexed {
+					a.owed = append(a.owed, [2]string{m.ClientID, m.ID})
+				}
 			case *MessagePicked, *AssistantStep, *Continuity:
 				m := *ev.Message()
 				m.rowSeq = ev.Seq
@@ -517,6 +530,7 @@ func (a *actor) flush() (err error) {
 	a.b = batch{}
 	meta := a.metaToCommit()
 	f := b.flush(a.id, meta)
+	owed := a.indexClientIDs(&b, f)
 	f.Charges = b.chargesOn(people.Day(a.s.now()))
 	if a.s.opt.RecordLog != nil {
 		// Cluster mode: the log first, fenced at the chat's position;
@@ -544,8 +558,36 @@ func (a *actor) flush() (err error) {
 		a.breakDown(err)
 		return a.broken
 	}
+	a.owed = owed
 	a.committed(&b, meta)
 	return nil
+}
+
+// clientIDBatch is how many client ids the client_ids index takes in one
+// write: one page write per batch instead of one per message.
+const clientIDBatch = 64
+
+// indexClientIDs puts into f, once they are clientIDBatch or more, the
+// client ids owed to the index together with the batch's own, and returns
+// what is owed once f is committed (nil when f indexes them all).
+func (a *actor) indexClientIDs(b *batch, f *Flush) [][2]string {
+	owed := append(a.owed[:len(a.owed):len(a.owed)], b.clients...)
+	if len(owed) < clientIDBatch {
+		return owed
+	}
+	f.ClientIDs = owed
+	return nil
+}
+
+// owedClientID is the message client_id created whose pair the index does
+// not hold yet ("" when none).
+func (a *actor) owedClientID(clientID string) string {
+	for _, p := range a.owed {
+		if p[0] == clientID {
+			return p[1]
+		}
+	}
+	return ""
 }
 
 // archiveError is a boundary's commit that failed: nothing of its batch was
@@ -569,8 +611,9 @@ func (a *actor) metaToCommit() Chat {
 
 // flush is the batch as one Flush of chat, meta as it leaves the chat.
 func (b *batch) flush(chat string, meta Chat) *Flush {
+	// Its client ids go to the index in batches (actor.indexClientIDs).
 	f := &Flush{Chat: chat, Events: b.events, Meta: meta, PutPending: b.putPend, DelPending: b.delPend,
-		ClientIDs: b.clients, Outputs: b.outputs, Archive: b.archive}
+		Outputs: b.outputs, Archive: b.archive}
 	if !b.ledger.Empty() {
 		f.Ledger = &b.ledger
 	}
@@ -629,7 +672,7 @@ func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWr
 	if err := writePairs(tx, bucketOutputs, f.Chat, f.Outputs); err != nil {
 		return err
 	}
-	if err := writePairs(tx, bucketClientIDs, f.Chat, f.ClientIDs); err != nil {
+	if err := writeClientIDs(tx, f); err != nil {
 		return err
 	}
 	if err := tools.ApplyLedgerTx(tx, f.Chat, f.Ledger); err != nil {
@@ -697,6 +740,36 @@ func deleteHeld(tx *bolt.Tx, ids []string) error {
 		}
 	}
 	return nil
+}
+
+// writeClientIDs puts f's client ids into the chat's client_ids index, and
+// moves the index's watermark (its bucket sequence) to f's last seq: a
+// flush that writes client ids writes every one the record holds up to
+// there that the index lacked (the owner's owed ones with its own; an
+// older flush, those of its own rows, the earlier ones being written
+// by then). Loading the chat takes back the client ids of the rows after
+// the watermark (see actor.owed).
+func writeClientIDs(tx *bolt.Tx, f *Flush) error {
+	if len(f.ClientIDs) == 0 {
+		return nil
+	}
+	if err := writePairs(tx, bucketClientIDs, f.Chat, f.ClientIDs); err != nil {
+		return err
+	}
+	b := tx.Bucket(bucketClientIDs).Bucket([]byte(f.Chat))
+	if f.Meta.Seq > b.Sequence() {
+		return b.SetSequence(f.Meta.Seq)
+	}
+	return nil
+}
+
+// clientIDsIndexed is the seq through which chat's client_ids index holds
+// every client id of its record (0: none).
+func clientIDsIndexed(tx *bolt.Tx, chat string) uint64 {
+	if cb, _ := subBucket(tx, bucketClientIDs, chat, false); cb != nil {
+		return cb.Sequence()
+	}
+	return 0
 }
 
 // writePairs puts key/value pairs into the chat's bucket of parent (whole
@@ -989,15 +1062,17 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	if a.meta.DeleteAt != nil {
 		return Message{}, fmt.Errorf("chat %s was deleted (undo it to write to it): %w", a.id, ErrNotFound)
 	}
-	var known string
-	err := a.s.store.db.View(func(tx *bolt.Tx) error {
-		if cb, _ := subBucket(tx, bucketClientIDs, a.id, false); cb != nil {
-			known = string(cb.Get([]byte(clientID)))
+	known := a.owedClientID(clientID)
+	if known == "" {
+		err := a.s.store.db.View(func(tx *bolt.Tx) error {
+			if cb, _ := subBucket(tx, bucketClientIDs, a.id, false); cb != nil {
+				known = string(cb.Get([]byte(clientID)))
+			}
+			return nil
+		})
+		if err != nil {
+			return Message{}, err
 		}
-		return nil
-	})
-	if err != nil {
-		return Message{}, err
 	}
 	if known != "" {
 		return a.resend(known, o)
