@@ -71,6 +71,10 @@ type actor struct {
 
 	// viewMemo is what building this chat's views rendered, for the next.
 	viewMemo view.Memo
+	// viewRows are the rows of the conversation as rows() last built
+	// them, kept between turns: the next turn builds only the messages
+	// added since. touch drops them when a message in memory changes.
+	viewRows rowCache
 
 	quitting bool
 	broken   error
@@ -1360,69 +1364,108 @@ func (a *actor) maybeStart() {
 // rows is the conversation the view is built from: the stored rows since
 // the latest boundary, oldest first. A call left without a result before a
 // later message gets one saying so, as providers require; calls open at the
-// very end are the next turn's to settle.
+// very end are the next turn's to settle. The rows are built once per
+// message (a.viewRows) and handed out as a copy: the runtime may change
+// its rows in place.
 func (a *actor) rows() []view.Row {
-	conv := a.msgs[a.conv.start:]
-	rows := make([]view.Row, 0, len(conv)+1)
-	var open []provider.ToolCall
-	var openSeq uint64
-	closeOpen := func() {
-		for _, c := range open {
-			rows = append(rows, view.Row{Seq: openSeq, Kind: view.KindTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
-				Text: "Not run: the turn ended before this call."})
-		}
-		open = nil
+	c := &a.viewRows
+	if !c.holds(a.msgs, a.conv.start) {
+		*c = rowCache{start: a.conv.start, msgs: a.conv.start}
 	}
-	for _, m := range conv {
-		r := view.Row{Seq: m.Seq, ID: m.ID, Turn: m.Turn, Text: m.Text, Tokens: m.Tokens, Pinned: m.Pinned}
-		if m.rowSeq > 0 {
-			r.Seq = m.rowSeq // where it entered the conversation, so rows stay in record order
-		}
-		switch m.Role {
-		case provider.RoleTool:
-			for i, c := range open {
-				if c.ID == m.ToolCallID {
-					open = append(open[:i:i], open[i+1:]...)
-					break
-				}
-			}
-			r.Kind, r.ToolCallID, r.ToolName, r.IsError = view.KindTool, m.ToolCallID, m.Tool, m.IsError
-			r.Parts = a.s.parts(m.Attachments, "") // what the result brought back
-			rows = append(rows, r)
-			continue
-		case RoleContext:
-			// The runtime context a past request carried, in its place:
-			// the same rows give the same request bytes.
-			r.Kind, r.Text, r.Sections = view.KindContext, "", m.sections
-			rows = append(rows, r)
-			continue
-		case RoleClear:
-			r.Kind = view.KindClear
-		case provider.RoleUser:
-			// Attachments go as parts over their blobs, read only when a
-			// request is encoded.
-			r.Kind, r.Parts = view.KindUser, a.s.parts(m.Attachments, m.TranscribeError)
-			switch {
-			case m.Mode == ModeRedirect:
-				r.Origin = view.OriginAmendment
-			case m.State == MsgContinuity:
-				r.Origin = view.OriginWake
-			}
-		case provider.RoleAssistant:
-			if m.State != MsgDone && m.State != MsgStep {
-				continue // a failed turn's partial text is shown, not sent
-			}
-			r.Kind, r.ToolCalls = view.KindAssistant, m.ToolCalls
-		default:
-			continue
-		}
-		closeOpen()
-		rows = append(rows, r)
-		if m.State == MsgStep {
-			open, openSeq = append([]provider.ToolCall(nil), m.ToolCalls...), m.Seq
-		}
+	for _, m := range a.msgs[c.msgs:] {
+		c.add(a.s, m)
 	}
-	return rows
+	c.msgs = len(a.msgs)
+	if c.msgs > c.start {
+		c.last = a.msgs[c.msgs-1].ID
+	}
+	return slices.Clone(c.rows)
+}
+
+// touch says a message of the conversation in memory changed in place (a
+// pin, a transcript) or the conversation was replaced (a boundary): the
+// next turn builds its rows afresh.
+func (a *actor) touch() { a.viewRows = rowCache{} }
+
+// rowCache is the rows built from a.msgs[start:msgs], and the calls of
+// the last step still open at their end.
+type rowCache struct {
+	start, msgs int
+	last        string // the id of a.msgs[msgs-1], to notice a conversation replaced
+	built       bool
+	rows        []view.Row
+	open        []provider.ToolCall
+	openSeq     uint64
+}
+
+// holds says the cache holds the rows of msgs[start:] as far as it got,
+// the messages since being only appended.
+func (c *rowCache) holds(msgs []Message, start int) bool {
+	switch {
+	case !c.built || c.start != start || c.msgs > len(msgs) || c.msgs < start:
+		return false
+	case c.msgs > start:
+		return msgs[c.msgs-1].ID == c.last
+	}
+	return true
+}
+
+// add builds the rows of message m, the next of the conversation.
+func (c *rowCache) add(s *Service, m Message) {
+	c.built = true
+	r := view.Row{Seq: m.Seq, ID: m.ID, Turn: m.Turn, Text: m.Text, Tokens: m.Tokens, Pinned: m.Pinned}
+	if m.rowSeq > 0 {
+		r.Seq = m.rowSeq // where it entered the conversation, so rows stay in record order
+	}
+	switch m.Role {
+	case provider.RoleTool:
+		for i, oc := range c.open {
+			if oc.ID == m.ToolCallID {
+				c.open = append(c.open[:i:i], c.open[i+1:]...)
+				break
+			}
+		}
+		r.Kind, r.ToolCallID, r.ToolName, r.IsError = view.KindTool, m.ToolCallID, m.Tool, m.IsError
+		r.Parts = s.parts(m.Attachments, "") // what the result brought back
+		c.rows = append(c.rows, r)
+		return
+	case RoleContext:
+		// The runtime context a past request carried, in its place:
+		// the same rows give the same request bytes.
+		r.Kind, r.Text, r.Sections = view.KindContext, "", m.sections
+		c.rows = append(c.rows, r)
+		return
+	case RoleClear:
+		r.Kind = view.KindClear
+	case provider.RoleUser:
+		// Attachments go as parts over their blobs, read only when a
+		// request is encoded.
+		r.Kind, r.Parts = view.KindUser, s.parts(m.Attachments, m.TranscribeError)
+		switch {
+		case m.Mode == ModeRedirect:
+			r.Origin = view.OriginAmendment
+		case m.State == MsgContinuity:
+			r.Origin = view.OriginWake
+		}
+	case provider.RoleAssistant:
+		if m.State != MsgDone && m.State != MsgStep {
+			return // a failed turn's partial text is shown, not sent
+		}
+		r.Kind, r.ToolCalls = view.KindAssistant, m.ToolCalls
+	default:
+		return
+	}
+	// Calls left open before a later message: closed, each with a result
+	// saying so.
+	for _, oc := range c.open {
+		c.rows = append(c.rows, view.Row{Seq: c.openSeq, Kind: view.KindTool, ToolCallID: oc.ID, ToolName: oc.Name, IsError: true,
+			Text: "Not run: the turn ended before this call."})
+	}
+	c.open = nil
+	c.rows = append(c.rows, r)
+	if m.State == MsgStep {
+		c.open, c.openSeq = append([]provider.ToolCall(nil), m.ToolCalls...), m.Seq
+	}
 }
 
 func (a *actor) onDelta(t *turn, text string) {
