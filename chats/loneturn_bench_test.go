@@ -1,6 +1,7 @@
 package chats
 
 import (
+	"context"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
+	"github.com/mirror-gateway/mirror/runtime/provider"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -18,6 +20,16 @@ func (e turnEnds) Deliver(d Delivery) {
 	if d.Event != nil && d.Event.Type == EvTurnFinished {
 		e <- struct{}{}
 	}
+}
+
+// instant is a model that answers at once, as many times as asked.
+type instant struct{}
+
+func (instant) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
+	if err := emit(provider.Delta{Text: "an answer"}); err != nil {
+		return provider.Result{}, err
+	}
+	return provider.Result{Text: "an answer", Usage: provider.Usage{InputTokens: 10, OutputTokens: 2}}, nil
 }
 
 // BenchmarkLoneTurn is one chat's turns one after another (issue 20, item
@@ -33,7 +45,7 @@ func BenchmarkLoneTurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: newGate(true), Remote: "fake", Window: 128000}},
+	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: instant{}, Remote: "fake", Window: 128000}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
 	if err != nil {
 		b.Fatal(err)
