@@ -51,6 +51,14 @@ type actor struct {
 	b    batch // written but not yet committed
 	turn *turn
 
+	// owed are client_id → message id pairs whose message.accepted rows
+	// are committed but which the client_ids index does not hold yet:
+	// they are written clientIDBatch at a time (see indexClientIDs), and
+	// a resend finds them here meanwhile. A crash loses nothing: the rows
+	// hold them, and loading the chat takes them back from every row
+	// after the index's watermark.
+	owed [][2]string
+
 	approvals  map[string]*waiting  // by approval id, while a call waits for the person
 	recoveries map[string]*Recovery // by recovery id, until answered
 	settled    map[string]string    // call id → repeat|skip, for the next turn
@@ -63,6 +71,10 @@ type actor struct {
 
 	// viewMemo is what building this chat's views rendered, for the next.
 	viewMemo view.Memo
+	// viewRows are the rows of the conversation as rows() last built
+	// them, kept between turns: the next turn builds only the messages
+	// added since. touch drops them when a message in memory changes.
+	viewRows rowCache
 
 	quitting bool
 	broken   error
@@ -220,8 +232,13 @@ func loadActor(s *Service, id string) (*actor, error) {
 			return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 		}
 		a.meta, a.seq = meta, meta.Seq
+		indexed := clientIDsIndexed(tx, id)
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
 			switch p := ev.Payload.(type) {
+			case *MessageAccepted:
+				if m := p.Message; m != nil && m.ClientID != "" && ev.Seq > indexed {
+					a.owed = append(a.owed, [2]string{m.ClientID, m.ID})
+				}
 			case *MessagePicked, *AssistantStep, *Continuity:
 				m := *ev.Message()
 				m.rowSeq = ev.Seq
@@ -517,6 +534,7 @@ func (a *actor) flush() (err error) {
 	a.b = batch{}
 	meta := a.metaToCommit()
 	f := b.flush(a.id, meta)
+	owed := a.indexClientIDs(&b, f)
 	f.Charges = b.chargesOn(people.Day(a.s.now()))
 	if a.s.opt.RecordLog != nil {
 		// Cluster mode: the log first, fenced at the chat's position;
@@ -544,8 +562,36 @@ func (a *actor) flush() (err error) {
 		a.breakDown(err)
 		return a.broken
 	}
+	a.owed = owed
 	a.committed(&b, meta)
 	return nil
+}
+
+// clientIDBatch is how many client ids the client_ids index takes in one
+// write: one page write per batch instead of one per message.
+const clientIDBatch = 64
+
+// indexClientIDs puts into f, once they are clientIDBatch or more, the
+// client ids owed to the index together with the batch's own, and returns
+// what is owed once f is committed (nil when f indexes them all).
+func (a *actor) indexClientIDs(b *batch, f *Flush) [][2]string {
+	owed := append(a.owed[:len(a.owed):len(a.owed)], b.clients...)
+	if len(owed) < clientIDBatch {
+		return owed
+	}
+	f.ClientIDs = owed
+	return nil
+}
+
+// owedClientID is the message client_id created whose pair the index does
+// not hold yet ("" when none).
+func (a *actor) owedClientID(clientID string) string {
+	for _, p := range a.owed {
+		if p[0] == clientID {
+			return p[1]
+		}
+	}
+	return ""
 }
 
 // archiveError is a boundary's commit that failed: nothing of its batch was
@@ -569,8 +615,9 @@ func (a *actor) metaToCommit() Chat {
 
 // flush is the batch as one Flush of chat, meta as it leaves the chat.
 func (b *batch) flush(chat string, meta Chat) *Flush {
+	// Its client ids go to the index in batches (actor.indexClientIDs).
 	f := &Flush{Chat: chat, Events: b.events, Meta: meta, PutPending: b.putPend, DelPending: b.delPend,
-		ClientIDs: b.clients, Outputs: b.outputs, Archive: b.archive}
+		Outputs: b.outputs, Archive: b.archive}
 	if !b.ledger.Empty() {
 		f.Ledger = &b.ledger
 	}
@@ -629,7 +676,7 @@ func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWr
 	if err := writePairs(tx, bucketOutputs, f.Chat, f.Outputs); err != nil {
 		return err
 	}
-	if err := writePairs(tx, bucketClientIDs, f.Chat, f.ClientIDs); err != nil {
+	if err := writeClientIDs(tx, f); err != nil {
 		return err
 	}
 	if err := tools.ApplyLedgerTx(tx, f.Chat, f.Ledger); err != nil {
@@ -697,6 +744,36 @@ func deleteHeld(tx *bolt.Tx, ids []string) error {
 		}
 	}
 	return nil
+}
+
+// writeClientIDs puts f's client ids into the chat's client_ids index, and
+// moves the index's watermark (its bucket sequence) to f's last seq: a
+// flush that writes client ids writes every one the record holds up to
+// there that the index lacked (the owner's owed ones with its own; an
+// older flush, those of its own rows, the earlier ones being written
+// by then). Loading the chat takes back the client ids of the rows after
+// the watermark (see actor.owed).
+func writeClientIDs(tx *bolt.Tx, f *Flush) error {
+	if len(f.ClientIDs) == 0 {
+		return nil
+	}
+	if err := writePairs(tx, bucketClientIDs, f.Chat, f.ClientIDs); err != nil {
+		return err
+	}
+	b := tx.Bucket(bucketClientIDs).Bucket([]byte(f.Chat))
+	if f.Meta.Seq > b.Sequence() {
+		return b.SetSequence(f.Meta.Seq)
+	}
+	return nil
+}
+
+// clientIDsIndexed is the seq through which chat's client_ids index holds
+// every client id of its record (0: none).
+func clientIDsIndexed(tx *bolt.Tx, chat string) uint64 {
+	if cb, _ := subBucket(tx, bucketClientIDs, chat, false); cb != nil {
+		return cb.Sequence()
+	}
+	return 0
 }
 
 // writePairs puts key/value pairs into the chat's bucket of parent (whole
@@ -989,15 +1066,17 @@ func (a *actor) send(ctx context.Context, text, clientID, mode string, atts []At
 	if a.meta.DeleteAt != nil {
 		return Message{}, fmt.Errorf("chat %s was deleted (undo it to write to it): %w", a.id, ErrNotFound)
 	}
-	var known string
-	err := a.s.store.db.View(func(tx *bolt.Tx) error {
-		if cb, _ := subBucket(tx, bucketClientIDs, a.id, false); cb != nil {
-			known = string(cb.Get([]byte(clientID)))
+	known := a.owedClientID(clientID)
+	if known == "" {
+		err := a.s.store.db.View(func(tx *bolt.Tx) error {
+			if cb, _ := subBucket(tx, bucketClientIDs, a.id, false); cb != nil {
+				known = string(cb.Get([]byte(clientID)))
+			}
+			return nil
+		})
+		if err != nil {
+			return Message{}, err
 		}
-		return nil
-	})
-	if err != nil {
-		return Message{}, err
 	}
 	if known != "" {
 		return a.resend(known, o)
@@ -1285,69 +1364,108 @@ func (a *actor) maybeStart() {
 // rows is the conversation the view is built from: the stored rows since
 // the latest boundary, oldest first. A call left without a result before a
 // later message gets one saying so, as providers require; calls open at the
-// very end are the next turn's to settle.
+// very end are the next turn's to settle. The rows are built once per
+// message (a.viewRows) and handed out as a copy: the runtime may change
+// its rows in place.
 func (a *actor) rows() []view.Row {
-	conv := a.msgs[a.conv.start:]
-	rows := make([]view.Row, 0, len(conv)+1)
-	var open []provider.ToolCall
-	var openSeq uint64
-	closeOpen := func() {
-		for _, c := range open {
-			rows = append(rows, view.Row{Seq: openSeq, Kind: view.KindTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
-				Text: "Not run: the turn ended before this call."})
-		}
-		open = nil
+	c := &a.viewRows
+	if !c.holds(a.msgs, a.conv.start) {
+		*c = rowCache{start: a.conv.start, msgs: a.conv.start}
 	}
-	for _, m := range conv {
-		r := view.Row{Seq: m.Seq, ID: m.ID, Turn: m.Turn, Text: m.Text, Tokens: m.Tokens, Pinned: m.Pinned}
-		if m.rowSeq > 0 {
-			r.Seq = m.rowSeq // where it entered the conversation, so rows stay in record order
-		}
-		switch m.Role {
-		case provider.RoleTool:
-			for i, c := range open {
-				if c.ID == m.ToolCallID {
-					open = append(open[:i:i], open[i+1:]...)
-					break
-				}
-			}
-			r.Kind, r.ToolCallID, r.ToolName, r.IsError = view.KindTool, m.ToolCallID, m.Tool, m.IsError
-			r.Parts = a.s.parts(m.Attachments, "") // what the result brought back
-			rows = append(rows, r)
-			continue
-		case RoleContext:
-			// The runtime context a past request carried, in its place:
-			// the same rows give the same request bytes.
-			r.Kind, r.Text, r.Sections = view.KindContext, "", m.sections
-			rows = append(rows, r)
-			continue
-		case RoleClear:
-			r.Kind = view.KindClear
-		case provider.RoleUser:
-			// Attachments go as parts over their blobs, read only when a
-			// request is encoded.
-			r.Kind, r.Parts = view.KindUser, a.s.parts(m.Attachments, m.TranscribeError)
-			switch {
-			case m.Mode == ModeRedirect:
-				r.Origin = view.OriginAmendment
-			case m.State == MsgContinuity:
-				r.Origin = view.OriginWake
-			}
-		case provider.RoleAssistant:
-			if m.State != MsgDone && m.State != MsgStep {
-				continue // a failed turn's partial text is shown, not sent
-			}
-			r.Kind, r.ToolCalls = view.KindAssistant, m.ToolCalls
-		default:
-			continue
-		}
-		closeOpen()
-		rows = append(rows, r)
-		if m.State == MsgStep {
-			open, openSeq = append([]provider.ToolCall(nil), m.ToolCalls...), m.Seq
-		}
+	for _, m := range a.msgs[c.msgs:] {
+		c.add(a.s, m)
 	}
-	return rows
+	c.msgs = len(a.msgs)
+	if c.msgs > c.start {
+		c.last = a.msgs[c.msgs-1].ID
+	}
+	return slices.Clone(c.rows)
+}
+
+// touch says a message of the conversation in memory changed in place (a
+// pin, a transcript) or the conversation was replaced (a boundary): the
+// next turn builds its rows afresh.
+func (a *actor) touch() { a.viewRows = rowCache{} }
+
+// rowCache is the rows built from a.msgs[start:msgs], and the calls of
+// the last step still open at their end.
+type rowCache struct {
+	start, msgs int
+	last        string // the id of a.msgs[msgs-1], to notice a conversation replaced
+	built       bool
+	rows        []view.Row
+	open        []provider.ToolCall
+	openSeq     uint64
+}
+
+// holds says the cache holds the rows of msgs[start:] as far as it got,
+// the messages since being only appended.
+func (c *rowCache) holds(msgs []Message, start int) bool {
+	switch {
+	case !c.built || c.start != start || c.msgs > len(msgs) || c.msgs < start:
+		return false
+	case c.msgs > start:
+		return msgs[c.msgs-1].ID == c.last
+	}
+	return true
+}
+
+// add builds the rows of message m, the next of the conversation.
+func (c *rowCache) add(s *Service, m Message) {
+	c.built = true
+	r := view.Row{Seq: m.Seq, ID: m.ID, Turn: m.Turn, Text: m.Text, Tokens: m.Tokens, Pinned: m.Pinned}
+	if m.rowSeq > 0 {
+		r.Seq = m.rowSeq // where it entered the conversation, so rows stay in record order
+	}
+	switch m.Role {
+	case provider.RoleTool:
+		for i, oc := range c.open {
+			if oc.ID == m.ToolCallID {
+				c.open = append(c.open[:i:i], c.open[i+1:]...)
+				break
+			}
+		}
+		r.Kind, r.ToolCallID, r.ToolName, r.IsError = view.KindTool, m.ToolCallID, m.Tool, m.IsError
+		r.Parts = s.parts(m.Attachments, "") // what the result brought back
+		c.rows = append(c.rows, r)
+		return
+	case RoleContext:
+		// The runtime context a past request carried, in its place:
+		// the same rows give the same request bytes.
+		r.Kind, r.Text, r.Sections = view.KindContext, "", m.sections
+		c.rows = append(c.rows, r)
+		return
+	case RoleClear:
+		r.Kind = view.KindClear
+	case provider.RoleUser:
+		// Attachments go as parts over their blobs, read only when a
+		// request is encoded.
+		r.Kind, r.Parts = view.KindUser, s.parts(m.Attachments, m.TranscribeError)
+		switch {
+		case m.Mode == ModeRedirect:
+			r.Origin = view.OriginAmendment
+		case m.State == MsgContinuity:
+			r.Origin = view.OriginWake
+		}
+	case provider.RoleAssistant:
+		if m.State != MsgDone && m.State != MsgStep {
+			return // a failed turn's partial text is shown, not sent
+		}
+		r.Kind, r.ToolCalls = view.KindAssistant, m.ToolCalls
+	default:
+		return
+	}
+	// Calls left open before a later message: closed, each with a result
+	// saying so.
+	for _, oc := range c.open {
+		c.rows = append(c.rows, view.Row{Seq: c.openSeq, Kind: view.KindTool, ToolCallID: oc.ID, ToolName: oc.Name, IsError: true,
+			Text: "Not run: the turn ended before this call."})
+	}
+	c.open = nil
+	c.rows = append(c.rows, r)
+	if m.State == MsgStep {
+		c.open, c.openSeq = append([]provider.ToolCall(nil), m.ToolCalls...), m.Seq
+	}
 }
 
 func (a *actor) onDelta(t *turn, text string) {

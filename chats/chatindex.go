@@ -192,11 +192,12 @@ func markWork(tx *bolt.Tx, c *Chat) error {
 // and only ever happens after such a write.
 func dropEntry(idx *bolt.Bucket, t time.Time, id string) error {
 	k := updateKey(t, id)
-	if idx.Get(k) != nil {
-		return idx.Delete(k)
+	// One search: the cursor that finds the entry deletes it.
+	c := idx.Cursor()
+	if found, _ := c.Seek(k); bytes.Equal(found, k) {
+		return c.Delete()
 	}
 	var stale [][]byte
-	c := idx.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		if len(k) > 8 && string(k[8:]) == id {
 			stale = append(stale, bytes.Clone(k))

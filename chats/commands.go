@@ -63,6 +63,7 @@ func (a *actor) pin(id string, pinned bool, o Origin) (Message, error) {
 		return Message{}, fmt.Errorf("%w: message %s is not a user or assistant message", ErrBadInput, id)
 	}
 	p.Pinned = pinned
+	a.touch() // p may be a message of the conversation in memory
 	a.pins[id] = pinned
 	m := Message{ID: p.ID, Role: p.Role, Seq: p.Seq, Pinned: pinned}
 	a.append(&MessagePinned{Message: &m}, o)

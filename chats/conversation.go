@@ -40,6 +40,7 @@ func (a *actor) replay(ev *Event) {
 		for i := len(a.msgs) - 1; i >= 0; i-- {
 			if a.msgs[i].ID == m.ID {
 				a.msgs[i].Pinned = m.Pinned
+				a.touch()
 				break
 			}
 		}
@@ -75,6 +76,7 @@ func (a *actor) replay(ev *Event) {
 		// fresh one (a snapshot reads the transcript from the store).
 		clear(a.msgs)
 		a.msgs = a.msgs[:0]
+		a.touch()
 		// The assistant's half carries into the fresh conversation as where
 		// the work stands; the runtime's half starts again, and the
 		// assistant is asked anew should it reach hard without a word.

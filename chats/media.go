@@ -36,6 +36,7 @@ func (h *host) Transcribed(id string, heard map[string]string, failed string) er
 			return fmt.Errorf("message %s: %w", id, ErrNotFound)
 		}
 		hear(m, heard, failed)
+		a.touch()
 		c := *m
 		a.append(&MessageTranscribed{Turn: h.t.id, Message: &c, Error: failed}, Origin{})
 		return a.flush()
@@ -69,6 +70,7 @@ func (a *actor) replayTranscribed(ev *MessageTranscribed) {
 				}
 			}
 			hear(&a.msgs[i], heard, ev.Error)
+			a.touch()
 			return
 		}
 	}

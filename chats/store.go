@@ -128,6 +128,9 @@ func NewStore(db *bolt.DB) (*Store, error) {
 		if err := buildIndexes(tx); err != nil {
 			return err
 		}
+		if err := markClientIDs(tx); err != nil {
+			return err
+		}
 		return buildSets(tx)
 	})
 	if err != nil {
@@ -137,6 +140,37 @@ func NewStore(db *bolt.DB) (*Store, error) {
 	s.wg.Add(1)
 	go s.commitLoop()
 	return s, nil
+}
+
+// markClientIDs gives the client_ids index of a store written before its
+// watermark (clientIDsIndexed) one, once: that code indexed every client id
+// in the commit of its message, so each chat's index holds its record's
+// through the chat's seq. Without it, loading a chat would take every
+// client id its record ever had as owed. The client_ids bucket's own
+// sequence (1) says it is done.
+func markClientIDs(tx *bolt.Tx) error {
+	top := tx.Bucket(bucketClientIDs)
+	if top.Sequence() >= 1 {
+		return nil
+	}
+	var chats [][]byte
+	err := top.ForEachBucket(func(k []byte) error {
+		chats = append(chats, bytes.Clone(k))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range chats {
+		c, ok, err := loadChat(tx, string(k))
+		if err != nil || !ok {
+			continue // its metadata is damaged or gone: nothing to mark against
+		}
+		if err := top.Bucket(k).SetSequence(c.Seq); err != nil {
+			return err
+		}
+	}
+	return top.SetSequence(1)
 }
 
 // Close stops the committer after the writes already queued are committed.
