@@ -19,11 +19,7 @@ import (
 func BenchmarkApply(b *testing.B) {
 	x := open(b)
 	rng := rand.New(rand.NewPCG(3, 4))
-	words := strings.Fields(`the a of to and in is it you that he was for on are with as I his they be at one have this from or had by
-		hot word but what some we can out other were all there when up use your how said an each she which do their time if will way about
-		many then them write would like so these her long make thing see him two has look more day could go come did number sound no most
-		people my over know water than call first who may down side been now find garden tomato river mountain budget invoice kernel
-		compiler server deploy breaker quota token window context boundary archive search index chat model provider gateway`)
+	words := benchWords
 	sentence := func(n int) string {
 		w := make([]string, n)
 		for j := range w {

@@ -147,16 +147,20 @@ func FuzzSnippet(f *testing.F) {
 	})
 }
 
+// benchWords are the benchmarks' vocabulary: common English words and
+// a few of the product's, drawn with a skew towards the first.
+var benchWords = strings.Fields(`the a of to and in is it you that he was for on are with as I his they be at one have this from or had by
+		hot word but what some we can out other were all there when up use your how said an each she which do their time if will way about
+		many then them write would like so these her long make thing see him two has look more day could go come did number sound no most
+		people my over know water than call first who may down side been now find garden tomato river mountain budget invoice kernel
+		compiler server deploy breaker quota token window context boundary archive search index chat model provider gateway`)
+
 // BenchmarkSearch100k: queries over 100,000 stored messages in 1,000
 // chats; p50 and p99 of a query's time are reported (ns).
 func BenchmarkSearch100k(b *testing.B) {
 	x := open(b)
 	rng := rand.New(rand.NewPCG(1, 2))
-	words := strings.Fields(`the a of to and in is it you that he was for on are with as I his they be at one have this from or had by
-		hot word but what some we can out other were all there when up use your how said an each she which do their time if will way about
-		many then them write would like so these her long make thing see him two has look more day could go come did number sound no most
-		people my over know water than call first who may down side been now find garden tomato river mountain budget invoice kernel
-		compiler server deploy breaker quota token window context boundary archive search index chat model provider gateway`)
+	words := benchWords
 	start := time.Now()
 	for c := range 1000 {
 		chat := fmt.Sprintf("c_%04d", c)
