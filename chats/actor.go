@@ -1365,8 +1365,10 @@ func (a *actor) maybeStart() {
 // the latest boundary, oldest first. A call left without a result before a
 // later message gets one saying so, as providers require; calls open at the
 // very end are the next turn's to settle. The rows are built once per
-// message (a.viewRows) and handed out as a copy: the runtime may change
-// its rows in place.
+// message (a.viewRows) and handed out shared, not copied (a long chat's
+// rows are most of a turn's garbage otherwise): the runtime never changes
+// a row it is given, and the full slice expression makes its appends copy,
+// while this cache only appends past what it handed out.
 func (a *actor) rows() []view.Row {
 	c := &a.viewRows
 	if !c.holds(a.msgs, a.conv.start) {
@@ -1379,7 +1381,7 @@ func (a *actor) rows() []view.Row {
 	if c.msgs > c.start {
 		c.last = a.msgs[c.msgs-1].ID
 	}
-	return slices.Clone(c.rows)
+	return c.rows[:len(c.rows):len(c.rows)]
 }
 
 // touch says a message of the conversation in memory changed in place (a

@@ -1,13 +1,21 @@
 package chats
 
 import (
+	"context"
+	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/config"
+	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
+	"github.com/mirror-gateway/mirror/runtime/provider/openai"
+	"github.com/mirror-gateway/mirror/runtime/provider/providertest"
 	"github.com/mirror-gateway/mirror/runtime/view"
 )
 
@@ -84,4 +92,54 @@ func rowsString(rows []view.Row) string {
 		s += strconv.FormatUint(r.Seq, 10) + ":" + string(r.Kind) + ":" + r.Text + " pinned=" + strconv.FormatBool(r.Pinned) + "\n"
 	}
 	return s
+}
+
+// rowsGuard is the chat's Turner, recording whether a turn changed the
+// rows it was given: the actor hands its kept rows to turn after turn.
+type rowsGuard struct {
+	Turner
+	mu      sync.Mutex
+	changed []string
+	turns   int
+}
+
+func (g *rowsGuard) Run(ctx context.Context, in runtime.TurnInput, onDelta func(string) error) (runtime.TurnResult, error) {
+	before := make([]view.Row, len(in.Rows))
+	for i, r := range in.Rows {
+		r.Parts = slices.Clone(r.Parts)
+		before[i] = r
+	}
+	res, err := g.Turner.Run(ctx, in, onDelta)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.turns++
+	for i := range before {
+		if !reflect.DeepEqual(before[i], in.Rows[i]) {
+			g.changed = append(g.changed, fmt.Sprintf("row %d (m%d)", i, before[i].Seq))
+		}
+	}
+	return res, err
+}
+
+// The rows a chat hands a turn are shared with the next turns, so a turn
+// never changes them, even one that writes a voice note's transcript.
+func TestTurnLeavesItsRowsAsGiven(t *testing.T) {
+	stt := &providertest.Whisper{Text: "Please book a table for two."}
+	f := &playOpenAI{}
+	a := newAttachEnv(t, openai.New(openai.Config{Name: "p", BaseURL: f.serve(t)}), config.KindOpenAI, transcribing(stt.Serve(t)))
+	g := &rowsGuard{Turner: a.svc.opt.Turner}
+	a.svc.opt.Turner = g
+	c, s := a.openChat()
+	a.turn(s, c.ID, "first")
+	att := a.upload(oggBytes(), "audio/ogg", "voice.ogg")
+	a.turn(s, c.ID, "see the voice note", att.SHA256)
+	a.turn(s, c.ID, "and?")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.turns != 3 || len(stt.Files()) != 1 {
+		t.Fatalf("%d turns, %d transcriptions", g.turns, len(stt.Files()))
+	}
+	if len(g.changed) > 0 {
+		t.Fatalf("a turn changed the rows it was given: %v", g.changed)
+	}
 }

@@ -104,6 +104,7 @@ func (t *turn) transcribe() error {
 		return nil
 	}
 	th := t.in.Host.(Transcripts)
+	owned := false // the caller's rows are shared: copied before the first change
 	for i := hearFrom(t.rows[:t.end], t.picked); i < t.end; i++ {
 		r := &t.rows[i]
 		if r.Kind != view.KindUser || !unheard([]view.Row{*r}) {
@@ -142,7 +143,10 @@ func (t *turn) transcribe() error {
 		if err := th.Transcribed(r.MessageID(), heard, reason); err != nil {
 			return err
 		}
-		r.Parts = parts
+		if !owned {
+			t.rows, owned = slices.Clone(t.rows), true
+		}
+		t.rows[i].Parts = parts
 	}
 	return nil
 }

@@ -103,7 +103,9 @@ type TurnInput struct {
 	Servers []string
 	// Rows are the conversation's stored rows (since its latest boundary),
 	// oldest first, ending with the ones the turn picked up. When nil, the
-	// rows are made from History (callers without a record).
+	// rows are made from History (callers without a record). The runtime
+	// never changes them in place (a transcript goes into its own copy), so
+	// a caller may hand the same rows to turn after turn.
 	Rows []view.Row
 	// Picked is the index in Rows (or History) where the messages this
 	// turn picked up begin; len(Rows) when it picked none.
