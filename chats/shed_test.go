@@ -1,8 +1,13 @@
 package chats
 
 import (
+	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestShedUnloadsIdleChats (issue 20, item 2): Shed unloads the chats that
@@ -48,4 +53,108 @@ func TestShedUnloadsIdleChats(t *testing.T) {
 		t.Fatalf("a's conversation holds %d messages after it was shed; the watched chat's %d", got, want)
 	}
 	e.svc.Unsubscribe(bg, watched.ID, s)
+}
+
+// TestCommittedWritesAreLetGo: once a group of writes is committed, the
+// committer keeps none of them. It reused its group's array without
+// clearing it, so the writes of the last large group of a load (and every
+// chat their closures named: up to 512) stayed reachable, and their memory
+// never went back (issue 20, item 2). With a shed chat as the proof:
+// TestShedChatIsLetGo.
+func TestCommittedWritesAreLetGo(t *testing.T) {
+	db, err := OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	// A first write holds the committer while ten more queue behind it,
+	// so they commit as one group; a last one commits alone after them.
+	hold, held := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- st.Write(bg, func(*bolt.Tx) error {
+			select {
+			case held <- struct{}{}:
+			default: // run again alone: the group is not held twice
+			}
+			<-hold
+			return nil
+		})
+	}()
+	<-held
+	const n = 10
+	gone := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		obj := new([64]byte) // what a write's closure names, as a chat's does
+		runtime.AddCleanup(obj, func(i int) { gone <- i }, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := st.Write(bg, func(*bolt.Tx) error { obj[0]++; return nil }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(st.writes) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d writes queued after 10 s", len(st.writes), n)
+		}
+		runtime.Gosched()
+	}
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := st.Write(bg, func(*bolt.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	timeout := time.After(10 * time.Second)
+	for got := 0; got < n; {
+		runtime.GC()
+		select {
+		case <-gone:
+			got++
+		case <-timeout:
+			t.Fatalf("%d of %d committed writes still reachable 10 s after their commit", n-got, n)
+		case <-time.After(10 * time.Millisecond): // cleanups run on their own goroutine
+		}
+	}
+}
+
+// TestShedChatIsLetGo: a chat shed leaves nothing that keeps it in memory.
+func TestShedChatIsLetGo(t *testing.T) {
+	e := manageEnv(t, time.Hour)
+	c := e.chat()
+	e.talk(c.ID, "hello")
+	gone := make(chan struct{})
+	if err := e.svc.do(bg, c.ID, func(a *actor) error {
+		runtime.AddCleanup(a, func(ch chan struct{}) { close(ch) }, gone)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.svc.Shed(0); n != 1 {
+		t.Fatalf("Shed(0) unloaded %d chats; want 1", n)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-gone:
+			return
+		case <-deadline:
+			t.Fatal("the shed chat is still reachable 10 s after Shed")
+		case <-time.After(10 * time.Millisecond): // the cleanup runs on its own goroutine
+		}
+	}
 }

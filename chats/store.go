@@ -240,6 +240,9 @@ func (s *Store) commitLoop() {
 			}
 		}
 		s.commit(group)
+		// The array outlives the group: cleared, it holds no write (and no
+		// chat its closure names) until the next commit fills it again.
+		clear(group)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
@@ -62,6 +63,10 @@ func init() {
 					}
 				}
 				_ = os.WriteFile(path+".classes", []byte(strings.Join(lines, "\n")), 0o600)
+				// A heap profile shows the heap as of the collection two
+				// cycles back: two collections make it the heap now.
+				runtime.GC()
+				runtime.GC()
 				if f, err := os.Create(path + ".heap.tmp"); err == nil {
 					_ = pprof.Lookup("heap").WriteTo(f, 0)
 					f.Close()
