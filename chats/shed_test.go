@@ -1,6 +1,8 @@
 package chats
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -156,5 +158,41 @@ func TestShedChatIsLetGo(t *testing.T) {
 			t.Fatal("the shed chat is still reachable 10 s after Shed")
 		case <-time.After(10 * time.Millisecond): // the cleanup runs on its own goroutine
 		}
+	}
+}
+
+// TestNewDatabaseGrowsOnce: a new database file grows to initialMap at
+// once, not by doubling from 32 KiB (a remap and a synced resize inside
+// each of the first turns' commits).
+func TestNewDatabaseGrowsOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mirror.db")
+	db, err := OpenDB(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	value := make([]byte, 1000)
+	for i := range 200 { // about 200 KiB: four doublings from 32 KiB
+		if err := st.Write(bg, func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("grow"))
+			if err != nil {
+				return err
+			}
+			return b.Put(fmt.Appendf(nil, "%04d", i), value)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != initialMap {
+		t.Fatalf("the file is %d bytes after 200 KiB of writes; want %d, grown once", fi.Size(), initialMap)
 	}
 }

@@ -60,6 +60,10 @@ type write struct {
 // grows without limit under load.
 const maxGroup = 512
 
+// initialMap is the least bbolt maps of a database, and so what a new file
+// grows to at its first commit past its first pages.
+const initialMap = 1 << 20
+
 // OpenDB opens (creating if needed) the bbolt file at path with mode 0600. A
 // database held by another process is reported as ErrLocked after timeout;
 // a damaged one as a *dbcheck.Damage (errors.Is dbcheck.ErrDamaged), left
@@ -79,9 +83,12 @@ func OpenDBReport(path string, timeout time.Duration) (*bolt.DB, *dbcheck.Report
 	// file in a goroutine nothing can recover, so the file is checked
 	// first (dbcheck.OpenFileReport, whole when bbolt will walk it), under
 	// the lock bbolt then keeps.
+	// A new file is mapped, and grown, a mebibyte at once (initialMap):
+	// bbolt starts at 32 KiB and doubles, and each step remaps the file and
+	// syncs its new size inside a commit, the first ones in the first turns.
 	var rep *dbcheck.Report
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true,
-		OpenFile: dbcheck.OpenFileReport(timeout, &rep)})
+		InitialMmapSize: initialMap, OpenFile: dbcheck.OpenFileReport(timeout, &rep)})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, nil, fmt.Errorf("%s: %w (stop the other one, or use another --data dir)", path, ErrLocked)
 	}

@@ -29,6 +29,7 @@ import (
 	mruntime "github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/hooks"
 	"github.com/mirror-gateway/mirror/runtime/quota"
+	"github.com/mirror-gateway/mirror/runtime/tokens"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 	"github.com/mirror-gateway/mirror/runtime/tools/mcp"
 )
@@ -365,6 +366,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer os.Remove(filepath.Join(dir, ListenFile))
 	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
+	// The token counters' tables are read in now, off the first turn.
+	go warmCounters(cfg)
 
 	if n, err := svc.Resume(sig); err != nil {
 		log.Error("resume chats", "err", err)
@@ -440,4 +443,16 @@ func shutdown(hs *http.Server, srv *gateway.Server, svc *chats.Service, store *c
 	srv.Close()
 	svc.Close(ctx)
 	store.Close()
+}
+
+// warmCounters warms (tokens.Counter.Warm) the counter every message is
+// counted with and those of the configured models.
+func warmCounters(cfg *config.Config) {
+	warm := map[*tokens.Counter]bool{tokens.For(""): true}
+	for _, m := range cfg.Models {
+		warm[tokens.For(m.Model)] = true
+	}
+	for c := range warm {
+		_ = c.Warm() // a table that cannot load fails its counts, which say so
+	}
 }

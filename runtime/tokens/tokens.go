@@ -114,6 +114,21 @@ func (c *Counter) Load() error {
 	return c.err
 }
 
+// Warm loads the encoding and reads its whole table once. The table is
+// part of the binary: mapped, not read, so each lookup that lands on a page
+// not touched yet waits for a page fault, and the first counts of a process
+// touch hundreds of them (about a millisecond of the first turn on a VM).
+// The gateway warms its counters in the background once it listens, so no
+// turn pays for that. The fault-around of those first counts maps most of
+// the table anyway: warming adds little to the memory after a first turn.
+func (c *Counter) Warm() error {
+	if err := c.Load(); err != nil {
+		return err
+	}
+	c.enc.t.touch()
+	return nil
+}
+
 // Count returns the number of tokens in text, in time linear in its length
 // (split.go bounds the pre-tokens that would make it quadratic). Should the
 // embedded tables ever fail to load, it returns a deliberately high
