@@ -60,6 +60,16 @@ func (e *Engine) offerIn(in *TurnInput) ([]provider.Tool, []string) {
 	return e.offerFor(in.Host != nil, in.Servers, in.Withhold)
 }
 
+// Warm does ahead what every chat's first turn would otherwise do first:
+// it makes the offered tool list and counts its definitions (about half a
+// millisecond of the first turn after start). The gateway calls it in the
+// background once it listens; a turn meanwhile waits on the same locks and
+// finds the work done or does it itself.
+func (e *Engine) Warm() {
+	defs, _ := e.offer(true, nil)
+	e.defsCount(defs)
+}
+
 // offer is offered with the MCP tools limited to servers (nil: all), and
 // the names of what it offers. The lists are made again only when the
 // registry's Generation says a server's tools changed, so the request

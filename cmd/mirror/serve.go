@@ -366,8 +366,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer os.Remove(filepath.Join(dir, ListenFile))
 	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
-	// The token counters' tables are read in now, off the first turn.
-	go warmCounters(cfg)
+	// What the first turn would do first is done now, in the background.
+	go func() {
+		warmCounters(cfg)
+		engine.Warm()
+	}()
 
 	if n, err := svc.Resume(sig); err != nil {
 		log.Error("resume chats", "err", err)

@@ -1,0 +1,34 @@
+package runtime
+
+import (
+	"testing"
+
+	"github.com/mirror-gateway/mirror/config"
+)
+
+// TestWarmCountsTheOfferedTools: after Warm, a turn's sizing finds the
+// offered tool list counted (defsCount answers from its cache, with the
+// same count a first turn would have made).
+func TestWarmCountsTheOfferedTools(t *testing.T) {
+	p := &pieces{}
+	e, err := NewEngine([]*Model{{Name: "m", ProvName: "fake", Provider: p, Remote: "m", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Provision(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Warm()
+	defs, _ := e.offer(true, nil)
+	if len(defs) == 0 {
+		t.Fatal("nothing offered")
+	}
+	c, ok := e.defsCache[&defs[0]]
+	if !ok || len(c.defs) != len(defs) {
+		t.Fatalf("the offered list is not counted after Warm (%d lists counted)", len(e.defsCache))
+	}
+	if n, _ := countDefs(defs); c.n != n {
+		t.Fatalf("Warm counted %d tokens; the list holds %d", c.n, n)
+	}
+}
