@@ -61,7 +61,8 @@ type encEntry struct {
 }
 
 func newEncCache() *encCache {
-	return &encCache{seed: maphash.MakeSeed(), cur: map[uint64]encEntry{}, toolSets: map[uint64]toolsEntry{}, convs: positions{byName: map[string]*convState{}}}
+	return &encCache{seed: maphash.MakeSeed(), cur: map[uint64]encEntry{}, toolSets: map[uint64]toolsEntry{},
+		convs: positions{byName: map[string]*convState{}, maxBytes: convBytes, maxConvs: maxConvs}}
 }
 
 // cacheable says whether m's encoding is kept.

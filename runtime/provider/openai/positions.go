@@ -32,6 +32,9 @@ type positions struct {
 	byName     map[string]*convState
 	head, tail *convState // most and least recently used
 	size       int        // of all, as convState.size
+	// maxBytes and maxConvs bound them (convBytes and maxConvs; tests
+	// make them smaller).
+	maxBytes, maxConvs int
 }
 
 // convState is one conversation's positions.
@@ -69,8 +72,7 @@ func (c *encCache) byPosition(conv string, msgs []provider.Message, encs [][]byt
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if st := c.convs.byName[conv]; st != nil {
-			c.convs.toFront(st)
-			ents = st.ents
+			ents = st.ents // update, which follows, makes it the most recent
 		}
 	}
 	for i := range msgs {
@@ -139,7 +141,7 @@ func (p *positions) update(conv string, msgs []provider.Message, todo []int, enc
 		st.ents[i] = e
 	}
 	p.size += st.size - before
-	for p.tail != nil && (p.size > convBytes || len(p.byName) > maxConvs) {
+	for p.tail != nil && (p.size > p.maxBytes || len(p.byName) > p.maxConvs) {
 		p.remove(p.tail)
 	}
 }
