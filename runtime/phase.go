@@ -299,7 +299,7 @@ func (t *turn) request() provider.Request {
 		t.e.logNet(t.in.Chat, net)
 	}
 	t.sent = len(t.conv) + 1 // in the unpruned request: the system prompt and conv
-	return provider.Request{Messages: msgs, Tools: t.defs}
+	return provider.Request{Messages: msgs, Tools: t.defs, Conversation: t.in.Chat}
 }
 
 // withLead is the system prompt and conv as one slice: the view's Request

@@ -69,6 +69,11 @@ type Request struct {
 	// ToolChoice, when set, names the one tool the model must call: the
 	// answer can only be that call (a boundary's forced ask).
 	ToolChoice string
+	// Conversation names the conversation the request continues (its
+	// chat), so that an adapter can reuse what it built for the last
+	// request of the same one; "" when none. Never sent, and only a hint:
+	// an adapter checks whatever it reuses against the messages.
+	Conversation string
 }
 
 // Usage is what the provider reports it billed for one request.

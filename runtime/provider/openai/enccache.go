@@ -23,7 +23,10 @@ const encCacheBytes = 8 << 20
 // encoding is a pure function of its fields (messages with attachments,
 // whose encoding also depends on the model, are not cached), so the bytes
 // sent are those a fresh encoding gives. Two generations make it roughly
-// least-recently-used within encCacheBytes.
+// least-recently-used within encCacheBytes. Keying costs a hash of every
+// message of the history each turn, so a request that names its
+// conversation finds the messages its last request sent by position first
+// (positions), and keys only the others.
 type encCache struct {
 	seed maphash.Seed
 
@@ -32,6 +35,12 @@ type encCache struct {
 	size     int // of cur
 
 	hits, misses int // for tests
+	posHits      int // of hits, found by position (for tests)
+	keyed        int // messages hashed (for tests)
+
+	// convs are the messages of each conversation's last request, by
+	// position (positions).
+	convs positions
 
 	// toolSets are encoded tool lists: a chat offers the same tools turn
 	// after turn, and their schemas are most of a short request.
@@ -52,7 +61,8 @@ type encEntry struct {
 }
 
 func newEncCache() *encCache {
-	return &encCache{seed: maphash.MakeSeed(), cur: map[uint64]encEntry{}, toolSets: map[uint64]toolsEntry{}}
+	return &encCache{seed: maphash.MakeSeed(), cur: map[uint64]encEntry{}, toolSets: map[uint64]toolsEntry{},
+		convs: positions{byName: map[string]*convState{}, maxBytes: convBytes, maxConvs: maxConvs}}
 }
 
 // cacheable says whether m's encoding is kept.
@@ -102,14 +112,20 @@ func sameWire(a, b provider.Message) bool {
 	return true
 }
 
-// lookup fills encs[i] for every message of msgs found (keys[i] is its key).
-func (c *encCache) lookup(msgs []provider.Message, keys []uint64, encs [][]byte) {
+// lookup fills encs[i] for every message msgs[i] found by content, of
+// those at the indexes todo (keys[i] is its key).
+func (c *encCache) lookup(msgs []provider.Message, todo []int, keys []uint64, encs [][]byte) {
+	if len(todo) == 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, m := range msgs {
+	for _, i := range todo {
+		m := msgs[i]
 		if !cacheable(m) {
 			continue
 		}
+		c.keyed++
 		e, ok := c.cur[keys[i]]
 		if !ok {
 			if e, ok = c.old[keys[i]]; ok && sameWire(e.m, m) {
@@ -123,14 +139,6 @@ func (c *encCache) lookup(msgs []provider.Message, keys []uint64, encs [][]byte)
 			c.misses++
 		}
 	}
-}
-
-// put keeps enc as m's encoding.
-func (c *encCache) put(key uint64, m provider.Message, enc []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m.ToolCalls = slices.Clone(m.ToolCalls) // the caller's may change
-	c.putLocked(key, encEntry{m: m, enc: enc})
 }
 
 func (c *encCache) putLocked(key uint64, e encEntry) {
@@ -148,21 +156,30 @@ func (c *encCache) putLocked(key uint64, e encEntry) {
 	c.size += n
 }
 
+// wireFields is m as the cache keeps it: the fields its encoding is made
+// of, its tool calls copied (the caller's slice may change).
+func wireFields(m provider.Message) provider.Message {
+	return provider.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ToolCalls: slices.Clone(m.ToolCalls)}
+}
+
 // encodeMessages writes head, then the JSON array of msgs' wire messages to
 // buf, each element exactly as MarshalWire encodes it, from c where it
-// can. extra is what the caller writes after them: the buffer is grown
-// once for all of it (a request is the size of the history, and growing
-// it again for the tools copied it twice a turn).
-func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provider.Message, official bool, model string, extra int) error {
+// can. conv names the conversation (Request.Conversation): what its last
+// request sent is found by position, the rest by content. extra is what
+// the caller writes after them: the buffer is grown once for all of it (a
+// request is the size of the history, and growing it again for the tools
+// copied it twice a turn).
+func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provider.Message, official bool, model string, extra int, conv string) error {
 	sc := scratches.Get().(*encScratch)
 	defer sc.put()
 	keys, encs := sc.size(len(msgs))
-	for i, m := range msgs {
-		if cacheable(m) {
-			keys[i] = c.key(m)
+	sc.todo = c.byPosition(conv, msgs, encs, sc.todo[:0])
+	for _, i := range sc.todo {
+		if cacheable(msgs[i]) {
+			keys[i] = c.key(msgs[i])
 		}
 	}
-	c.lookup(msgs, keys, encs)
+	c.lookup(msgs, sc.todo, keys, encs)
 	need := len(head) + len(msgs) + 2
 	for i, e := range encs {
 		if e != nil {
@@ -174,6 +191,7 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provide
 	buf.Grow(need + extra)
 	buf.Write(head)
 	buf.WriteByte('[')
+	sc.fresh = sc.fresh[:0]
 	for i, m := range msgs {
 		if i > 0 {
 			buf.WriteByte(',')
@@ -192,11 +210,29 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provide
 		}
 		buf.Write(b)
 		if cacheable(m) {
-			c.put(keys[i], m, b)
+			encs[i] = b
+			sc.fresh = append(sc.fresh, i)
 		}
 	}
 	buf.WriteByte(']')
+	c.remember(conv, msgs, sc.todo, sc.fresh, keys, encs)
 	return nil
+}
+
+// remember keeps what encodeMessages found or encoded other than by
+// position: the fresh encodings (at the indexes fresh) by content, and
+// every message at the indexes todo (all the others were found where
+// conv's last request had them) in conv's positions, which then mirror
+// msgs. One lock for all of it: a turn's new messages are a few.
+func (c *encCache) remember(conv string, msgs []provider.Message, todo, fresh []int, keys []uint64, encs [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range fresh {
+		c.putLocked(keys[i], encEntry{m: wireFields(msgs[i]), enc: encs[i]})
+	}
+	if conv != "" {
+		c.convs.update(conv, msgs, todo, encs)
+	}
 }
 
 // encScratch is encodeMessages' working space, a key and an encoding per
@@ -205,6 +241,9 @@ func (c *encCache) encodeMessages(buf *bytes.Buffer, head []byte, msgs []provide
 type encScratch struct {
 	keys []uint64
 	encs [][]byte
+	// todo and fresh are indexes of msgs: those not found by position,
+	// those encoded afresh.
+	todo, fresh []int
 }
 
 var scratches = sync.Pool{New: func() any { return new(encScratch) }}

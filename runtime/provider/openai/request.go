@@ -151,7 +151,7 @@ func encodeRequestInto(buf *bytes.Buffer, req provider.Request, official bool, c
 		buf = new(bytes.Buffer)
 	}
 	extra := len(rest) - head + len(`,"tools":`) + len(tools) + 64
-	if err := cache.encodeMessages(buf, rest[:head], req.Messages, official, req.Model, extra); err != nil {
+	if err := cache.encodeMessages(buf, rest[:head], req.Messages, official, req.Model, extra, req.Conversation); err != nil {
 		return nil, err
 	}
 	if len(tools) > 0 {
