@@ -70,6 +70,21 @@ func (e *Engine) Warm() {
 	e.defsCount(defs)
 }
 
+// forgetter is a provider that keeps something of past requests it can let
+// go of (the OpenAI adapter's encodings).
+type forgetter interface{ Forget() }
+
+// Forget tells each model's provider to let go of what it keeps of past
+// requests. The gateway calls it once it has gone quiet, when it sheds its
+// idle chats, so their memory goes back too.
+func (e *Engine) Forget() {
+	for _, m := range e.models {
+		if f, ok := m.Provider.(forgetter); ok {
+			f.Forget()
+		}
+	}
+}
+
 // offer is offered with the MCP tools limited to servers (nil: all), and
 // the names of what it offers. The lists are made again only when the
 // registry's Generation says a server's tools changed, so the request

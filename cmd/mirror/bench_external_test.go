@@ -193,9 +193,9 @@ func BenchmarkExternalOpenAI(b *testing.B) {
 	}
 }
 
-func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
-	dir := b.TempDir()
-	base, modelPID := startFakeOpenAI(b)
+// writeOpenAIConfig writes a runtime.yaml into dir whose one model is
+// served by the fake OpenAI server at base, and returns its path.
+func writeOpenAIConfig(b *testing.B, dir, base string) string {
 	cfg := filepath.Join(dir, "runtime.yaml")
 	yaml := fmt.Sprintf("providers: [{name: fake, kind: openai, base_url: %s/v1}]\n"+
 		"models: [{name: default, provider: fake, model: fake-model, window: 128000}]\n"+
@@ -204,6 +204,13 @@ func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
+	return cfg
+}
+
+func externalRun(b *testing.B, bin string, nChats int, dur time.Duration) {
+	dir := b.TempDir()
+	base, modelPID := startFakeOpenAI(b)
+	cfg := writeOpenAIConfig(b, dir, base)
 	// MIRROR_BENCH_GW_PROFILE=FILE runs the test binary as the gateway
 	// instead, which writes a CPU profile of the timed window to FILE.cpu.
 	prof := os.Getenv("MIRROR_BENCH_GW_PROFILE")

@@ -197,7 +197,9 @@ func BenchmarkFirstTurn(b *testing.B) {
 // then 1000 chats doing 5 turns each (MIRROR_BENCH_LOAD_TURNS changes the
 // total), then every socket closed and a minute of idle. It reports the
 // collector's share of the child's CPU during the load, and the RSS after
-// the first turn, at the end of the load and after the idle minute.
+// the first turn, at the end of the load and after the idle minute. The
+// model is the built-in one; MIRROR_BENCH_OPENAI=1 puts a fake OpenAI server
+// (another process) behind the gateway instead.
 func BenchmarkMemoryAfterLoad(b *testing.B) {
 	turns := 5000
 	if n, err := strconv.Atoi(os.Getenv("MIRROR_BENCH_LOAD_TURNS")); err == nil && n > 0 {
@@ -209,6 +211,10 @@ func BenchmarkMemoryAfterLoad(b *testing.B) {
 	}
 	dir := b.TempDir()
 	cfg := writeBenchConfig(b, dir)
+	if os.Getenv("MIRROR_BENCH_OPENAI") != "" { // the OpenAI adapter, with its caches
+		base, _ := startFakeOpenAI(b)
+		cfg = writeOpenAIConfig(b, dir, base)
+	}
 	var anonIdle, fileIdle, anonFirst, fileFirst []float64
 	var gcShare, gcEst, rssFirst, rssLoad, rssIdle, tps []float64
 	i := 0

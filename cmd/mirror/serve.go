@@ -392,6 +392,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			if n := svc.Shed(quiet); n > 0 {
 				log.Debug("memory: idle chats unloaded", "chats", n)
 			}
+			engine.Forget() // the providers' encodings of past requests
 		})
 	}()
 

@@ -65,6 +65,15 @@ func newEncCache() *encCache {
 		convs: positions{byName: map[string]*convState{}, maxBytes: convBytes, maxConvs: maxConvs}}
 }
 
+// forget drops every kept encoding and conversation (the tool lists stay:
+// a few, and the same after a pause). See Client.Forget.
+func (c *encCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur, c.old, c.size = map[uint64]encEntry{}, nil, 0
+	c.convs = positions{byName: map[string]*convState{}, maxBytes: c.convs.maxBytes, maxConvs: c.convs.maxConvs}
+}
+
 // cacheable says whether m's encoding is kept.
 func cacheable(m provider.Message) bool { return len(m.Parts) == 0 }
 

@@ -110,6 +110,12 @@ func DefaultHTTPClient(headerTimeout time.Duration) *http.Client {
 	return provider.NewHTTPClient(headerTimeout)
 }
 
+// Forget lets go of what the client keeps of past requests (the encoded
+// messages and each conversation's last request: up to tens of MiB after a
+// load). The gateway calls it once it has gone quiet, with the chats it
+// sheds; the next request of a conversation encodes its history afresh.
+func (c *Client) Forget() { c.enc.forget() }
+
 // Stream sends req and streams the answer. Text goes to emit as it arrives;
 // tool calls are returned whole in the Result. On failure the Result holds
 // the text received so far (never half-assembled tool calls) and the error is

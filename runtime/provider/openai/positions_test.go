@@ -365,3 +365,37 @@ func BenchmarkEncodeTurn(b *testing.B) {
 		}
 	}
 }
+
+// TestForgetLetsGo: Forget leaves nothing of past requests (no encoding,
+// no conversation), and the next request encodes as a fresh one would,
+// its whole history keyed again.
+func TestForgetLetsGo(t *testing.T) {
+	c := New(Config{Name: "fake", BaseURL: "http://127.0.0.1:1"})
+	reqs := conversationRequests(6)
+	for _, req := range reqs[:5] {
+		req.Conversation = "chat-1"
+		if _, err := encodeRequestWith(req, false, c.enc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.enc.cur) == 0 || len(c.enc.convs.byName) == 0 {
+		t.Fatal("nothing kept before Forget")
+	}
+	c.Forget()
+	if len(c.enc.cur)+len(c.enc.old) != 0 || c.enc.size != 0 || len(c.enc.convs.byName) != 0 || c.enc.convs.size != 0 ||
+		c.enc.convs.head != nil || c.enc.convs.tail != nil {
+		t.Fatalf("kept after Forget: %d encodings (%d bytes), %d conversations (%d bytes)",
+			len(c.enc.cur)+len(c.enc.old), c.enc.size, len(c.enc.convs.byName), c.enc.convs.size)
+	}
+	req := reqs[5]
+	req.Conversation = "chat-1"
+	keyed := c.enc.keyed
+	got, err := encodeRequestWith(req, false, c.enc)
+	if want, err2 := encodeRequest(req, false); err != nil || err2 != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after Forget: %v %v\n got %s\nwant %s", err, err2, got, want)
+	}
+	if d := c.enc.keyed - keyed; d != len(req.Messages) {
+		t.Fatalf("after Forget %d of %d messages keyed; want all", d, len(req.Messages))
+	}
+	checkPositions(t, c.enc)
+}
