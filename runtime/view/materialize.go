@@ -48,6 +48,9 @@ type build struct {
 	old  []Row  // rows at or before cp.Evicted: only pins are read from them
 	rows []Row  // rows after it
 	vis  []*Row // rows the agent history keeps
+	// visAt are their indices in rows: a memo's kept entries and history
+	// are pointed at its rows again by index when its rows move.
+	visAt []int
 
 	due    string    // the trigger of a checkpoint due this turn
 	cur    []Section // this turn's runtime context (nil: none this turn)
@@ -75,6 +78,7 @@ type build struct {
 // entry is one message of the view under construction.
 type entry struct {
 	row       *Row // nil for the head and for this turn's context
+	at        int  // row's index in build.rows, when row is set
 	kind      Kind
 	role      string
 	text      string
@@ -236,10 +240,10 @@ func agentHistory(b *build) error {
 	if k := b.keptRows(); k != nil {
 		// The rows the last build kept are all here: its history stands,
 		// and goes on in the memo's array.
-		b.vis, from, dropped = k.vis[:k.nvis], k.nrows, k.dropped
+		b.vis, b.visAt, from, dropped = k.vis[:k.nvis], k.visAt[:k.nvis], k.nrows, k.dropped
 	} else {
 		calls = map[string]bool{}
-		b.vis = make([]*Row, 0, len(b.rows))
+		b.vis, b.visAt = make([]*Row, 0, len(b.rows)), make([]int, 0, len(b.rows))
 	}
 	for i := from; i < len(b.rows); i++ {
 		r := &b.rows[i]
@@ -269,7 +273,7 @@ func agentHistory(b *build) error {
 			dropped++
 			continue
 		}
-		b.vis = append(b.vis, r)
+		b.vis, b.visAt = append(b.vis, r), append(b.visAt, i)
 	}
 	b.dropped = dropped
 	b.report("agent-history", len(b.vis), -1, "%d rows dropped", dropped)
@@ -386,8 +390,10 @@ func media(b *build) error {
 // runtime context.
 func (b *build) payloads() {
 	b.base = make([]entry, 0, len(b.vis)-b.baseFrom+1)
-	for _, r := range b.vis[b.baseFrom:] {
-		b.base = append(b.base, b.entryOf(r))
+	for j, r := range b.vis[b.baseFrom:] {
+		e := b.entryOf(r)
+		e.at = b.visAt[b.baseFrom+j]
+		b.base = append(b.base, e)
 	}
 	if b.cur != nil {
 		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
@@ -494,13 +500,12 @@ func (b *build) replan(trigger string) string {
 // overhead, the cards and pins, and the active turn alone exceed the ceiling.
 func preflight(b *build) error {
 	a := activeStart(b.entries)
-	n, k := 0, 0
-	for i := range b.entries {
-		e := &b.entries[i]
-		if (i >= a || e.head) && e.sent() {
-			n += e.tokens
-			k++
-		}
+	// The head (the cards and pins) can only open the view; the rest is
+	// the active turn, so a long history is not walked for it.
+	n, k := sums(b.entries[a:])
+	if a > 0 && b.entries[0].head && b.entries[0].sent() {
+		n += b.entries[0].tokens
+		k++
 	}
 	least := b.corrected(b.in.Overhead + n + tokens.Overhead(k))
 	ceil := b.in.Budget.Ceiling

@@ -50,9 +50,10 @@ type snapshot struct {
 	nrows int  // memo rows the entries cover
 	base  *Row // &rows[0] then: the entries point into that array
 	nvis  int  // rows the agent history kept of them
-	// vis are those rows (the array past nvis belongs to the memo), and
-	// dropped how many it dropped.
+	// vis are those rows and visAt their indices (the arrays past nvis
+	// belong to the memo), and dropped how many it dropped.
 	vis     []*Row
+	visAt   []int
 	dropped int
 	cp      *Checkpoint
 	pins    []Row // the evicted rows cp.Pinned names, as the head showed them
@@ -204,16 +205,14 @@ func (b *build) keptRows() *snapshot {
 
 // rebase points s's rows and entries at rows, the memo's copies after
 // they moved to a larger array (their values are the same: sync kept
-// them).
+// them), by the indices they keep; the old array is then let go.
 func (s *snapshot) rebase(rows []Row) {
-	size := unsafe.Sizeof(Row{})
-	at := func(r *Row) *Row { return &rows[(uintptr(unsafe.Pointer(r))-uintptr(unsafe.Pointer(s.base)))/size] }
-	for i := range s.vis[:s.nvis] {
-		s.vis[i] = at(s.vis[i])
+	for i, at := range s.visAt[:s.nvis] {
+		s.vis[i] = &rows[at]
 	}
 	for i := range s.entries {
-		if r := s.entries[i].row; r != nil {
-			s.entries[i].row = at(r)
+		if e := &s.entries[i]; e.row != nil {
+			e.row = &rows[e.at]
 		}
 	}
 	s.base = &rows[0]
@@ -253,8 +252,8 @@ func (b *build) keep() {
 		es = es[:n-1]
 	}
 	cp := b.active()
-	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, dropped: b.dropped, entries: es, ctx: b.ctxEnd,
-		provider: b.in.Provider, count: b.count}
+	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, visAt: b.visAt, dropped: b.dropped, entries: es,
+		ctx: b.ctxEnd, provider: b.in.Provider, count: b.count}
 	// The key's copies are made again only when it changed.
 	if old != nil && sameCheckpoint(old.cp, cp) {
 		s.cp = old.cp
@@ -274,7 +273,13 @@ func (b *build) keep() {
 			}
 		}
 	}
-	s.tokens, s.sent = sums(es)
+	if r := b.reuse; r != nil {
+		// The kept entries are the last view's, their sums kept with them.
+		n, k := sums(es[len(r.entries):])
+		s.tokens, s.sent = r.tokens+n, r.sent+k
+	} else {
+		s.tokens, s.sent = sums(es)
+	}
 	m.last = s
 }
 
