@@ -73,6 +73,7 @@ type build struct {
 	reuse    *snapshot
 	baseFrom int
 	ctxEnd   ctxState
+	nmsg     int // messages of the kept entries, in the memo's array; -1: not kept
 }
 
 // entry is one message of the view under construction.
@@ -155,8 +156,9 @@ func Materialize(in Input) (View, error) {
 			return View{Stages: b.reports}, err
 		}
 	}
+	v := b.viewKept()
 	b.keep()
-	return b.view(), nil
+	return v, nil
 }
 
 func (b *build) report(stage string, rows, toks int, format string, args ...any) {

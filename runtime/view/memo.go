@@ -34,6 +34,12 @@ type Memo struct {
 	rows []Row
 	last *snapshot // what the last build left; nil when nothing is kept
 	hits int       // builds that extended the last one
+
+	// bufs are the arrays the views' messages are written in, in turn
+	// (viewKept); bufs[cur] holds the last view's, after lead.
+	bufs [2]msgBuf
+	cur  int
+	lead []provider.Message
 }
 
 // Extended is how many builds extended the last view rather than build
@@ -68,6 +74,7 @@ type snapshot struct {
 	ctx     ctxState // renderContexts' state after entries
 	tokens  int      // historyTokens' sum over entries (without overhead)
 	sent    int      // entries sent
+	nmsg    int      // the messages entries sent, in the memo's bufs[cur]; -1: none kept
 }
 
 // ctxState is where renderContexts is among the context entries.
@@ -253,7 +260,7 @@ func (b *build) keep() {
 	}
 	cp := b.active()
 	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, visAt: b.visAt, dropped: b.dropped, entries: es,
-		ctx: b.ctxEnd, provider: b.in.Provider, count: b.count}
+		ctx: b.ctxEnd, provider: b.in.Provider, count: b.count, nmsg: b.nmsg}
 	// The key's copies are made again only when it changed.
 	if old != nil && sameCheckpoint(old.cp, cp) {
 		s.cp = old.cp
