@@ -17,6 +17,10 @@ type msgBuf struct {
 	valid int
 }
 
+// turnRoom is the room a memo's array keeps after a view: a turn appends
+// its steps to the view's messages in their capacity (View.Request).
+const turnRoom = 8
+
 // message is what entry e sends, and the reasoning to replay with it.
 func message(e *entry) (provider.Message, string) {
 	m := provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens, Parts: e.parts}
@@ -60,9 +64,9 @@ func (b *build) viewKept() View {
 		}
 		n++
 	}
-	if cap(dst.req) < lead+n || cap(dst.reason) < n {
+	if cap(dst.req) < lead+n+turnRoom || cap(dst.reason) < n {
 		// Room for the turn's own steps after the view as well.
-		c := lead + n + n/4 + 16
+		c := lead + n + n/4 + 2*turnRoom
 		dst.req, dst.reason, dst.valid = make([]provider.Message, lead, c), make([]string, 0, c), 0
 		copy(dst.req, b.in.Lead)
 	}
