@@ -203,16 +203,7 @@ func clearCut(b *build) error {
 	if b.cp != nil {
 		floor = b.cp.Evicted
 	}
-	start, clearSeq := 0, uint64(0)
-	// Rows at or before the evicted seq were cut by the checkpoint already
-	// (it was planned after any clear among them), so the scan stops there
-	// and a turn costs only what came after it.
-	for i := len(rows) - 1; i >= 0 && rows[i].Seq > floor; i-- {
-		if rows[i].Kind == KindClear {
-			start, clearSeq = i+1, rows[i].Seq
-			break
-		}
-	}
+	start, clearSeq := b.scanClear(floor)
 	note := "no clear"
 	if clearSeq > 0 {
 		note = fmt.Sprintf("cut at clear m%d", clearSeq)
@@ -227,10 +218,47 @@ func clearCut(b *build) error {
 	if m := b.in.Memo; m != nil {
 		// The memo's copies from here on: equal by value, and the same
 		// addresses turn after turn, which the entries it keeps point at.
-		b.rows, b.kept = m.sync(b.rows)
+		b.rows, b.kept = m.sync(b.rows, b.in.AppendOnly)
 	}
 	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
 	return nil
+}
+
+// scanClear finds the latest /clear among the rows after floor: where
+// the rows after it start, and its seq (0, 0: none). Rows at or before
+// the evicted seq were cut by the checkpoint already (it was planned
+// after any clear among them), so the scan stops there and a turn costs
+// only what came after it. Rows handed AppendOnly where the memo's last
+// scan read are read only past it.
+func (b *build) scanClear(floor uint64) (int, uint64) {
+	rows, m := b.in.Rows, b.in.Memo
+	var last *clearScan
+	if m != nil {
+		last = &m.scan
+		if !b.in.AppendOnly || len(rows) == 0 {
+			*last = clearScan{}
+			last = nil
+		}
+	}
+	stop := 0
+	if last != nil && last.base == &rows[0] && last.n <= len(rows) && last.floor == floor {
+		stop = last.n
+	}
+	start, clearSeq, i := 0, uint64(0), len(rows)-1
+	for ; i >= stop && rows[i].Seq > floor; i-- {
+		if rows[i].Kind == KindClear {
+			start, clearSeq = i+1, rows[i].Seq
+			break
+		}
+	}
+	if clearSeq == 0 && i < stop && stop > 0 {
+		// Every row past the last scan was read: what it found stands.
+		start, clearSeq = last.start, last.clearSeq
+	}
+	if last != nil {
+		*last = clearScan{base: &rows[0], n: len(rows), floor: floor, start: start, clearSeq: clearSeq}
+	}
+	return start, clearSeq
 }
 
 // agentHistory keeps the rows that carry something for the model: it drops

@@ -32,8 +32,17 @@ type Memo struct {
 	// changing its rows in place cannot make a stale entry match; a build
 	// with a memo reads these copies, so its entries point at them.
 	rows []Row
+	// src is where the caller's rows that m.rows copies begin, when they
+	// were handed AppendOnly (nil otherwise): the same place, handed
+	// AppendOnly again, holds the same rows.
+	src *Row
+	// scan is what clearCut found in the caller's rows last time, when
+	// they were handed AppendOnly.
+	scan clearScan
 	last *snapshot // what the last build left; nil when nothing is kept
 	hits int       // builds that extended the last one
+	// compared counts the rows sync compared by value, for tests.
+	compared int
 
 	// bufs are the arrays the views' messages are written in, in turn
 	// (viewKept); bufs[cur] holds the last view's, after lead.
@@ -114,13 +123,34 @@ func (m *Memo) render(k int, prev, cur []Section, first bool) string {
 	return text
 }
 
+// clearScan is where clearCut found the latest clear in the first n
+// rows of the array at base, reading back to floor.
+type clearScan struct {
+	base     *Row
+	n        int
+	floor    uint64
+	start    int
+	clearSeq uint64
+}
+
 // sync makes m.rows a copy of rows and returns it, with how many leading
 // rows were already there, equal by value. A row that differs and every
-// one after it are copied anew. m.mu is held.
-func (m *Memo) sync(rows []Row) ([]Row, int) {
+// one after it are copied anew. Rows handed appendOnly where the last
+// rows were handed so are those rows (the caller says so), and are not
+// compared. m.mu is held.
+func (m *Memo) sync(rows []Row, appendOnly bool) ([]Row, int) {
 	n := 0
+	if len(rows) > 0 && m.src == &rows[0] && appendOnly && len(m.rows) <= len(rows) {
+		n = len(m.rows)
+	}
+	from := n
 	for n < len(rows) && n < len(m.rows) && sameRow(&m.rows[n], &rows[n]) {
 		n++
+	}
+	m.compared += n - from
+	m.src = nil
+	if appendOnly && len(rows) > 0 {
+		m.src = &rows[0]
 	}
 	kept := n
 	if m.last != nil && n < m.last.nrows {
