@@ -273,7 +273,8 @@ func agentHistory(b *build) error {
 		b.vis, b.visAt, from, dropped = k.vis[:k.nvis], k.visAt[:k.nvis], k.nrows, k.dropped
 	} else {
 		calls = map[string]bool{}
-		b.vis, b.visAt = make([]*Row, 0, len(b.rows)), make([]int, 0, len(b.rows))
+		n := b.room(len(b.rows))
+		b.vis, b.visAt = make([]*Row, 0, n), make([]int, 0, n)
 	}
 	for i := from; i < len(b.rows); i++ {
 		r := &b.rows[i]
@@ -416,10 +417,23 @@ func media(b *build) error {
 	return nil
 }
 
+// room is the capacity for n entries of a view a memo keeps: the next
+// views extend it in its array, which then grows only now and then.
+func (b *build) room(n int) int {
+	if b.in.Memo == nil {
+		return n
+	}
+	return n + n/4 + 16
+}
+
 // payloads makes base: the rows of vis from baseFrom on, then this turn's
 // runtime context.
 func (b *build) payloads() {
-	b.base = make([]entry, 0, len(b.vis)-b.baseFrom+1)
+	n := len(b.vis) - b.baseFrom + 1
+	if b.baseFrom == 0 {
+		n = b.room(n) // the view without a checkpoint is base itself
+	}
+	b.base = make([]entry, 0, n)
 	for j, r := range b.vis[b.baseFrom:] {
 		e := b.entryOf(r)
 		e.at = b.visAt[b.baseFrom+j]
@@ -627,7 +641,7 @@ func (b *build) view() View {
 // pins first, then the rows after the evicted seq with the masked and folded
 // ones shortened, then the runtime context rendered against what is shown.
 func (b *build) apply(cp *Checkpoint) []entry {
-	out := make([]entry, 0, len(b.base)+1)
+	out := make([]entry, 0, b.room(len(b.base)+1))
 	if cp != nil && (len(cp.Cards) > 0 || len(cp.Pinned) > 0) {
 		out = append(out, b.headEntry(cp))
 	}
