@@ -16,13 +16,19 @@ import (
 // and garbage that grew with the chat. A hit is decided by value (the
 // rows, the sections and the flag a text was rendered from, the
 // checkpoint, the roster, the provider and the counter), never by
-// position or identity alone, so a Memo never changes a byte of the view:
-// a row that changed, moved or went simply renders afresh, and with it
-// everything after it. The texts it returns are the ones it returned
+// position or identity alone (but for rows handed Input.AppendOnly, which
+// the caller says it never changes in place), so a Memo never changes a
+// byte of the view: a row that changed, moved or went simply renders
+// afresh, and with it everything after it. The texts it returns are the ones it returned
 // before, so the same message is the same string turn after turn (the
 // request encoder's cache then compares it with what it kept in O(1), not
-// by its bytes). The zero Memo is ready; one Memo serves one conversation
-// (it is safe for concurrent use).
+// by its bytes). The views' messages are written in two arrays of the
+// memo in turn, an extended view copying only what it adds: a view's
+// messages stay as built while the next view is built, and the build
+// after that may write its array again (past what the views share), so
+// a caller that keeps a view longer than its turn copies its messages.
+// The zero Memo is ready; one Memo serves one conversation (it is safe
+// for concurrent use).
 type Memo struct {
 	mu  sync.Mutex
 	ctx []ctxMemo // by place among the view's context entries
