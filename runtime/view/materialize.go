@@ -48,9 +48,9 @@ type build struct {
 	old  []Row  // rows at or before cp.Evicted: only pins are read from them
 	rows []Row  // rows after it
 	vis  []*Row // rows the agent history keeps
-	// visAt are their indices in rows: a memo's kept entries and history
-	// are pointed at its rows again by index when its rows move.
-	visAt []int
+	// visAt are their indices in rows, with a memo: its kept entries and
+	// history are pointed at its rows again by index when its rows move.
+	visAt []int32
 
 	due    string    // the trigger of a checkpoint due this turn
 	cur    []Section // this turn's runtime context (nil: none this turn)
@@ -79,7 +79,6 @@ type build struct {
 // entry is one message of the view under construction.
 type entry struct {
 	row       *Row // nil for the head and for this turn's context
-	at        int  // row's index in build.rows, when row is set
 	kind      Kind
 	role      string
 	text      string
@@ -93,6 +92,9 @@ type entry struct {
 	current   bool // this turn's runtime context
 	masked    bool
 	folded    bool
+	// at is row's index in build.rows with a memo (it fits where the
+	// flags leave room).
+	at int32
 }
 
 // sent reports whether the entry becomes a message: a context row with
@@ -274,7 +276,10 @@ func agentHistory(b *build) error {
 	} else {
 		calls = map[string]bool{}
 		n := b.room(len(b.rows))
-		b.vis, b.visAt = make([]*Row, 0, n), make([]int, 0, n)
+		b.vis = make([]*Row, 0, n)
+		if b.in.Memo != nil {
+			b.visAt = make([]int32, 0, n)
+		}
 	}
 	for i := from; i < len(b.rows); i++ {
 		r := &b.rows[i]
@@ -304,7 +309,10 @@ func agentHistory(b *build) error {
 			dropped++
 			continue
 		}
-		b.vis, b.visAt = append(b.vis, r), append(b.visAt, i)
+		b.vis = append(b.vis, r)
+		if b.in.Memo != nil {
+			b.visAt = append(b.visAt, int32(i))
+		}
 	}
 	b.dropped = dropped
 	b.report("agent-history", len(b.vis), -1, "%d rows dropped", dropped)
@@ -436,7 +444,9 @@ func (b *build) payloads() {
 	b.base = make([]entry, 0, n)
 	for j, r := range b.vis[b.baseFrom:] {
 		e := b.entryOf(r)
-		e.at = b.visAt[b.baseFrom+j]
+		if b.visAt != nil {
+			e.at = b.visAt[b.baseFrom+j]
+		}
 		b.base = append(b.base, e)
 	}
 	if b.cur != nil {

@@ -19,10 +19,10 @@ import (
 // position or identity alone (but for rows handed Input.AppendOnly, which
 // the caller says it never changes in place), so a Memo never changes a
 // byte of the view: a row that changed, moved or went simply renders
-// afresh, and with it everything after it. The texts it returns are the ones it returned
-// before, so the same message is the same string turn after turn (the
-// request encoder's cache then compares it with what it kept in O(1), not
-// by its bytes). The views' messages are written in two arrays of the
+// afresh, and with it everything after it. The texts it returns are the
+// ones it returned before, so the same message is the same string turn
+// after turn (the request encoder's cache then compares it with what it
+// kept in O(1), not by its bytes). The views' messages are written in two arrays of the
 // memo in turn, an extended view copying only what it adds: a view's
 // messages stay as built while the next view is built, and the build
 // after that may write its array again (past what the views share), so
@@ -74,7 +74,7 @@ type snapshot struct {
 	// vis are those rows and visAt their indices (the arrays past nvis
 	// belong to the memo), and dropped how many it dropped.
 	vis     []*Row
-	visAt   []int
+	visAt   []int32
 	dropped int
 	cp      *Checkpoint
 	pins    []Row // the evicted rows cp.Pinned names, as the head showed them
