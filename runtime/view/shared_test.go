@@ -218,3 +218,41 @@ func TestMemoExtensionAllocatesTheNewRows(t *testing.T) {
 		t.Fatalf("a build of a chat of 1,000 turns allocates %d bytes, of 100 turns %d: it grows with the history", long, short)
 	}
 }
+
+// A memo's kept entries and history point at its own rows where they are
+// now, after its rows moved to larger arrays turn after turn: an older
+// array is let go, not held by the entries.
+func TestMemoEntriesFollowItsRows(t *testing.T) {
+	c := &conv{}
+	in := Input{Budget: mustBudget(t, 1000000, "full"), Overhead: 1000, Roster: fullRoster, Memo: &Memo{}}
+	moved := 0
+	var base *Row
+	for i := range 200 {
+		c.context([]Section{{Key: "n", Text: fmt.Sprint(i)}}, 0)
+		c.user(fmt.Sprintf("request %d", i), 5)
+		c.answer(fmt.Sprintf("answer %d", i), 20)
+		in.Rows = c.rows
+		if _, err := Materialize(in); err != nil {
+			t.Fatal(err)
+		}
+		m := in.Memo
+		if &m.rows[0] != base {
+			base = &m.rows[0]
+			moved++
+		}
+		s := m.last
+		for j, r := range s.vis[:s.nvis] {
+			if r != &m.rows[s.visAt[j]] {
+				t.Fatalf("turn %d: history row %d is not the memo's row %d", i, j, s.visAt[j])
+			}
+		}
+		for j := range s.entries {
+			if e := &s.entries[j]; e.row != nil && e.row != &m.rows[e.at] {
+				t.Fatalf("turn %d: entry %d is not at the memo's row %d", i, j, e.at)
+			}
+		}
+	}
+	if moved < 5 || in.Memo.Extended() < 190 {
+		t.Fatalf("the memo's rows moved %d times, %d views extended: the test no longer covers a move", moved, in.Memo.Extended())
+	}
+}
