@@ -43,8 +43,10 @@ type Memo struct {
 	// AppendOnly again, holds the same rows.
 	src *Row
 	// scan is what clearCut found in the caller's rows last time, when
-	// they were handed AppendOnly.
+	// they were handed AppendOnly, and old the pinned rows among the
+	// evicted ones (pinnedOld).
 	scan clearScan
+	old  oldPins
 	last *snapshot // what the last build left; nil when nothing is kept
 	hits int       // builds that extended the last one
 	// compared counts the rows sync compared by value, for tests.
@@ -137,6 +139,14 @@ type clearScan struct {
 	floor    uint64
 	start    int
 	clearSeq uint64
+}
+
+// oldPins are the pinned rows pinnedOld found among the n evicted rows
+// at base, handed AppendOnly.
+type oldPins struct {
+	base *Row
+	n    int
+	pins []*Row
 }
 
 // sync makes m.rows a copy of rows and returns it, with how many leading
@@ -297,18 +307,22 @@ func (b *build) keep() {
 	cp := b.active()
 	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, visAt: b.visAt, dropped: b.dropped, entries: es,
 		ctx: b.ctxEnd, provider: b.in.Provider, count: b.count, nmsg: b.nmsg}
-	// The key's copies are made again only when it changed.
-	if old != nil && sameCheckpoint(old.cp, cp) {
+	// The key's copies are made again only when it changed; a build
+	// that extended the last one found it the same already.
+	extended := old != nil && b.reuse == old
+	if extended || old != nil && sameCheckpoint(old.cp, cp) {
 		s.cp = old.cp
 	} else {
 		s.cp = cloneCheckpoint(cp)
 	}
-	if old != nil && slices.Equal(old.roster, b.in.Roster) {
+	if extended || old != nil && slices.Equal(old.roster, b.in.Roster) {
 		s.roster = old.roster
 	} else {
 		s.roster = slices.Clone(b.in.Roster)
 	}
-	if cp != nil && len(cp.Pinned) > 0 {
+	if extended {
+		s.pins, s.npins = old.pins, old.npins
+	} else if cp != nil && len(cp.Pinned) > 0 {
 		s.pins, s.npins = make([]Row, len(cp.Pinned)), make([]bool, len(cp.Pinned))
 		for i, seq := range cp.Pinned {
 			if r := b.rowBySeq(seq); r != nil {

@@ -328,8 +328,15 @@ func (b *build) fold(e entry, toks int) entry {
 }
 
 // pinnedOld returns the pinned rows among those evicted, back to the
-// latest clear.
+// latest clear. The same evicted rows handed AppendOnly to a memo give
+// the rows it found last time (not to be changed): a chat's turns under
+// one checkpoint do not read its evicted rows each time.
 func (b *build) pinnedOld() []*Row {
+	m := b.in.Memo
+	cache := m != nil && b.in.AppendOnly && len(b.old) > 0
+	if cache && m.old.base == &b.old[0] && m.old.n == len(b.old) {
+		return m.old.pins
+	}
 	var out []*Row
 	for i := len(b.old) - 1; i >= 0; i-- {
 		r := &b.old[i]
@@ -342,6 +349,9 @@ func (b *build) pinnedOld() []*Row {
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
+	}
+	if cache {
+		m.old = oldPins{base: &b.old[0], n: len(b.old), pins: out}
 	}
 	return out
 }
