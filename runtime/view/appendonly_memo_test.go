@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -141,6 +142,136 @@ func TestMemoScanClearAppendOnly(t *testing.T) {
 				if fmt.Sprint(err1) != fmt.Sprint(err2) || !reflect.DeepEqual(want, got) {
 					t.Fatalf("%s (checkpoint %v), step %d: the view with a memo differs:\n%s", tc.name, compact, i, firstDiff(marshal(t, want), marshal(t, got)))
 				}
+			}
+		}
+	}
+}
+
+// sameCheckpoint tells two checkpoints apart by each of their fields and
+// each field of a card: a field added to either and not compared would
+// let a memo extend a view built under another checkpoint.
+func TestSameCheckpointComparesEveryField(t *testing.T) {
+	base := func() *Checkpoint {
+		return &Checkpoint{Cards: []Card{{Requests: []Request{{ID: "m1"}}, Files: []string{"a"}, Commands: []string{"ls"}, Errors: []string{"e"}}},
+			Masked: []Cut{{Seq: 1}}, Folded: []Cut{{Seq: 2}}, Pinned: []uint64{3}, MaskedImages: []uint64{4}}
+	}
+	// other sets v, a field, to a value unlike the one base gives it.
+	var other func(v reflect.Value)
+	other = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(v.String() + "x")
+		case reflect.Int:
+			v.SetInt(v.Int() + 1)
+		case reflect.Uint64:
+			v.SetUint(v.Uint() + 1)
+		case reflect.Array:
+			other(v.Index(0))
+		case reflect.Slice:
+			if v.Len() == 0 {
+				t.Fatalf("base leaves a %s empty", v.Type())
+			}
+			c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+			reflect.Copy(c, v)
+			v.Set(c)
+			if e := v.Index(0); e.Kind() == reflect.Struct {
+				other(e.Field(0))
+			} else {
+				other(e)
+			}
+		default:
+			t.Fatalf("a field of kind %s: teach the test to change it", v.Kind())
+		}
+	}
+	if !sameCheckpoint(base(), base()) {
+		t.Fatal("a checkpoint is not the same as its copy")
+	}
+	ct := reflect.TypeOf(Checkpoint{})
+	for i := range ct.NumField() {
+		cp := base()
+		other(reflect.ValueOf(cp).Elem().Field(i))
+		if sameCheckpoint(base(), cp) {
+			t.Errorf("Checkpoint.%s is not compared", ct.Field(i).Name)
+		}
+	}
+	kt := reflect.TypeOf(Card{})
+	for i := range kt.NumField() {
+		cp := base()
+		other(reflect.ValueOf(&cp.Cards[0]).Elem().Field(i))
+		if sameCheckpoint(base(), cp) {
+			t.Errorf("Card.%s is not compared", kt.Field(i).Name)
+		}
+	}
+	r := base()
+	r.Cards[0].Requests[0].Label = "assignment update"
+	if sameCheckpoint(base(), r) {
+		t.Error("a request's label is not compared")
+	}
+}
+
+// Rows pinned after a checkpoint masked them come back in the turn's
+// "# Pinned messages" section, and only they: with a few pins and with
+// many (looked up otherwise), with a memo and without.
+func TestLatePinsOfMaskedRows(t *testing.T) {
+	for _, pins := range []int{3, 11} {
+		for _, memo := range []bool{false, true} {
+			c := &conv{}
+			var results []int
+			for i := range 40 {
+				c.user(fmt.Sprintf("request %d", i), 10)
+				c.step("shell", fmt.Sprintf(`{"command": "cat log%d"}`, i), fmt.Sprintf("log %d", i), 1500, false)
+				results = append(results, len(c.rows)-1)
+				c.answer(fmt.Sprintf("answer %d", i), 10)
+			}
+			in := Input{Rows: c.rows, Budget: mustBudget(t, 100000, "full"), Overhead: 1000, Roster: fullRoster, Signals: Signals{Compact: true}}
+			if memo {
+				in.Memo, in.AppendOnly = &Memo{}, true
+			}
+			v, err := Materialize(in)
+			if err != nil || v.Checkpoint == nil {
+				t.Fatalf("no checkpoint: %v", err)
+			}
+			masked := map[uint64]bool{}
+			for _, m := range v.Checkpoint.Masked {
+				masked[m.Seq] = true
+			}
+			in.Checkpoint, in.Signals = v.Checkpoint, Signals{}
+			c.rows = slices.Clone(c.rows) // pinned in a new array, as a chat does
+			var want []string
+			whole := false
+			for _, i := range results {
+				r := &c.rows[i]
+				if r.Seq <= v.Checkpoint.Evicted {
+					continue
+				}
+				if masked[r.Seq] && len(want) < pins {
+					r.Pinned = true
+					want = append(want, pinHeading(r))
+				} else if !masked[r.Seq] && !whole {
+					r.Pinned, whole = true, true // shown whole: not a late pin
+				}
+			}
+			if len(want) < pins {
+				t.Fatalf("only %d masked results to pin; the test no longer covers %d", len(want), pins)
+			}
+			c.user("and now?", 5)
+			in.Rows, in.Context = c.rows, []Section{{Key: "cwd", Text: "/"}}
+			v, err = Materialize(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range v.Context {
+				if s.Key == PinsKey {
+					for _, line := range strings.Split(s.Text, "\n") {
+						if strings.HasPrefix(line, "## ") {
+							got = append(got, line)
+						}
+					}
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d pins, memo %v: late pins %q, want %q", pins, memo, got, want)
 			}
 		}
 	}

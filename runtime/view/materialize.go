@@ -51,6 +51,9 @@ type build struct {
 	// visAt are their indices in rows, with a memo: its kept entries and
 	// history are pointed at its rows again by index when its rows move.
 	visAt []int32
+	// pinnedVis are the indices in vis of its pinned rows, in order: a
+	// turn's late pins look at them, not at the whole history.
+	pinnedVis []int32
 
 	due    string    // the trigger of a checkpoint due this turn
 	cur    []Section // this turn's runtime context (nil: none this turn)
@@ -273,6 +276,7 @@ func agentHistory(b *build) error {
 		// The rows the last build kept are all here: its history stands,
 		// and goes on in the memo's array.
 		b.vis, b.visAt, from, dropped = k.vis[:k.nvis], k.visAt[:k.nvis], k.nrows, k.dropped
+		b.pinnedVis = k.pinnedVis[:k.npinned]
 	} else {
 		calls = map[string]bool{}
 		n := b.room(len(b.rows))
@@ -308,6 +312,9 @@ func agentHistory(b *build) error {
 		default:
 			dropped++
 			continue
+		}
+		if r.Pinned {
+			b.pinnedVis = append(b.pinnedVis, int32(len(b.vis)))
 		}
 		b.vis = append(b.vis, r)
 		if b.in.Memo != nil {

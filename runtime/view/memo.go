@@ -78,9 +78,13 @@ type snapshot struct {
 	vis     []*Row
 	visAt   []int32
 	dropped int
-	cp      *Checkpoint
-	pins    []Row // the evicted rows cp.Pinned names, as the head showed them
-	npins   []bool
+	// pinnedVis are the indices of vis's pinned rows (the array past
+	// npinned belongs to the memo).
+	pinnedVis []int32
+	npinned   int
+	cp        *Checkpoint
+	pins      []Row // the evicted rows cp.Pinned names, as the head showed them
+	npins     []bool
 	// Key: what else an entry depends on.
 	roster   []string
 	provider string
@@ -216,12 +220,25 @@ func sameFunc(f, g func(string) int) bool {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&f)) == *(*unsafe.Pointer)(unsafe.Pointer(&g))
 }
 
-// sameCheckpoint compares two checkpoints by value.
+// sameCheckpoint compares two checkpoints by value, field by field
+// (reflect.DeepEqual cost more than the rest of a turn's view under a
+// checkpoint with many cuts). An empty list is the same as none: the
+// view reads them by length.
 func sameCheckpoint(a, b *Checkpoint) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return reflect.DeepEqual(a, b)
+	return a.Epoch == b.Epoch && a.AtSeq == b.AtSeq && a.Evicted == b.Evicted && slices.EqualFunc(a.Cards, b.Cards, sameCard) &&
+		slices.Equal(a.Masked, b.Masked) && slices.Equal(a.Folded, b.Folded) && slices.Equal(a.Pinned, b.Pinned) &&
+		slices.Equal(a.MaskedImages, b.MaskedImages) && a.Trigger == b.Trigger && a.Instructions == b.Instructions &&
+		a.Before == b.Before && a.After == b.After && a.Target == b.Target && a.HeadTokens == b.HeadTokens && a.Reason == b.Reason
+}
+
+func sameCard(a, b Card) bool {
+	return a.Epoch == b.Epoch && a.From == b.From && a.To == b.To && a.Turns == b.Turns && slices.Equal(a.Requests, b.Requests) &&
+		a.OlderRequests == b.OlderRequests && slices.Equal(a.Files, b.Files) && slices.Equal(a.Commands, b.Commands) &&
+		slices.Equal(a.Errors, b.Errors) && a.More == b.More && a.LastAnswer == b.LastAnswer && a.LastAnswerID == b.LastAnswerID &&
+		a.Level == b.Level
 }
 
 // reusable is the last build's snapshot when this build may extend it:
@@ -306,7 +323,7 @@ func (b *build) keep() {
 	}
 	cp := b.active()
 	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, visAt: b.visAt, dropped: b.dropped, entries: es,
-		ctx: b.ctxEnd, provider: b.in.Provider, count: b.count, nmsg: b.nmsg}
+		ctx: b.ctxEnd, provider: b.in.Provider, count: b.count, nmsg: b.nmsg, pinnedVis: b.pinnedVis, npinned: len(b.pinnedVis)}
 	// The key's copies are made again only when it changed; a build
 	// that extended the last one found it the same already.
 	extended := old != nil && b.reuse == old

@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -372,15 +373,23 @@ func (b *build) latePins(cp *Checkpoint) []*Row {
 			out = append(out, r)
 		}
 	}
-	cut := cutMap(cp.Masked)
-	for _, c := range cp.Folded {
-		cut[c.Seq] = c
-	}
-	if len(cut) == 0 {
+	if len(b.pinnedVis) == 0 || len(cp.Masked)+len(cp.Folded) == 0 {
 		return out
 	}
-	for _, r := range b.vis {
-		if _, ok := cut[r.Seq]; ok && r.Pinned {
+	cut := func(seq uint64) bool {
+		at := func(c Cut) bool { return c.Seq == seq }
+		return slices.ContainsFunc(cp.Masked, at) || slices.ContainsFunc(cp.Folded, at)
+	}
+	if len(b.pinnedVis) > 8 {
+		// Many pins: the cuts are looked up, not read for each.
+		m := cutMap(cp.Masked)
+		for _, c := range cp.Folded {
+			m[c.Seq] = c
+		}
+		cut = func(seq uint64) bool { _, ok := m[seq]; return ok }
+	}
+	for _, i := range b.pinnedVis {
+		if r := b.vis[i]; cut(r.Seq) {
 			out = append(out, r)
 		}
 	}
