@@ -143,7 +143,8 @@ type TurnInput struct {
 	// hooks to run, calls to settle).
 	Prepared *Prepared
 	// ViewMemo is the chat's view memo (view.Input.Memo), kept by the
-	// caller from turn to turn; nil keeps nothing.
+	// caller from turn to turn; nil keeps nothing. A caller that sets it
+	// changes no row of Rows in place once handed (view.Input.AppendOnly).
 	ViewMemo *view.Memo
 }
 

@@ -33,6 +33,12 @@ func (e *Engine) viewInput(in *TurnInput, sz sizer, rows []view.Row, ci ContextI
 	vin := view.Input{Rows: rows, Checkpoint: in.Checkpoint, Budget: sz.budget, Overhead: sz.fixed, Measured: in.Measured,
 		Basis: sz.basis, Signals: in.Signals, Context: sections, Roster: roster, Count: sz.count, Provider: sz.m.ProvKind, Memo: in.ViewMemo,
 		Lead: systemLead}
+	// A chat with a memo hands its rows append-only (TurnInput.ViewMemo):
+	// the memo then reads only the rows it has not read. Not when the
+	// runtime's own rows are built (a transcript put in a copy, a settled
+	// call or a stored context appended): they may sit where the
+	// caller's next rows will.
+	vin.AppendOnly = in.ViewMemo != nil && len(rows) > 0 && len(rows) <= len(in.Rows) && &rows[0] == &in.Rows[0]
 	if e.cal != nil {
 		vin.Correct = e.cal
 	}

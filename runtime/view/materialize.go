@@ -48,6 +48,12 @@ type build struct {
 	old  []Row  // rows at or before cp.Evicted: only pins are read from them
 	rows []Row  // rows after it
 	vis  []*Row // rows the agent history keeps
+	// visAt are their indices in rows, with a memo: its kept entries and
+	// history are pointed at its rows again by index when its rows move.
+	visAt []int32
+	// pinnedVis are the indices in vis of its pinned rows, in order: a
+	// turn's late pins look at them, not at the whole history.
+	pinnedVis []int32
 
 	due    string    // the trigger of a checkpoint due this turn
 	cur    []Section // this turn's runtime context (nil: none this turn)
@@ -70,6 +76,7 @@ type build struct {
 	reuse    *snapshot
 	baseFrom int
 	ctxEnd   ctxState
+	nmsg     int // messages of the kept entries, in the memo's array; -1: not kept
 }
 
 // entry is one message of the view under construction.
@@ -88,6 +95,9 @@ type entry struct {
 	current   bool // this turn's runtime context
 	masked    bool
 	folded    bool
+	// at is row's index in build.rows with a memo (it fits where the
+	// flags leave room).
+	at int32
 }
 
 // sent reports whether the entry becomes a message: a context row with
@@ -151,8 +161,9 @@ func Materialize(in Input) (View, error) {
 			return View{Stages: b.reports}, err
 		}
 	}
+	v := b.viewKept()
 	b.keep()
-	return b.view(), nil
+	return v, nil
 }
 
 func (b *build) report(stage string, rows, toks int, format string, args ...any) {
@@ -197,16 +208,7 @@ func clearCut(b *build) error {
 	if b.cp != nil {
 		floor = b.cp.Evicted
 	}
-	start, clearSeq := 0, uint64(0)
-	// Rows at or before the evicted seq were cut by the checkpoint already
-	// (it was planned after any clear among them), so the scan stops there
-	// and a turn costs only what came after it.
-	for i := len(rows) - 1; i >= 0 && rows[i].Seq > floor; i-- {
-		if rows[i].Kind == KindClear {
-			start, clearSeq = i+1, rows[i].Seq
-			break
-		}
-	}
+	start, clearSeq := b.scanClear(floor)
 	note := "no clear"
 	if clearSeq > 0 {
 		note = fmt.Sprintf("cut at clear m%d", clearSeq)
@@ -221,10 +223,47 @@ func clearCut(b *build) error {
 	if m := b.in.Memo; m != nil {
 		// The memo's copies from here on: equal by value, and the same
 		// addresses turn after turn, which the entries it keeps point at.
-		b.rows, b.kept = m.sync(b.rows)
+		b.rows, b.kept = m.sync(b.rows, b.in.AppendOnly)
 	}
 	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
 	return nil
+}
+
+// scanClear finds the latest /clear among the rows after floor: where
+// the rows after it start, and its seq (0, 0: none). Rows at or before
+// the evicted seq were cut by the checkpoint already (it was planned
+// after any clear among them), so the scan stops there and a turn costs
+// only what came after it. Rows handed AppendOnly where the memo's last
+// scan read are read only past it.
+func (b *build) scanClear(floor uint64) (int, uint64) {
+	rows, m := b.in.Rows, b.in.Memo
+	var last *clearScan
+	if m != nil {
+		last = &m.scan
+		if !b.in.AppendOnly || len(rows) == 0 {
+			*last = clearScan{}
+			last = nil
+		}
+	}
+	stop := 0
+	if last != nil && last.base == &rows[0] && last.n <= len(rows) && last.floor == floor {
+		stop = last.n
+	}
+	start, clearSeq, i := 0, uint64(0), len(rows)-1
+	for ; i >= stop && rows[i].Seq > floor; i-- {
+		if rows[i].Kind == KindClear {
+			start, clearSeq = i+1, rows[i].Seq
+			break
+		}
+	}
+	if clearSeq == 0 && i < stop && stop > 0 {
+		// Every row past the last scan was read: what it found stands.
+		start, clearSeq = last.start, last.clearSeq
+	}
+	if last != nil {
+		*last = clearScan{base: &rows[0], n: len(rows), floor: floor, start: start, clearSeq: clearSeq}
+	}
+	return start, clearSeq
 }
 
 // agentHistory keeps the rows that carry something for the model: it drops
@@ -236,10 +275,15 @@ func agentHistory(b *build) error {
 	if k := b.keptRows(); k != nil {
 		// The rows the last build kept are all here: its history stands,
 		// and goes on in the memo's array.
-		b.vis, from, dropped = k.vis[:k.nvis], k.nrows, k.dropped
+		b.vis, b.visAt, from, dropped = k.vis[:k.nvis], k.visAt[:k.nvis], k.nrows, k.dropped
+		b.pinnedVis = k.pinnedVis[:k.npinned]
 	} else {
 		calls = map[string]bool{}
-		b.vis = make([]*Row, 0, len(b.rows))
+		n := b.room(len(b.rows))
+		b.vis = make([]*Row, 0, n)
+		if b.in.Memo != nil {
+			b.visAt = make([]int32, 0, n)
+		}
 	}
 	for i := from; i < len(b.rows); i++ {
 		r := &b.rows[i]
@@ -269,7 +313,13 @@ func agentHistory(b *build) error {
 			dropped++
 			continue
 		}
+		if r.Pinned {
+			b.pinnedVis = append(b.pinnedVis, int32(len(b.vis)))
+		}
 		b.vis = append(b.vis, r)
+		if b.in.Memo != nil {
+			b.visAt = append(b.visAt, int32(i))
+		}
 	}
 	b.dropped = dropped
 	b.report("agent-history", len(b.vis), -1, "%d rows dropped", dropped)
@@ -382,12 +432,29 @@ func media(b *build) error {
 	return nil
 }
 
+// room is the capacity for n entries of a view a memo keeps: the next
+// views extend it in its array, which then grows only now and then.
+func (b *build) room(n int) int {
+	if b.in.Memo == nil {
+		return n
+	}
+	return n + n/4 + 16
+}
+
 // payloads makes base: the rows of vis from baseFrom on, then this turn's
 // runtime context.
 func (b *build) payloads() {
-	b.base = make([]entry, 0, len(b.vis)-b.baseFrom+1)
-	for _, r := range b.vis[b.baseFrom:] {
-		b.base = append(b.base, b.entryOf(r))
+	n := len(b.vis) - b.baseFrom + 1
+	if b.baseFrom == 0 {
+		n = b.room(n) // the view without a checkpoint is base itself
+	}
+	b.base = make([]entry, 0, n)
+	for j, r := range b.vis[b.baseFrom:] {
+		e := b.entryOf(r)
+		if b.visAt != nil {
+			e.at = b.visAt[b.baseFrom+j]
+		}
+		b.base = append(b.base, e)
 	}
 	if b.cur != nil {
 		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
@@ -494,13 +561,12 @@ func (b *build) replan(trigger string) string {
 // overhead, the cards and pins, and the active turn alone exceed the ceiling.
 func preflight(b *build) error {
 	a := activeStart(b.entries)
-	n, k := 0, 0
-	for i := range b.entries {
-		e := &b.entries[i]
-		if (i >= a || e.head) && e.sent() {
-			n += e.tokens
-			k++
-		}
+	// The head (the cards and pins) can only open the view; the rest is
+	// the active turn, so a long history is not walked for it.
+	n, k := sums(b.entries[a:])
+	if a > 0 && b.entries[0].head && b.entries[0].sent() {
+		n += b.entries[0].tokens
+		k++
 	}
 	least := b.corrected(b.in.Overhead + n + tokens.Overhead(k))
 	ceil := b.in.Budget.Ceiling
@@ -592,7 +658,7 @@ func (b *build) view() View {
 // pins first, then the rows after the evicted seq with the masked and folded
 // ones shortened, then the runtime context rendered against what is shown.
 func (b *build) apply(cp *Checkpoint) []entry {
-	out := make([]entry, 0, len(b.base)+1)
+	out := make([]entry, 0, b.room(len(b.base)+1))
 	if cp != nil && (len(cp.Cards) > 0 || len(cp.Pinned) > 0) {
 		out = append(out, b.headEntry(cp))
 	}

@@ -16,13 +16,19 @@ import (
 // and garbage that grew with the chat. A hit is decided by value (the
 // rows, the sections and the flag a text was rendered from, the
 // checkpoint, the roster, the provider and the counter), never by
-// position or identity alone, so a Memo never changes a byte of the view:
-// a row that changed, moved or went simply renders afresh, and with it
-// everything after it. The texts it returns are the ones it returned
-// before, so the same message is the same string turn after turn (the
-// request encoder's cache then compares it with what it kept in O(1), not
-// by its bytes). The zero Memo is ready; one Memo serves one conversation
-// (it is safe for concurrent use).
+// position or identity alone (but for rows handed Input.AppendOnly, which
+// the caller says it never changes in place), so a Memo never changes a
+// byte of the view: a row that changed, moved or went simply renders
+// afresh, and with it everything after it. The texts it returns are the
+// ones it returned before, so the same message is the same string turn
+// after turn (the request encoder's cache then compares it with what it
+// kept in O(1), not by its bytes). The views' messages are written in two arrays of the
+// memo in turn, an extended view copying only what it adds: a view's
+// messages stay as built while the next view is built, and the build
+// after that may write its array again (past what the views share), so
+// a caller that keeps a view longer than its turn copies its messages.
+// The zero Memo is ready; one Memo serves one conversation (it is safe
+// for concurrent use).
 type Memo struct {
 	mu  sync.Mutex
 	ctx []ctxMemo // by place among the view's context entries
@@ -32,8 +38,25 @@ type Memo struct {
 	// changing its rows in place cannot make a stale entry match; a build
 	// with a memo reads these copies, so its entries point at them.
 	rows []Row
+	// src is where the caller's rows that m.rows copies begin, when they
+	// were handed AppendOnly (nil otherwise): the same place, handed
+	// AppendOnly again, holds the same rows.
+	src *Row
+	// scan is what clearCut found in the caller's rows last time, when
+	// they were handed AppendOnly, and old the pinned rows among the
+	// evicted ones (pinnedOld).
+	scan clearScan
+	old  oldPins
 	last *snapshot // what the last build left; nil when nothing is kept
 	hits int       // builds that extended the last one
+	// compared counts the rows sync compared by value, for tests.
+	compared int
+
+	// bufs are the arrays the views' messages are written in, in turn
+	// (viewKept); bufs[cur] holds the last view's, after lead.
+	bufs [2]msgBuf
+	cur  int
+	lead []provider.Message
 }
 
 // Extended is how many builds extended the last view rather than build
@@ -50,13 +73,18 @@ type snapshot struct {
 	nrows int  // memo rows the entries cover
 	base  *Row // &rows[0] then: the entries point into that array
 	nvis  int  // rows the agent history kept of them
-	// vis are those rows (the array past nvis belongs to the memo), and
-	// dropped how many it dropped.
+	// vis are those rows and visAt their indices (the arrays past nvis
+	// belong to the memo), and dropped how many it dropped.
 	vis     []*Row
+	visAt   []int32
 	dropped int
-	cp      *Checkpoint
-	pins    []Row // the evicted rows cp.Pinned names, as the head showed them
-	npins   []bool
+	// pinnedVis are the indices of vis's pinned rows (the array past
+	// npinned belongs to the memo).
+	pinnedVis []int32
+	npinned   int
+	cp        *Checkpoint
+	pins      []Row // the evicted rows cp.Pinned names, as the head showed them
+	npins     []bool
 	// Key: what else an entry depends on.
 	roster   []string
 	provider string
@@ -67,6 +95,7 @@ type snapshot struct {
 	ctx     ctxState // renderContexts' state after entries
 	tokens  int      // historyTokens' sum over entries (without overhead)
 	sent    int      // entries sent
+	nmsg    int      // the messages entries sent, in the memo's bufs[cur]; -1: none kept
 }
 
 // ctxState is where renderContexts is among the context entries.
@@ -106,13 +135,42 @@ func (m *Memo) render(k int, prev, cur []Section, first bool) string {
 	return text
 }
 
+// clearScan is where clearCut found the latest clear in the first n
+// rows of the array at base, reading back to floor.
+type clearScan struct {
+	base     *Row
+	n        int
+	floor    uint64
+	start    int
+	clearSeq uint64
+}
+
+// oldPins are the pinned rows pinnedOld found among the n evicted rows
+// at base, handed AppendOnly.
+type oldPins struct {
+	base *Row
+	n    int
+	pins []*Row
+}
+
 // sync makes m.rows a copy of rows and returns it, with how many leading
 // rows were already there, equal by value. A row that differs and every
-// one after it are copied anew. m.mu is held.
-func (m *Memo) sync(rows []Row) ([]Row, int) {
+// one after it are copied anew. Rows handed appendOnly where the last
+// rows were handed so are those rows (the caller says so), and are not
+// compared. m.mu is held.
+func (m *Memo) sync(rows []Row, appendOnly bool) ([]Row, int) {
 	n := 0
+	if len(rows) > 0 && m.src == &rows[0] && appendOnly && len(m.rows) <= len(rows) {
+		n = len(m.rows)
+	}
+	from := n
 	for n < len(rows) && n < len(m.rows) && sameRow(&m.rows[n], &rows[n]) {
 		n++
+	}
+	m.compared += n - from
+	m.src = nil
+	if appendOnly && len(rows) > 0 {
+		m.src = &rows[0]
 	}
 	kept := n
 	if m.last != nil && n < m.last.nrows {
@@ -162,12 +220,25 @@ func sameFunc(f, g func(string) int) bool {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&f)) == *(*unsafe.Pointer)(unsafe.Pointer(&g))
 }
 
-// sameCheckpoint compares two checkpoints by value.
+// sameCheckpoint compares two checkpoints by value, field by field
+// (reflect.DeepEqual cost more than the rest of a turn's view under a
+// checkpoint with many cuts). An empty list is the same as none: the
+// view reads them by length.
 func sameCheckpoint(a, b *Checkpoint) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return reflect.DeepEqual(a, b)
+	return a.Epoch == b.Epoch && a.AtSeq == b.AtSeq && a.Evicted == b.Evicted && slices.EqualFunc(a.Cards, b.Cards, sameCard) &&
+		slices.Equal(a.Masked, b.Masked) && slices.Equal(a.Folded, b.Folded) && slices.Equal(a.Pinned, b.Pinned) &&
+		slices.Equal(a.MaskedImages, b.MaskedImages) && a.Trigger == b.Trigger && a.Instructions == b.Instructions &&
+		a.Before == b.Before && a.After == b.After && a.Target == b.Target && a.HeadTokens == b.HeadTokens && a.Reason == b.Reason
+}
+
+func sameCard(a, b Card) bool {
+	return a.Epoch == b.Epoch && a.From == b.From && a.To == b.To && a.Turns == b.Turns && slices.Equal(a.Requests, b.Requests) &&
+		a.OlderRequests == b.OlderRequests && slices.Equal(a.Files, b.Files) && slices.Equal(a.Commands, b.Commands) &&
+		slices.Equal(a.Errors, b.Errors) && a.More == b.More && a.LastAnswer == b.LastAnswer && a.LastAnswerID == b.LastAnswerID &&
+		a.Level == b.Level
 }
 
 // reusable is the last build's snapshot when this build may extend it:
@@ -204,16 +275,14 @@ func (b *build) keptRows() *snapshot {
 
 // rebase points s's rows and entries at rows, the memo's copies after
 // they moved to a larger array (their values are the same: sync kept
-// them).
+// them), by the indices they keep; the old array is then let go.
 func (s *snapshot) rebase(rows []Row) {
-	size := unsafe.Sizeof(Row{})
-	at := func(r *Row) *Row { return &rows[(uintptr(unsafe.Pointer(r))-uintptr(unsafe.Pointer(s.base)))/size] }
-	for i := range s.vis[:s.nvis] {
-		s.vis[i] = at(s.vis[i])
+	for i, at := range s.visAt[:s.nvis] {
+		s.vis[i] = &rows[at]
 	}
 	for i := range s.entries {
-		if r := s.entries[i].row; r != nil {
-			s.entries[i].row = at(r)
+		if e := &s.entries[i]; e.row != nil {
+			e.row = &rows[e.at]
 		}
 	}
 	s.base = &rows[0]
@@ -253,20 +322,24 @@ func (b *build) keep() {
 		es = es[:n-1]
 	}
 	cp := b.active()
-	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, dropped: b.dropped, entries: es, ctx: b.ctxEnd,
-		provider: b.in.Provider, count: b.count}
-	// The key's copies are made again only when it changed.
-	if old != nil && sameCheckpoint(old.cp, cp) {
+	s := &snapshot{nrows: len(b.rows), base: &b.rows[0], nvis: len(b.vis), vis: b.vis, visAt: b.visAt, dropped: b.dropped, entries: es,
+		ctx: b.ctxEnd, provider: b.in.Provider, count: b.count, nmsg: b.nmsg, pinnedVis: b.pinnedVis, npinned: len(b.pinnedVis)}
+	// The key's copies are made again only when it changed; a build
+	// that extended the last one found it the same already.
+	extended := old != nil && b.reuse == old
+	if extended || old != nil && sameCheckpoint(old.cp, cp) {
 		s.cp = old.cp
 	} else {
 		s.cp = cloneCheckpoint(cp)
 	}
-	if old != nil && slices.Equal(old.roster, b.in.Roster) {
+	if extended || old != nil && slices.Equal(old.roster, b.in.Roster) {
 		s.roster = old.roster
 	} else {
 		s.roster = slices.Clone(b.in.Roster)
 	}
-	if cp != nil && len(cp.Pinned) > 0 {
+	if extended {
+		s.pins, s.npins = old.pins, old.npins
+	} else if cp != nil && len(cp.Pinned) > 0 {
 		s.pins, s.npins = make([]Row, len(cp.Pinned)), make([]bool, len(cp.Pinned))
 		for i, seq := range cp.Pinned {
 			if r := b.rowBySeq(seq); r != nil {
@@ -274,7 +347,13 @@ func (b *build) keep() {
 			}
 		}
 	}
-	s.tokens, s.sent = sums(es)
+	if r := b.reuse; r != nil {
+		// The kept entries are the last view's, their sums kept with them.
+		n, k := sums(es[len(r.entries):])
+		s.tokens, s.sent = r.tokens+n, r.sent+k
+	} else {
+		s.tokens, s.sent = sums(es)
+	}
 	m.last = s
 }
 

@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -328,8 +329,15 @@ func (b *build) fold(e entry, toks int) entry {
 }
 
 // pinnedOld returns the pinned rows among those evicted, back to the
-// latest clear.
+// latest clear. The same evicted rows handed AppendOnly to a memo give
+// the rows it found last time (not to be changed): a chat's turns under
+// one checkpoint do not read its evicted rows each time.
 func (b *build) pinnedOld() []*Row {
+	m := b.in.Memo
+	cache := m != nil && b.in.AppendOnly && len(b.old) > 0
+	if cache && m.old.base == &b.old[0] && m.old.n == len(b.old) {
+		return m.old.pins
+	}
 	var out []*Row
 	for i := len(b.old) - 1; i >= 0; i-- {
 		r := &b.old[i]
@@ -342,6 +350,9 @@ func (b *build) pinnedOld() []*Row {
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
+	}
+	if cache {
+		m.old = oldPins{base: &b.old[0], n: len(b.old), pins: out}
 	}
 	return out
 }
@@ -362,15 +373,23 @@ func (b *build) latePins(cp *Checkpoint) []*Row {
 			out = append(out, r)
 		}
 	}
-	cut := cutMap(cp.Masked)
-	for _, c := range cp.Folded {
-		cut[c.Seq] = c
-	}
-	if len(cut) == 0 {
+	if len(b.pinnedVis) == 0 || len(cp.Masked)+len(cp.Folded) == 0 {
 		return out
 	}
-	for _, r := range b.vis {
-		if _, ok := cut[r.Seq]; ok && r.Pinned {
+	cut := func(seq uint64) bool {
+		at := func(c Cut) bool { return c.Seq == seq }
+		return slices.ContainsFunc(cp.Masked, at) || slices.ContainsFunc(cp.Folded, at)
+	}
+	if len(b.pinnedVis) > 8 {
+		// Many pins: the cuts are looked up, not read for each.
+		m := cutMap(cp.Masked)
+		for _, c := range cp.Folded {
+			m[c.Seq] = c
+		}
+		cut = func(seq uint64) bool { _, ok := m[seq]; return ok }
+	}
+	for _, i := range b.pinnedVis {
+		if r := b.vis[i]; cut(r.Seq) {
 			out = append(out, r)
 		}
 	}

@@ -197,6 +197,13 @@ type Input struct {
 	// (nil: nothing kept). It changes no byte of the view, only what
 	// building it costs.
 	Memo *Memo
+	// AppendOnly says the caller never changes a row it handed in place,
+	// nor the slices a row holds: it appends rows after them, in the same
+	// array or in another. A Memo then takes the rows at the places of
+	// the array it read last time for the ones it read, and reads only
+	// the rows after them; without it every row is compared with the
+	// memo's copy, so a row changed in place is seen.
+	AppendOnly bool
 }
 
 // View is one request's messages and what the caller must store.
