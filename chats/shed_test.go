@@ -64,16 +64,7 @@ func TestShedUnloadsIdleChats(t *testing.T) {
 // never went back (issue 20, item 2). With a shed chat as the proof:
 // TestShedChatIsLetGo.
 func TestCommittedWritesAreLetGo(t *testing.T) {
-	db, err := OpenDB(filepath.Join(t.TempDir(), "mirror.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st, err := NewStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t, filepath.Join(t.TempDir(), "mirror.db"))
 
 	// A first write holds the committer while ten more queue behind it,
 	// so they commit as one group; a last one commits alone after them.
@@ -166,16 +157,7 @@ func TestShedChatIsLetGo(t *testing.T) {
 // each of the first turns' commits).
 func TestNewDatabaseGrowsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mirror.db")
-	db, err := OpenDB(path, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st, err := NewStore(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t, path)
 	value := make([]byte, 1000)
 	for i := range 200 { // about 200 KiB: four doublings from 32 KiB
 		if err := st.Write(bg, func(tx *bolt.Tx) error {
@@ -195,4 +177,21 @@ func TestNewDatabaseGrowsOnce(t *testing.T) {
 	if fi.Size() != initialMap {
 		t.Fatalf("the file is %d bytes after 200 KiB of writes; want %d, grown once", fi.Size(), initialMap)
 	}
+}
+
+// openTestStore opens a database at path and its store, both closed when
+// the test ends.
+func openTestStore(t *testing.T, path string) *Store {
+	t.Helper()
+	db, err := OpenDB(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := NewStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
 }

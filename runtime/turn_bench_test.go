@@ -61,13 +61,22 @@ func BenchmarkTurn(b *testing.B) {
 // time (the context the last turn stored, a request, the answer), Prepare
 // then Run with the chat's view memo; every 50 turns the chat is back to
 // its start, as after a boundary.
-func BenchmarkTurnChat(b *testing.B) {
-	e, err := NewEngine([]*Model{{Name: "m", ProvName: "builtin", Provider: builtin.New(0), Remote: "echo", Window: 128000}},
+func BenchmarkTurnChat(b *testing.B) { benchTurnChat(b, 128000, 10, 100) }
+
+// BenchmarkTurnChatLong is BenchmarkTurnChat for longer chats (100 and
+// 1,000 turns before the chat is back to its start): what a turn costs as
+// the history grows, which a view extended from the last one keeps flat.
+func BenchmarkTurnChatLong(b *testing.B) { benchTurnChat(b, 1000000, 100, 1000) }
+
+// benchTurnChat runs BenchmarkTurnChat's chat with a model of window
+// tokens, once for each history length (in turns) given.
+func benchTurnChat(b *testing.B, window int, histories ...int) {
+	e, err := NewEngine([]*Model{{Name: "m", ProvName: "builtin", Provider: builtin.New(0), Remote: "echo", Window: window}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 4)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, turns := range []int{10, 100} {
+	for _, turns := range histories {
 		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) {
 			var rows []view.Row
 			seq := uint64(0)

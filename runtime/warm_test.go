@@ -10,15 +10,7 @@ import (
 // offered tool list counted (defsCount answers from its cache, with the
 // same count a first turn would have made).
 func TestWarmCountsTheOfferedTools(t *testing.T) {
-	p := &pieces{}
-	e, err := NewEngine([]*Model{{Name: "m", ProvName: "fake", Provider: p, Remote: "m", Window: 128000}},
-		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Provision(Options{}); err != nil {
-		t.Fatal(err)
-	}
+	e := piecesEngine(t, &pieces{})
 	e.Warm()
 	defs, _ := e.offer(true, nil)
 	if len(defs) == 0 {
