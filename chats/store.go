@@ -83,6 +83,7 @@ func OpenDBReport(path string, timeout time.Duration) (*bolt.DB, *dbcheck.Report
 	// file in a goroutine nothing can recover, so the file is checked
 	// first (dbcheck.OpenFileReport, whole when bbolt will walk it), under
 	// the lock bbolt then keeps.
+	//
 	// A new file is mapped, and grown, a mebibyte at once (initialMap):
 	// bbolt starts at 32 KiB and doubles, and each step remaps the file and
 	// syncs its new size inside a commit, the first ones in the first turns.
