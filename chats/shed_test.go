@@ -68,7 +68,13 @@ func TestCommittedWritesAreLetGo(t *testing.T) {
 
 	// A first write holds the committer while ten more queue behind it,
 	// so they commit as one group; a last one commits alone after them.
-	hold, held := make(chan struct{}), make(chan struct{})
+	// held has room for the one signal, sent whether or not the test
+	// waits for it yet; hold is let go at the end whatever happens, before
+	// the store closes (cleanups run last registered first).
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
 	first := make(chan error, 1)
 	go func() {
 		first <- st.Write(bg, func(*bolt.Tx) error {
@@ -80,7 +86,15 @@ func TestCommittedWritesAreLetGo(t *testing.T) {
 			return nil
 		})
 	}()
-	<-held
+	within := func(what string, c <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+	within("the first write runs", held)
 	const n = 10
 	gone := make(chan int, n)
 	var wg sync.WaitGroup
@@ -102,11 +116,13 @@ func TestCommittedWritesAreLetGo(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	close(hold)
-	if err := <-first; err != nil {
+	release()
+	committed := make(chan struct{})
+	go func() { wg.Wait(); close(committed) }()
+	within("the group commits", committed)
+	if err := <-first; err != nil { // committed before the group
 		t.Fatal(err)
 	}
-	wg.Wait()
 	if err := st.Write(bg, func(*bolt.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
