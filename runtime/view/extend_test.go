@@ -241,7 +241,7 @@ func TestMemoRandomHistories(t *testing.T) {
 		memo := &Memo{}
 		for step := range 40 {
 			grow(r, c, 1)
-			switch r.Intn(14) {
+			switch k := r.Intn(14); k {
 			case 5:
 				// A result whose call is not in the view (it went, or never
 				// was): the view leaves it out.
@@ -254,37 +254,13 @@ func TestMemoRandomHistories(t *testing.T) {
 						break
 					}
 				}
-			case 0:
-				in.Signals.Compact = true
-			case 1:
-				c.add(Row{Kind: KindClear})
-			case 2:
-				c.rows[r.Intn(len(c.rows))].Pinned = true
-			case 3:
-				if i := r.Intn(len(c.rows)); c.rows[i].Kind == KindAssistant || c.rows[i].Kind == KindUser {
-					c.rows[i].Text += " (edited)"
-				}
-			case 4:
-				if i := r.Intn(len(c.rows)); c.rows[i].Kind == KindUser {
-					c.rows = append(c.rows[:i:i], c.rows[i+1:]...)
-				}
+			default:
+				change(k, r, c, &in, nil)
 			}
 			in.Rows = c.rows
 			in.Context = []Section{{Key: "step", Text: fmt.Sprint(step / 3)}}
-			in.Memo = nil
-			want, err1 := Materialize(in)
-			in.Memo = memo
-			got, err2 := Materialize(in)
-			if fmt.Sprint(err1) != fmt.Sprint(err2) || !reflect.DeepEqual(want, got) {
-				t.Fatalf("seed %d, step %d: the view with a memo differs:\n%s", seed, step, firstDiff(marshal(t, want), marshal(t, got)))
-			}
-			if got.Checkpoint != nil {
-				in.Checkpoint = got.Checkpoint
-			}
-			// The provider bills what was sent, a little over the estimate:
-			// later turns are measured, and may take a checkpoint for it.
-			in.Measured = Measurement{Tokens: got.Size + got.Size/20, Epoch: got.Epoch, Seq: c.rows[len(c.rows)-1].Seq, Basis: in.Basis}
-			in.Signals = Signals{}
+			got, _ := memoMatchesFresh(t, &in, memo, seed, step)
+			billed(&in, got, c)
 		}
 		if memo.Extended() == 0 {
 			t.Fatalf("seed %d: no view extended the last one", seed)

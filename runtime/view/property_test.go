@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -229,4 +230,61 @@ func cuttable(rows []Row, cp *Checkpoint, in Input) bool {
 		}
 	}
 	return false
+}
+
+// change makes the random histories' common change k to c or in (0: a
+// compaction asked for, 1: a clear, 2: a row pinned, 3: a row edited,
+// 4: a user row deleted) and says whether k is one of them. inPlace, when
+// not nil, is called before a row is changed in place: a chat hands such
+// a change in a new array.
+func change(k int, r *rand.Rand, c *conv, in *Input, inPlace func()) bool {
+	if inPlace == nil {
+		inPlace = func() {}
+	}
+	switch k {
+	case 0:
+		in.Signals.Compact = true
+	case 1:
+		c.add(Row{Kind: KindClear})
+	case 2:
+		inPlace()
+		c.rows[r.Intn(len(c.rows))].Pinned = true
+	case 3:
+		inPlace()
+		if i := r.Intn(len(c.rows)); c.rows[i].Kind == KindAssistant || c.rows[i].Kind == KindUser {
+			c.rows[i].Text += " (edited)"
+		}
+	case 4:
+		if i := r.Intn(len(c.rows)); c.rows[i].Kind == KindUser {
+			c.rows = append(c.rows[:i:i], c.rows[i+1:]...)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// memoMatchesFresh builds in's view without a memo and with memo, fails
+// the test when they differ, and returns the memo's.
+func memoMatchesFresh(t *testing.T, in *Input, memo *Memo, seed, step int) (View, error) {
+	t.Helper()
+	in.Memo = nil
+	want, err1 := Materialize(*in)
+	in.Memo = memo
+	got, err2 := Materialize(*in)
+	if fmt.Sprint(err1) != fmt.Sprint(err2) || !reflect.DeepEqual(want, got) {
+		t.Fatalf("seed %d, step %d: the view with a memo differs:\n%s", seed, step, firstDiff(marshal(t, want), marshal(t, got)))
+	}
+	return got, err2
+}
+
+// billed readies in for the next turn after view v: its checkpoint kept,
+// what the provider billed for it measured (a little over the estimate,
+// so later turns may take a checkpoint for it), no signal left.
+func billed(in *Input, v View, c *conv) {
+	if v.Checkpoint != nil {
+		in.Checkpoint = v.Checkpoint
+	}
+	in.Measured = Measurement{Tokens: v.Size + v.Size/20, Epoch: v.Epoch, Seq: c.rows[len(c.rows)-1].Seq, Basis: in.Basis}
+	in.Signals = Signals{}
 }
