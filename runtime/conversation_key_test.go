@@ -5,7 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
 
@@ -29,14 +28,7 @@ func TestTurnRequestNamesItsChat(t *testing.T) {
 	for _, chat := range []string{"chat-1", "chat-2"} {
 		t.Run(chat, func(t *testing.T) {
 			p := &conversations{}
-			e, err := NewEngine([]*Model{{Name: "m", ProvName: "fake", Provider: p, Remote: "m", Window: 128000}},
-				map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Provision(Options{}); err != nil {
-				t.Fatal(err)
-			}
+			e := piecesEngine(t, p)
 			in := TurnInput{Chat: chat, Turn: 1, Chain: "default", History: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}}
 			if _, err := e.Run(context.Background(), in, func(string) error { return nil }); err != nil {
 				t.Fatal(err)

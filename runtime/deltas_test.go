@@ -33,7 +33,9 @@ func (p *pieces) Stream(_ context.Context, _ provider.Request, emit func(provide
 	return provider.Result{Text: strings.Join(p.parts, ""), FinishReason: "stop"}, nil
 }
 
-func piecesEngine(t *testing.T, p *pieces) *Engine {
+// piecesEngine is an engine whose one model "m" (chain default, the chat
+// role) is served by p, provisioned.
+func piecesEngine(t *testing.T, p provider.Provider) *Engine {
 	t.Helper()
 	e, err := NewEngine([]*Model{{Name: "m", ProvName: "fake", Provider: p, Remote: "m", Window: 128000}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 4)
