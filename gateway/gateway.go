@@ -325,6 +325,10 @@ func (w *stallWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.r
 // Unwrap lets http.ResponseController reach the real writer.
 func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Warm does now what the first page load would do first: it compresses
+// the static files (call it in the background once listening).
+func (s *Server) Warm() { web.Warm() }
+
 // Close closes every WebSocket and live monitor feed and waits for them.
 func (s *Server) Close() {
 	if s.unsubscribe != nil {

@@ -366,10 +366,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer os.Remove(filepath.Join(dir, ListenFile))
 	fmt.Fprintf(stdout, "mirror: listening on http://%s\n", ln.Addr())
-	// What the first turn would do first is done now, in the background.
+	// What the first turn and the first page load would do first is done
+	// now, in the background.
 	go func() {
 		warmCounters(cfg)
 		engine.Warm()
+		srv.Warm()
 	}()
 
 	if n, err := svc.Resume(sig); err != nil {

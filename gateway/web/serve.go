@@ -14,31 +14,54 @@ import (
 	"time"
 )
 
-// asset is one static file as it is served: its bytes, a gzipped copy
-// when that is smaller, and an ETag of the content.
+// asset is one static file as it is served: its bytes, an ETag of the
+// content, and, for a text file, a gzipped copy made on first use (gzipped)
+// and kept when it is smaller.
 type asset struct {
-	raw, gz []byte
-	etag    string
+	raw  []byte
+	etag string
+	pack bool // compressible: gzipped asks for the copy
+	once sync.Once
+	gz   []byte // set by once; nil when not smaller or not packed
+}
+
+// gzipped returns a's gzipped copy, or nil when a has none. The first call
+// compresses, at the best level: the files never change while the binary
+// runs, so they are compressed once per process, and not at its start
+// (~900 KB at the best level took two thirds of the time to the first
+// accepted connection).
+func (a *asset) gzipped() []byte {
+	if a.pack {
+		a.once.Do(func() {
+			var buf bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+			_, _ = zw.Write(a.raw)
+			_ = zw.Close()
+			if buf.Len() < len(a.raw)*9/10 {
+				a.gz = buf.Bytes()
+			}
+		})
+	}
+	return a.gz
 }
 
 // body is what to send of a for r: gzipped when a has a gzipped form and r
 // accepts it (setting Vary and Content-Encoding in h), else raw.
 func (a *asset) body(h http.Header, r *http.Request) []byte {
-	if a.gz == nil {
+	gz := a.gzipped()
+	if gz == nil {
 		return a.raw
 	}
 	h.Add("Vary", "Accept-Encoding")
 	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
 		h.Set("Content-Encoding", "gzip")
-		return a.gz
+		return gz
 	}
 	return a.raw
 }
 
-var (
-	assetsOnce sync.Once
-	assets     map[string]*asset
-)
+// assets are the embedded files by name, read and hashed on first use.
+var assets = sync.OnceValue(readAssets)
 
 // compressible says a file is text worth gzipping (images such as the
 // favicon's SVG are text too; fonts and PNGs would not be).
@@ -50,11 +73,10 @@ func compressible(name string) bool {
 	return false
 }
 
-// loadAssets reads every embedded file once and gzips the text ones at the
-// best level: the files never change while the binary runs, so they are
-// compressed once per process instead of on every request.
-func loadAssets() {
-	assets = map[string]*asset{}
+// readAssets reads every embedded file (no copy: they are in the binary)
+// and hashes it for its ETag; compressing waits for gzipped.
+func readAssets() map[string]*asset {
+	m := map[string]*asset{}
 	_ = fs.WalkDir(static, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -64,19 +86,18 @@ func loadAssets() {
 			return err
 		}
 		sum := sha256.Sum256(b)
-		a := &asset{raw: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
-		if compressible(name) {
-			var buf bytes.Buffer
-			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-			_, _ = zw.Write(b)
-			_ = zw.Close()
-			if buf.Len() < len(b)*9/10 {
-				a.gz = buf.Bytes()
-			}
-		}
-		assets[name] = a
+		m[name] = &asset{raw: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, pack: compressible(name)}
 		return nil
 	})
+	return m
+}
+
+// Warm compresses every text asset now, so that the first page load does
+// not: the gateway calls it in the background once it listens.
+func Warm() {
+	for _, a := range assets() {
+		a.gzipped()
+	}
 }
 
 // StaticHandler serves Static() (mount it with http.StripPrefix at
@@ -85,10 +106,9 @@ func loadAssets() {
 // revalidates with a 304 instead of fetching the files again
 // (Cache-Control: no-cache, as the names carry no version).
 func StaticHandler() http.Handler {
-	assetsOnce.Do(loadAssets)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, "/")
-		a := assets[name]
+		a := assets()[name]
 		if a == nil {
 			http.NotFound(w, r)
 			return
@@ -107,8 +127,7 @@ func StaticHandler() http.Handler {
 // text/html, gzipped when r accepts it; the caller sets its other headers
 // (the pages are not cached: Cache-Control no-store).
 func WritePage(w http.ResponseWriter, r *http.Request, name string) {
-	assetsOnce.Do(loadAssets)
-	a := assets[name]
+	a := assets()[name]
 	if a == nil {
 		http.NotFound(w, r)
 		return

@@ -125,3 +125,49 @@ func FuzzAcceptsGzip(f *testing.F) {
 		}
 	})
 }
+
+// TestAssetsCompressOnFirstUse: reading the assets (what a start does)
+// compresses nothing; the first request for a text file compresses that
+// file alone, and Warm the rest.
+func TestAssetsCompressOnFirstUse(t *testing.T) {
+	m := readAssets()
+	packed := func() (n int) {
+		for _, a := range m {
+			if a.gz != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := packed(); n != 0 {
+		t.Fatalf("%d assets compressed as they were read", n)
+	}
+	app := m["app.js"]
+	r := httptest.NewRequest("GET", "/app.js", nil)
+	r.Header.Set("Accept-Encoding", "gzip")
+	w := httptest.NewRecorder()
+	if body := app.body(w.Header(), r); len(body) >= len(app.raw) || w.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("first use sent %d B (raw %d B), headers %v", len(body), len(app.raw), w.Header())
+	}
+	if n := packed(); n != 1 {
+		t.Fatalf("%d assets compressed after one was asked for, want 1", n)
+	}
+	for _, a := range m {
+		a.gzipped()
+	}
+	if Warm(); assets()["app.js"].gz == nil {
+		t.Error("Warm left app.js uncompressed")
+	}
+	texts := 0
+	for name, a := range m {
+		if compressible(name) {
+			texts++
+		}
+		if a.gz != nil && !compressible(name) {
+			t.Errorf("%s compressed", name)
+		}
+	}
+	if n := packed(); n < texts*3/4 {
+		t.Fatalf("%d of %d text assets compressed once all were asked for", n, texts)
+	}
+}

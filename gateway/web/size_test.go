@@ -61,7 +61,6 @@ func BenchmarkPageAssets(b *testing.B) {
 	for _, page := range []string{"index.html", "monitor.html"} {
 		b.Run(page, func(b *testing.B) {
 			var raw, packed, sent int
-			assetsOnce.Do(loadAssets)
 			for b.Loop() {
 				raw, packed, sent = 0, 0, 0
 				for _, name := range pageAssets(b, page) {
@@ -75,8 +74,8 @@ func BenchmarkPageAssets(b *testing.B) {
 					_ = zw.Close()
 					raw += len(data)
 					packed += buf.Len()
-					if a := assets[name]; a != nil && a.gz != nil {
-						sent += len(a.gz)
+					if a := assets()[name]; a != nil && a.gzipped() != nil {
+						sent += len(a.gzipped())
 					} else {
 						sent += len(data)
 					}
