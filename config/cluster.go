@@ -50,7 +50,7 @@ func defaultCluster() Cluster {
 
 // nodeName is what a node's name may be: one NATS subject token and one
 // KV key token, readable in a status table.
-var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var nodeName = form{regexp.MustCompile(`^[A-Za-z0-9_-]+$`), 64}
 
 // EnableCluster turns cluster mode on (mirror serve --cluster) and checks
 // what a node needs beyond the section's own format: its name, and peers

@@ -483,7 +483,7 @@ func (v *validator) name(field, s string) bool {
 	return false
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var nameRE = form{regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`), 64}
 
 // envName checks a *_env key. Its value is never echoed: a value that is not
 // a variable name is most likely the secret itself, pasted in the wrong place.
@@ -499,12 +499,24 @@ func (v *validator) envName(field, s string, required bool) {
 	}
 }
 
-var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+var envRE = form{regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`), 128}
 
 // plainWord is a key or value that is safe and unambiguous to print bare.
 func plainWord(s string) bool { return wordRE.MatchString(s) }
 
-var wordRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,39}$`)
+var wordRE = form{regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`), 40}
+
+// form is a name's form: the regexp of its characters and its most bytes.
+// The length is checked apart: a counted repetition such as {0,127}
+// compiles into a program of that many steps, and the four of this
+// package took 2.5 ms of every start of every mirror command.
+type form struct {
+	re  *regexp.Regexp
+	max int
+}
+
+// MatchString reports whether s has the form.
+func (f form) MatchString(s string) bool { return len(s) <= f.max && f.re.MatchString(s) }
 
 // secretPrefixes start well-known API keys and tokens (case matters: HF_TOKEN
 // is a variable name, hf_... a token).
