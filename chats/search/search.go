@@ -20,7 +20,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
@@ -79,7 +78,7 @@ type Index struct {
 	dir   string
 	// text analyses the text field of every document (the index's own
 	// analyzer, looked up once at open, not for each document).
-	text analysis.Analyzer
+	text *enAnalyzer
 	// clean says the previous process closed this index (cleanMarker was
 	// there at Open); tainted, that this one must not say so at Close.
 	clean   bool
@@ -176,7 +175,7 @@ func Open(dir string) (*Index, error) {
 		if x.err != nil {
 			return
 		}
-		if x.text = x.idx.Mapping().AnalyzerNamed(analyzerName); x.text == nil {
+		if x.text, _ = x.idx.Mapping().AnalyzerNamed(analyzerName).(*enAnalyzer); x.text == nil {
 			x.idx.Close()
 			x.err = fmt.Errorf("search index %s: no analyzer %q", dir, analyzerName)
 		}
@@ -384,7 +383,7 @@ func (x *Index) titleDoc(chat, title string) *document.Document {
 	doc := document.NewDocument(titleID(chat))
 	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldChat, nil, []byte(chat), optKey))
 	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldKind, nil, []byte(KindTitle), optKey))
-	doc.AddField(document.NewTextFieldCustom(fieldText, nil, []byte(title), optText, x.text))
+	doc.AddField(x.textField(title))
 	doc.SetIndexed()
 	return doc
 }
@@ -402,9 +401,14 @@ func (x *Index) messageDoc(chat string, d Doc) *document.Document {
 	if !d.Time.IsZero() {
 		doc.AddField(document.NewTextFieldWithIndexingOptions(fieldTime, nil, []byte(d.Time.UTC().Format(time.RFC3339Nano)), optStored))
 	}
-	doc.AddField(document.NewTextFieldCustom(fieldText, nil, []byte(d.Text), optText, x.text))
+	doc.AddField(x.textField(d.Text))
 	doc.SetIndexed()
 	return doc
+}
+
+// textField is the text field of a document.
+func (x *Index) textField(text string) *textField {
+	return &textField{name: fieldText, value: []byte(text), options: optText, analyzer: x.text}
 }
 
 // DropChat removes every document of chat and its mark.
