@@ -74,21 +74,35 @@ func (f *textField) Analyze() {
 	}
 }
 
-// occurrence is a term found at a place in the text.
+// scratch is what an analysis uses and leaves, for the next one.
+type scratch struct {
+	index map[string]int32 // a term's place in terms
+	terms []termCount
+	occs  []occurrence
+}
+
+// termCount is a term found and how often.
+type termCount struct {
+	key   string
+	term  []byte
+	count int
+}
+
+// occurrence is a term (its place in terms) found at a place in the text.
 type occurrence struct {
-	tf              *index.TokenFreq
+	term            int32
 	start, end, pos int
 }
 
-// occurrences holds the scratch lists of frequencies, for reuse.
-var occurrences = sync.Pool{New: func() any { return new([]occurrence) }}
+var scratches = sync.Pool{New: func() any { return &scratch{index: map[string]int32{}} }}
 
 // frequencies analyses input as bleve's TextField does with this analyzer
 // (its Analyze, then analysis.TokenFrequency): the number of terms and
 // each term's frequency and locations (with term vectors). Each word goes
 // through the filters as it is found: possessive, lower case, stop words
 // and the stemmer, which in ASCII are done here (the stems kept in a
-// cache); a word with other characters goes through bleve's filters.
+// cache); a word with other characters goes through bleve's filters. The
+// terms are counted first, so what is returned is allocated at its size.
 func (a *enAnalyzer) frequencies(input []byte, options index.FieldIndexingOptions) (int, index.TokenFrequencies) {
 	if !utf8.Valid(input) || options.SkipFreqNorm() {
 		// Cases that do not come: as bleve does it (the filters change
@@ -97,49 +111,53 @@ func (a *enAnalyzer) frequencies(input []byte, options index.FieldIndexingOption
 		tokens := a.Analyze(append([]byte(nil), input...))
 		return len(tokens), analysis.TokenFrequency(tokens, nil, options)
 	}
-	scratch := occurrences.Get().(*[]occurrence)
-	occs := (*scratch)[:0]
-	freqs := make(index.TokenFrequencies, len(input)/16)
-	var slab []index.TokenFreq // the frequencies, allocated a batch at a time
+	sc := scratches.Get().(*scratch)
 	var buf [64]byte
 	a.tokenizer.words(input, func(word []byte, start, end, pos int, _ analysis.TokenType) {
 		key, term, ok := a.term(word, buf[:0])
 		if !ok {
 			return // a stop word
 		}
-		tf := freqs[key]
-		if tf == nil {
-			if len(slab) == 0 {
-				slab = make([]index.TokenFreq, max(8, (len(input)-start)/16))
-			}
-			tf, slab = &slab[0], slab[1:]
-			tf.Term = term
-			freqs[key] = tf
+		i, seen := sc.index[key]
+		if !seen {
+			i = int32(len(sc.terms))
+			sc.index[key] = i
+			sc.terms = append(sc.terms, termCount{key: key, term: term})
 		}
-		tf.SetFrequency(tf.Frequency() + 1)
-		occs = append(occs, occurrence{tf: tf, start: start, end: end, pos: pos})
+		sc.terms[i].count++
+		sc.occs = append(sc.occs, occurrence{term: i, start: start, end: end, pos: pos})
 	})
-	n := len(occs)
+	n := len(sc.occs)
+	tfs := make([]index.TokenFreq, len(sc.terms))
+	freqs := make(index.TokenFrequencies, len(sc.terms))
+	for i, t := range sc.terms {
+		tfs[i].Term = t.term
+		tfs[i].SetFrequency(t.count)
+		freqs[t.key] = &tfs[i]
+	}
 	if options.IncludeTermVectors() && n > 0 {
 		// Each term's locations, in the order found, are a part of one
-		// list, as long as its frequency; it starts empty at the term's
-		// first occurrence.
+		// list, as long as its frequency.
 		locs := make([]index.TokenLocation, n)
 		ptrs := make([]*index.TokenLocation, n)
 		next := 0
-		for i, o := range occs {
-			if o.tf.Locations == nil {
-				c := o.tf.Frequency()
-				o.tf.Locations = ptrs[next : next : next+c]
-				next += c
-			}
+		for i := range tfs {
+			c := sc.terms[i].count
+			tfs[i].Locations = ptrs[next : next : next+c]
+			next += c
+		}
+		for i, o := range sc.occs {
 			locs[i] = index.TokenLocation{Start: o.start, End: o.end, Position: o.pos}
-			o.tf.Locations = append(o.tf.Locations, &locs[i])
+			tf := &tfs[o.term]
+			tf.Locations = append(tf.Locations, &locs[i])
 		}
 	}
-	clear(occs)
-	*scratch = occs[:0]
-	occurrences.Put(scratch)
+	if len(sc.terms) <= 4096 { // a huge text's scratch is not kept
+		clear(sc.index)
+		clear(sc.terms)
+		sc.terms, sc.occs = sc.terms[:0], sc.occs[:0]
+		scratches.Put(sc)
+	}
 	return n, freqs
 }
 
