@@ -60,6 +60,8 @@ func (f *textField) Size() int { return f.size }
 
 var (
 	sizeTextField     = int(reflect.TypeFor[textField]().Size())
+	sizeKeyField      = int(reflect.TypeFor[keyField]().Size())
+	sizeStoredField   = int(reflect.TypeFor[storedField]().Size())
 	sizeTokenFreq     = int(reflect.TypeFor[index.TokenFreq]().Size())
 	sizeTokenLocation = int(reflect.TypeFor[index.TokenLocation]().Size())
 )
@@ -87,6 +89,95 @@ type termCount struct {
 	term  []byte
 	count int
 }
+
+// docFields are a document's fields, allocated together, and the bytes of
+// their values (buf).
+type docFields struct {
+	chat, kind      keyField
+	msg, role, time storedField
+	body            textField
+	list            [8]document.Field // the document's, and bleve's _id field
+	buf             []byte
+}
+
+func newDocFields(size int) *docFields {
+	return &docFields{buf: make([]byte, 0, size)}
+}
+
+// bytes is s in buf.
+func (f *docFields) bytes(s string) []byte {
+	at := len(f.buf)
+	f.buf = append(f.buf, s...)
+	return f.buf[at:len(f.buf):len(f.buf)]
+}
+
+// key is field k, named name, of value v.
+func (f *docFields) key(k *keyField, name, v string) *keyField {
+	*k = keyField{name: name, key: v, value: f.bytes(v)}
+	return k
+}
+
+// stored is field s, named name, of value v.
+func (f *docFields) stored(s *storedField, name string, v []byte) *storedField {
+	*s = storedField{name: name, value: v}
+	return s
+}
+
+// text is the text field, of value v, analysed by x's analyzer.
+func (f *docFields) text(x *Index, v string) *textField {
+	f.body = textField{name: fieldText, value: f.bytes(v), options: optText, analyzer: x.text}
+	return &f.body
+}
+
+// keyField is a field found by its whole value, never shown (optKey): its
+// one term is its value, as bleve's TextField without an analyzer has it.
+type keyField struct {
+	name  string
+	key   string // the value
+	value []byte
+	tf    index.TokenFreq
+	freqs index.TokenFrequencies
+}
+
+var _ document.Field = (*keyField)(nil)
+
+func (f *keyField) Name() string                                     { return f.name }
+func (f *keyField) ArrayPositions() []uint64                         { return nil }
+func (f *keyField) Options() index.FieldIndexingOptions              { return optKey }
+func (f *keyField) Value() []byte                                    { return f.value }
+func (f *keyField) Text() string                                     { return f.key }
+func (f *keyField) NumPlainTextBytes() uint64                        { return uint64(len(f.value)) }
+func (f *keyField) EncodedFieldType() byte                           { return 't' }
+func (f *keyField) AnalyzedLength() int                              { return 1 }
+func (f *keyField) AnalyzedTokenFrequencies() index.TokenFrequencies { return f.freqs }
+func (f *keyField) Size() int                                        { return sizeKeyField + len(f.name) + len(f.value) }
+
+// Analyze makes the field's one term (no term vectors in optKey).
+func (f *keyField) Analyze() {
+	f.tf = index.TokenFreq{Term: f.value}
+	f.tf.SetFrequency(1)
+	f.freqs = index.TokenFrequencies{f.key: &f.tf}
+}
+
+// storedField is a field shown, never searched (optStored).
+type storedField struct {
+	name  string
+	value []byte
+}
+
+var _ document.Field = (*storedField)(nil)
+
+func (f *storedField) Name() string                                     { return f.name }
+func (f *storedField) ArrayPositions() []uint64                         { return nil }
+func (f *storedField) Options() index.FieldIndexingOptions              { return optStored }
+func (f *storedField) Value() []byte                                    { return f.value }
+func (f *storedField) Text() string                                     { return string(f.value) }
+func (f *storedField) NumPlainTextBytes() uint64                        { return uint64(len(f.value)) }
+func (f *storedField) EncodedFieldType() byte                           { return 't' }
+func (f *storedField) Analyze()                                         {}
+func (f *storedField) AnalyzedLength() int                              { return 0 }
+func (f *storedField) AnalyzedTokenFrequencies() index.TokenFrequencies { return nil }
+func (f *storedField) Size() int                                        { return sizeStoredField + len(f.name) + len(f.value) }
 
 // occurrence is a term (its place in terms) found at a place in the text.
 type occurrence struct {
