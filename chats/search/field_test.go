@@ -85,3 +85,45 @@ func FuzzFrequencies(f *testing.F) {
 		}
 	})
 }
+
+// TestStemsCachedUnderContention: with far more words than the stems'
+// cache holds, analysed at once by several goroutines (as bleve's
+// analysis workers do), each word's stem is its own: a slot taken by
+// another word is not taken for this one's.
+func TestStemsCachedUnderContention(t *testing.T) {
+	a := testAnalyzer(t)
+	suffixes := []string{"", "s", "ing", "ed", "ies", "ational", "ness", "ly", "'s"}
+	var texts []string
+	for i := range 400 {
+		var w []string
+		for j := range 30 {
+			n := i*30 + j
+			w = append(w, "w"+strconv.FormatInt(int64(n)*7919, 36)+suffixes[n%len(suffixes)])
+		}
+		texts = append(texts, strings.Join(w, " "))
+	}
+	want := make([]string, len(texts))
+	for i, text := range texts {
+		want[i] = bleveFrequencies(a, text, optText)
+	}
+	errs := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for round := range 2 {
+				for i := range texts {
+					i := (i + g*97) % len(texts)
+					if got := freqsOf(a.frequencies([]byte(texts[i]), optText)); got != want[i] {
+						errs <- "round " + strconv.Itoa(round) + ", " + texts[i] + ":\n got " + got + "\nwant " + want[i]
+						return
+					}
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
