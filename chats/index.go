@@ -27,6 +27,15 @@ import (
 // indexPage bounds the rows one catch-up step reads in one transaction.
 const indexPage = 2000
 
+// indexBatch bounds what one commit of the index holds (documents, plus one
+// per chat). A pass under load, about a second of turns (some 2,600
+// documents at 100 chats), so goes in one commit, one new segment: cut at
+// indexPage, it was two, and a segment of a few hundred documents costs
+// more per document to build, and then to merge, than one of thousands.
+// It bounds the memory a commit takes while bleve builds its segment
+// (some 10 KB a document). Tests change it.
+var indexBatch = 4000
+
 // searchWait bounds how long a search waits for the indexer to catch up
 // before it answers from what is indexed.
 const searchWait = 3 * time.Second
@@ -419,7 +428,7 @@ func (ix *indexer) pass(ids []string) bool {
 				batch = append(batch, *u)
 				size += len(u.Docs) + 1
 			}
-			if (more || size >= indexPage) && !flush() {
+			if (more || size >= indexBatch) && !flush() {
 				break // the next read would start from the same mark
 			}
 			if !more {

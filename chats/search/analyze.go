@@ -1,6 +1,7 @@
 package search
 
 import (
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -34,13 +35,21 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		a := &analysis.DefaultAnalyzer{Tokenizer: tok}
+		ascii, ok := tok.(asciiTokenizer)
+		if !ok {
+			return nil, fmt.Errorf("tokenizer %s is a %T", tokenizerName, tok)
+		}
+		a := &enAnalyzer{DefaultAnalyzer: &analysis.DefaultAnalyzer{Tokenizer: tok}, tokenizer: ascii}
 		for _, name := range []string{en.PossessiveName, lowercase.Name, en.StopName, porter.Name} {
 			f, err := cache.TokenFilterNamed(name)
 			if err != nil {
 				return nil, err
 			}
 			a.TokenFilters = append(a.TokenFilters, f)
+		}
+		a.stemmer = a.TokenFilters[len(a.TokenFilters)-1]
+		if a.stop, err = cache.TokenMapNamed(en.StopName); err != nil {
+			return nil, err
 		}
 		return a, nil
 	}); err != nil {
@@ -73,12 +82,7 @@ var asciiClass = func() (t [128]uint8) {
 	return t
 }()
 
-// Tokenize returns the words of input, as the Unicode tokenizer does. The
-// parts of input around a non-ASCII character, from the white space
-// before it to the white space after it, go to the Unicode tokenizer; the
-// rest is split here (asciiWords). No rule of UAX #29 looks across an
-// ASCII space or newline followed by an ASCII character, so the words on
-// either side of one are found alike whether the text is cut there or not.
+// Tokenize returns the words of input, as the Unicode tokenizer does.
 func (t asciiTokenizer) Tokenize(input []byte) analysis.TokenStream {
 	if !utf8.Valid(input) {
 		// The Unicode tokenizer stops at the first invalid byte, and finds
@@ -86,7 +90,27 @@ func (t asciiTokenizer) Tokenize(input []byte) analysis.TokenStream {
 		return t.unicode.Tokenize(input)
 	}
 	var rv analysis.TokenStream
-	var pool []analysis.Token
+	var pool []analysis.Token // tokens to fill, allocated a batch at a time
+	t.words(input, func(term []byte, start, end, pos int, typ analysis.TokenType) {
+		if len(pool) == 0 {
+			pool = make([]analysis.Token, max(8, (len(input)-start)/6))
+		}
+		tok := &pool[0]
+		pool = pool[1:]
+		*tok = analysis.Token{Term: term, Start: start, End: end, Position: pos, Type: typ}
+		rv = append(rv, tok)
+	})
+	return rv
+}
+
+// words calls word with each word of input (valid UTF-8), in order, as
+// Tokenize returns them: term is input[start:end] and pos counts from 1.
+// The parts of input around a non-ASCII character, from the white space
+// before it to the white space after it, go to the Unicode tokenizer; the
+// rest is split here (asciiWords). No rule of UAX #29 looks across an
+// ASCII space or newline followed by an ASCII character, so the words on
+// either side of one are found alike whether the text is cut there or not.
+func (t asciiTokenizer) words(input []byte, word func(term []byte, start, end, pos int, typ analysis.TokenType)) {
 	pos := 1
 	from, cut := 0, 0 // from: where the text not split yet starts; cut: the last place it may be cut
 	for i := 0; i < len(input); i++ {
@@ -97,34 +121,30 @@ func (t asciiTokenizer) Tokenize(input []byte) analysis.TokenStream {
 			}
 			continue
 		}
-		rv, pool, pos = asciiWords(rv, pool, input, from, cut, pos)
+		pos = asciiWords(input, from, cut, pos, word)
 		end := i + 1
 		for end < len(input) && !(input[end] < 0x80 && isSpace(input[end-1])) {
 			end++
 		}
 		for _, tok := range t.unicode.Tokenize(input[cut:end]) {
-			tok.Start += cut
-			tok.End += cut
-			tok.Position = pos
+			word(input[cut+tok.Start:cut+tok.End], cut+tok.Start, cut+tok.End, pos, tok.Type)
 			pos++
-			rv = append(rv, tok)
 		}
 		from, cut, i = end, end, end-1
 	}
-	rv, _, _ = asciiWords(rv, pool, input, from, len(input), pos)
-	return rv
+	asciiWords(input, from, len(input), pos, word)
 }
 
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
-// asciiWords appends to rv the words of input[from:to], ASCII text, the
+// asciiWords calls word with the words of input[from:to], ASCII text, the
 // first at position pos: runs of letters, digits and _, joined across one
 // ':' between letters, one ',' or ';' between digits, one '.' or
-// apostrophe between letters or between digits (WB5 to WB13b). pool holds
-// tokens to fill. It returns rv, pool and the next position.
-func asciiWords(rv analysis.TokenStream, pool []analysis.Token, input []byte, from, to, pos int) (analysis.TokenStream, []analysis.Token, int) {
+// apostrophe between letters or between digits (WB5 to WB13b). It returns
+// the next position.
+func asciiWords(input []byte, from, to, pos int, word func(term []byte, start, end, pos int, typ analysis.TokenType)) int {
 	for i := from; i < to; {
 		cl := asciiClass[input[i]]
 		if cl != cLetter && cl != cDigit && cl != cUnder {
@@ -157,17 +177,12 @@ func asciiWords(rv analysis.TokenStream, pool []analysis.Token, input []byte, fr
 			i++ // the middle character; the next one is taken as the loop goes on
 			prev, digits = next, digits && next == cDigit
 		}
-		if len(pool) == 0 {
-			pool = make([]analysis.Token, max(8, (to-i)/6))
-		}
-		tok := &pool[0]
-		pool = pool[1:]
-		*tok = analysis.Token{Term: input[start:i], Start: start, End: i, Position: pos, Type: analysis.AlphaNumeric}
+		typ := analysis.AlphaNumeric
 		if digits {
-			tok.Type = analysis.Numeric
+			typ = analysis.Numeric
 		}
-		rv = append(rv, tok)
+		word(input[start:i], start, i, pos, typ)
 		pos++
 	}
-	return rv, pool, pos
+	return pos
 }

@@ -20,7 +20,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
@@ -79,7 +78,7 @@ type Index struct {
 	dir   string
 	// text analyses the text field of every document (the index's own
 	// analyzer, looked up once at open, not for each document).
-	text analysis.Analyzer
+	text *enAnalyzer
 	// clean says the previous process closed this index (cleanMarker was
 	// there at Open); tainted, that this one must not say so at Close.
 	clean   bool
@@ -176,7 +175,7 @@ func Open(dir string) (*Index, error) {
 		if x.err != nil {
 			return
 		}
-		if x.text = x.idx.Mapping().AnalyzerNamed(analyzerName); x.text == nil {
+		if x.text, _ = x.idx.Mapping().AnalyzerNamed(analyzerName).(*enAnalyzer); x.text == nil {
 			x.idx.Close()
 			x.err = fmt.Errorf("search index %s: no analyzer %q", dir, analyzerName)
 		}
@@ -379,12 +378,15 @@ func (x *Index) ApplyAll(us []Update) error {
 // by field, rather than mapped from a struct by reflection (bleve's
 // mapping walks every field of every document, and looks up each field's
 // analyzer, at every commit); newMapping describes the same fields, for
-// the queries.
+// the queries. A document's fields, and the bytes of their values, are
+// allocated together (docFields).
 func (x *Index) titleDoc(chat, title string) *document.Document {
+	f := newDocFields(len(chat) + len(KindTitle) + len(title))
 	doc := document.NewDocument(titleID(chat))
-	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldChat, nil, []byte(chat), optKey))
-	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldKind, nil, []byte(KindTitle), optKey))
-	doc.AddField(document.NewTextFieldCustom(fieldText, nil, []byte(title), optText, x.text))
+	doc.Fields = f.list[:0]
+	doc.AddField(f.key(&f.chat, fieldChat, chat))
+	doc.AddField(f.key(&f.kind, fieldKind, KindTitle))
+	doc.AddField(f.text(x, title))
 	doc.SetIndexed()
 	return doc
 }
@@ -393,16 +395,20 @@ func (x *Index) titleDoc(chat, title string) *document.Document {
 // have no analyzer: bleve then takes the whole value as the one term, as
 // the keyword analyzer of the mapping does.
 func (x *Index) messageDoc(chat string, d Doc) *document.Document {
+	f := newDocFields(len(chat) + len(KindMessage) + len(d.Message) + len(d.Role) + len(time.RFC3339Nano) + len(d.Text))
 	doc := document.NewDocument(msgID(chat, d.Message))
-	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldChat, nil, []byte(chat), optKey))
-	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldKind, nil, []byte(KindMessage), optKey))
-	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldMsg, nil, []byte(d.Message), optStored))
+	doc.Fields = f.list[:0]
+	doc.AddField(f.key(&f.chat, fieldChat, chat))
+	doc.AddField(f.key(&f.kind, fieldKind, KindMessage))
+	doc.AddField(f.stored(&f.msg, fieldMsg, f.bytes(d.Message)))
 	doc.AddField(document.NewNumericFieldWithIndexingOptions(fieldSeq, nil, float64(d.Seq), optStored))
-	doc.AddField(document.NewTextFieldWithIndexingOptions(fieldRole, nil, []byte(d.Role), optStored))
+	doc.AddField(f.stored(&f.role, fieldRole, f.bytes(d.Role)))
 	if !d.Time.IsZero() {
-		doc.AddField(document.NewTextFieldWithIndexingOptions(fieldTime, nil, []byte(d.Time.UTC().Format(time.RFC3339Nano)), optStored))
+		at := len(f.buf)
+		f.buf = d.Time.UTC().AppendFormat(f.buf, time.RFC3339Nano)
+		doc.AddField(f.stored(&f.time, fieldTime, f.buf[at:len(f.buf):len(f.buf)]))
 	}
-	doc.AddField(document.NewTextFieldCustom(fieldText, nil, []byte(d.Text), optText, x.text))
+	doc.AddField(f.text(x, d.Text))
 	doc.SetIndexed()
 	return doc
 }
