@@ -48,8 +48,8 @@ func NewHTTPClient(headerTimeout time.Duration) *http.Client {
 const ReadBufferSize = 8 << 10
 
 // WriteBufferSize is a connection's write buffer. It holds only a
-// request's head: the body goes from its own bytes (bodyConn), so the
-// default 4 KiB would sit half unused.
+// request's head (a few hundred bytes): the body goes from its own bytes
+// (bodyConn), so the default 4 KiB would sit mostly unused.
 const WriteBufferSize = 2 << 10
 
 // MaxIdleConnsPerHost is how many idle connections to one model server
