@@ -262,10 +262,15 @@ func (s *stream) keep(t string) string {
 	return unsafe.String(&s.text[n], len(t))
 }
 
-// answer is the text emitted, without a copy.
+// answer is the text emitted: a view of the buffer, or a copy of its
+// size when the buffer is over twice that (a short answer kept with the
+// chat's history would keep the whole first buffer).
 func (s *stream) answer() string {
-	if s.textN == 0 {
+	switch {
+	case s.textN == 0:
 		return ""
+	case cap(s.text) > 2*s.textN:
+		return string(s.text[:s.textN])
 	}
 	return unsafe.String(&s.text[0], s.textN)
 }

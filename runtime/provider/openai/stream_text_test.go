@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 )
@@ -83,3 +84,30 @@ type smallReads struct {
 }
 
 func (s *smallReads) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), s.n)]) }
+
+// TestShortAnswerKeepsNoBuffer: a short answer is a string of its size,
+// not a view of the buffer its pieces were given in (which the chat's
+// history would keep); a usual one is that view.
+func TestShortAnswerKeepsNoBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		pieces []string
+		view   bool
+	}{
+		{[]string{"OK"}, false},
+		{[]string{"Sure", ", ", "done."}, false},
+		{[]string{strings.Repeat("words ", 50), strings.Repeat("more ", 20)}, true},
+	} {
+		var s stream
+		for _, p := range tc.pieces {
+			s.keep(p)
+			s.textN = len(s.text)
+		}
+		text := s.answer()
+		if text != strings.Join(tc.pieces, "") {
+			t.Fatalf("answer %q", text)
+		}
+		if view := unsafe.StringData(text) == &s.text[0]; view != tc.view {
+			t.Fatalf("%d bytes in a buffer of %d: a view %v, want %v", len(text), cap(s.text), view, tc.view)
+		}
+	}
+}
