@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 )
+
 // readsCounted is a TCP connection that counts the reads that returned
 // bytes.
 type readsCounted struct {
