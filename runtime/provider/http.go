@@ -36,8 +36,21 @@ func NewHTTPClient(headerTimeout time.Duration) *http.Client {
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConnsPerHost:   MaxIdleConnsPerHost,
+		ReadBufferSize:        ReadBufferSize,
+		WriteBufferSize:       WriteBufferSize,
 	}}
 }
+
+// ReadBufferSize is a connection's read buffer: a streamed answer of a
+// few hundred words (about 6 KiB of events with their chunk framing) is
+// then read in one system call where it has arrived, not two of net/http's
+// default 4 KiB.
+const ReadBufferSize = 8 << 10
+
+// WriteBufferSize is a connection's write buffer. It holds only a
+// request's head (a few hundred bytes): the body goes from its own bytes
+// (bodyConn), so the default 4 KiB would sit mostly unused.
+const WriteBufferSize = 2 << 10
 
 // MaxIdleConnsPerHost is how many idle connections to one model server
 // are kept for reuse. Many chats stream at once over HTTP/1.1 (local and

@@ -45,6 +45,11 @@ type encCache struct {
 	// toolSets are encoded tool lists: a chat offers the same tools turn
 	// after turn, and their schemas are most of a short request.
 	toolSets map[uint64]toolsEntry
+	// lastTools is the tool list last encoded or found, tried before the
+	// list is hashed: most chats offer the same list, and hashing its
+	// schemas each turn cost more than comparing them.
+	lastTools  toolsEntry
+	toolHashes int // lists hashed (for tests)
 }
 
 type toolsEntry struct {
@@ -278,6 +283,12 @@ func (sc *encScratch) put() {
 // encodeTools returns the JSON array of tools as sent (the "tools" field),
 // from c when it encoded the same list before.
 func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
+	c.mu.Lock()
+	last := c.lastTools
+	c.mu.Unlock()
+	if last.enc != nil && sameTools(last.tools, tools) {
+		return last.enc, nil
+	}
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	for _, t := range tools {
@@ -290,9 +301,13 @@ func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
 	}
 	key := h.Sum64()
 	c.mu.Lock()
+	c.toolHashes++
 	e, ok := c.toolSets[key]
 	c.mu.Unlock()
 	if ok && sameTools(e.tools, tools) {
+		c.mu.Lock()
+		c.lastTools = e
+		c.mu.Unlock()
 		return e.enc, nil
 	}
 	wire, err := wireToolsOf(tools)
@@ -312,6 +327,7 @@ func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
 		clear(c.toolSets)
 	}
 	c.toolSets[key] = toolsEntry{tools: kept, enc: enc}
+	c.lastTools = c.toolSets[key]
 	c.mu.Unlock()
 	return enc, nil
 }

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"strconv"
+	"unsafe"
 )
 
 // fastChunk decodes the chunk shape nearly every streamed event has —
@@ -216,6 +217,31 @@ func (p *fastParser) stringOrNull() (string, bool) {
 	return p.str()
 }
 
+// viewOrNull is stringOrNull, except that a plain string's value is the
+// event's own bytes, not a copy: valid only until the event's data
+// changes (the next event), so only for text that apply copies before
+// then (a delta's content and refusal, see stream.keep).
+func (p *fastParser) viewOrNull() (string, bool) {
+	if p.peek() == 'n' {
+		return "", p.null()
+	}
+	lit, plain, ok := p.rawString()
+	if !ok {
+		return "", false
+	}
+	if plain {
+		if len(lit) == 2 {
+			return "", true
+		}
+		return unsafe.String(&lit[1], len(lit)-2), true
+	}
+	var v string
+	if json.Unmarshal(lit, &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
 // skipStringOrNull checks a string or null whose value is not used.
 func (p *fastParser) skipStringOrNull() bool {
 	if p.peek() == 'n' {
@@ -329,16 +355,17 @@ func (p *fastParser) choices(s *stream, ch *wireChunk) bool {
 	return true
 }
 
-// delta reads a delta of content, refusal and role only.
+// delta reads a delta of content, refusal and role only. Its content and
+// refusal are views of the event's bytes (viewOrNull).
 func (p *fastParser) delta(c *wireChoice) bool {
 	return p.fields(deltaKeys, func(i int) bool {
 		switch i {
 		case 0:
-			v, ok := p.stringOrNull()
+			v, ok := p.viewOrNull()
 			c.Delta.Content = v
 			return ok
 		case 1:
-			v, ok := p.stringOrNull()
+			v, ok := p.viewOrNull()
 			c.Delta.Refusal = v
 			return ok
 		default:

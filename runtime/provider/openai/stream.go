@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unsafe"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/provider/sse"
@@ -75,7 +76,10 @@ func (u *wireUsage) usage() provider.Usage {
 
 // stream assembles one streamed answer.
 type stream struct {
-	text    strings.Builder
+	// text is the answer's text so far, text[:textN] of it emitted; the
+	// delta strings given to emit are views of it (keep).
+	text    []byte
+	textN   int
 	calls   []*callBuf
 	byIndex map[int]*callBuf
 	finish  string
@@ -106,7 +110,7 @@ type callBuf struct {
 func (s *stream) complete() bool { return s.done || s.finish != "" }
 
 func (s *stream) result() provider.Result {
-	r := provider.Result{Text: s.text.String(), Usage: s.usage, FinishReason: s.finish, Model: s.model, Images: s.images.List()}
+	r := provider.Result{Text: s.answer(), Usage: s.usage, FinishReason: s.finish, Model: s.model, Images: s.images.List()}
 	for _, c := range s.calls {
 		r.ToolCalls = append(r.ToolCalls, provider.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
 	}
@@ -211,15 +215,17 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 			continue // Mirror asks for one choice
 		}
 		// A refusal is the model's answer too; show it like text.
-		for _, text := range []string{c.Delta.Content, c.Delta.Refusal} {
+		for _, text := range [2]string{c.Delta.Content, c.Delta.Refusal} {
 			if text == "" {
 				continue
 			}
-			if err := emit(provider.Delta{Text: text}); err != nil {
+			if err := emit(provider.Delta{Text: s.keep(text)}); err != nil {
 				return &provider.EmitError{Err: err}
 			}
-			s.text.WriteString(text)
+			s.textN = len(s.text)
 		}
+		// The fast path's text was a view of the event (viewOrNull).
+		c.Delta.Content, c.Delta.Refusal = "", ""
 		for j := range c.Delta.ToolCalls {
 			s.addCall(&c.Delta.ToolCalls[j])
 		}
@@ -233,6 +239,40 @@ func (s *stream) apply(ch *wireChunk, emit func(provider.Delta) error) error {
 		}
 	}
 	return nil
+}
+
+// firstText is the room the text of an answer starts with: a usual
+// answer's whole text, in one allocation.
+const firstText = 512
+
+// keep appends t to the answer's text and returns the copy. An answer
+// comes in dozens of pieces, each a string of its own and then a copy in
+// a builder: now one buffer holds them all, and each piece given to emit
+// is a view of it. Bytes a view covers are never written again: a piece
+// goes past the end, and a full buffer is copied to a new one, the old
+// left as it is to the views of it.
+func (s *stream) keep(t string) string {
+	if len(s.text)+len(t) > cap(s.text) {
+		grown := make([]byte, len(s.text), max(2*cap(s.text), len(s.text)+len(t), firstText))
+		copy(grown, s.text)
+		s.text = grown
+	}
+	n := len(s.text)
+	s.text = append(s.text, t...)
+	return unsafe.String(&s.text[n], len(t))
+}
+
+// answer is the text emitted: a view of the buffer, or a copy of its
+// size when the buffer is over twice that (a short answer kept with the
+// chat's history would keep the whole first buffer).
+func (s *stream) answer() string {
+	switch {
+	case s.textN == 0:
+		return ""
+	case cap(s.text) > 2*s.textN:
+		return string(s.text[:s.textN])
+	}
+	return unsafe.String(&s.text[0], s.textN)
 }
 
 // addCall merges one tool-call fragment. Fragments are keyed by index: the
