@@ -221,8 +221,9 @@ func clearCut(b *build) error {
 	k := sort.Search(len(rest), func(i int) bool { return rest[i].Seq > floor })
 	b.old, b.rows = rest[:k], rest[k:]
 	if m := b.in.Memo; m != nil {
-		// The memo's copies from here on: equal by value, and the same
-		// addresses turn after turn, which the entries it keeps point at.
+		// The memo's rows from here on (the caller's, handed AppendOnly,
+		// or its copies): equal by value to what it read last time, which
+		// the entries it keeps point at.
 		b.rows, b.kept = m.sync(b.rows, b.in.AppendOnly)
 	}
 	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
