@@ -80,29 +80,92 @@ type build struct {
 }
 
 // entry is one message of the view under construction.
+//
+// A memo keeps a chat's entries from turn to turn, so an entry holds only
+// what its row does not: the row's kind, calls, call id, sections and
+// reasoning are read from the row (the collector marks every pointer an
+// entry keeps, on every cycle, for every chat in memory).
 type entry struct {
-	row       *Row // nil for the head and for this turn's context
-	kind      Kind
-	role      string
-	text      string
-	calls     []provider.ToolCall
-	callID    string
-	parts     []provider.Part
-	tokens    int // text, calls and parts, without the per-message overhead
-	sections  []Section
-	reasoning string
-	head      bool // the cards and pins message
-	current   bool // this turn's runtime context
-	masked    bool
-	folded    bool
+	row    *Row   // nil for the head and for this turn's context
+	text   string // the row's text, or what the view shows instead
+	parts  []provider.Part
+	tokens int // text, calls and parts, without the per-message overhead
 	// at is row's index in build.rows with a memo (it fits where the
 	// flags leave room).
-	at int32
+	at       int32
+	head     bool // the cards and pins message
+	current  bool // this turn's runtime context (its sections: build.cur)
+	masked   bool
+	folded   bool
+	noReason bool // the row's reasoning is not replayed (a rewritten prefix)
+}
+
+// kind is the kind of the entry's row; the head is a user message.
+func (e *entry) kind() Kind {
+	switch {
+	case e.row != nil:
+		return e.row.Kind
+	case e.current:
+		return KindContext
+	}
+	return KindUser
+}
+
+// role is the role the entry's message is sent with: runtime context goes
+// to the model as a system message (the runtime speaks, not the person;
+// adapters with one instruction turn it into text in place).
+func (e *entry) role() string {
+	switch e.kind() {
+	case KindUser:
+		return provider.RoleUser
+	case KindAssistant:
+		return provider.RoleAssistant
+	case KindTool:
+		return provider.RoleTool
+	case KindContext:
+		return provider.RoleSystem
+	}
+	return ""
+}
+
+// calls are an assistant row's tool calls.
+func (e *entry) calls() []provider.ToolCall {
+	if e.row != nil && e.row.Kind == KindAssistant {
+		return e.row.ToolCalls
+	}
+	return nil
+}
+
+// callID is the call a tool row answers.
+func (e *entry) callID() string {
+	if e.row != nil && e.row.Kind == KindTool {
+		return e.row.ToolCallID
+	}
+	return ""
+}
+
+// reasoning is the row's reasoning to replay with its message.
+func (e *entry) reasoning() string {
+	if e.row == nil || e.noReason || e.row.Kind == KindContext {
+		return ""
+	}
+	return e.row.Reasoning
+}
+
+// sections are a context entry's sections: its row's, or this turn's.
+func (b *build) sections(e *entry) []Section {
+	if e.row != nil {
+		return e.row.Sections
+	}
+	if e.current {
+		return b.cur
+	}
+	return nil
 }
 
 // sent reports whether the entry becomes a message: a context row with
 // nothing new sends nothing.
-func (e *entry) sent() bool { return e.text != "" || len(e.calls) > 0 || len(e.parts) > 0 }
+func (e *entry) sent() bool { return e.text != "" || len(e.calls()) > 0 || len(e.parts) > 0 }
 
 // historyTokens is the view's size without the fixed overhead.
 func historyTokens(es []entry) int {
@@ -458,7 +521,7 @@ func (b *build) payloads() {
 		b.base = append(b.base, e)
 	}
 	if b.cur != nil {
-		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
+		b.base = append(b.base, entry{current: true})
 	}
 }
 
@@ -474,22 +537,18 @@ func (b *build) fullBase() {
 }
 
 func (b *build) entryOf(r *Row) entry {
-	e := entry{row: r, kind: r.Kind, text: r.Text, tokens: r.Tokens, reasoning: r.Reasoning}
+	e := entry{row: r, text: r.Text, tokens: r.Tokens}
 	switch r.Kind {
 	case KindUser:
-		e.role, e.parts = provider.RoleUser, r.Parts
-	case KindAssistant:
-		e.role, e.calls = provider.RoleAssistant, r.ToolCalls
+		e.parts = r.Parts
 	case KindTool:
 		// Parts a result brought back go right after the step's results
 		// (withRecovered).
-		e.role, e.callID, e.parts = provider.RoleTool, r.ToolCallID, r.Parts
+		e.parts = r.Parts
 	case KindContext:
-		// Runtime context goes to the model as a system message (the runtime
-		// speaks, not the person; adapters with one instruction turn it into
-		// text in place); its text
-		// depends on the context shown before it (renderContexts).
-		e.role, e.text, e.sections, e.reasoning = provider.RoleSystem, "", r.Sections, ""
+		// Its text depends on the context shown before it
+		// (renderContexts).
+		e.text = ""
 		return e
 	}
 	if e.tokens == 0 {
@@ -550,8 +609,7 @@ func (b *build) replan(trigger string) string {
 				cur = append(cur, s)
 			}
 		}
-		b.cur, b.warned = cur, false
-		b.base[len(b.base)-1].sections = cur
+		b.cur, b.warned = cur, false // the current entry's sections
 	}
 	b.entries = b.apply(cp)
 	cp.After = historyTokens(b.entries)
@@ -632,12 +690,9 @@ func (b *build) view() View {
 		if !e.sent() {
 			continue
 		}
-		m := provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens, Parts: e.parts}
-		if e.row != nil && !e.head {
-			m.Seq = e.row.Seq
-		}
+		m, reasoning := message(e)
 		v.Messages = append(v.Messages, m)
-		v.Reasoning = append(v.Reasoning, e.reasoning)
+		v.Reasoning = append(v.Reasoning, reasoning)
 		if e.current {
 			v.Context, v.ContextTokens = b.cur, e.tokens
 		}
@@ -705,7 +760,7 @@ func (b *build) applyRows(out, es []entry, cp *Checkpoint) []entry {
 				}
 			}
 			if e.row.Seq <= cp.AtSeq {
-				e.reasoning = "" // a rewritten prefix invalidates signed reasoning
+				e.noReason = true // a rewritten prefix invalidates signed reasoning
 			}
 		}
 		out = append(out, e)
@@ -735,13 +790,14 @@ func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint
 		if e.current && !ended {
 			end, ended = ctxState{prev: prev, first: first, k: k}, true
 		}
-		if e.kind != KindContext {
+		if e.kind() != KindContext {
 			continue
 		}
+		sections := b.sections(e)
 		if m != nil {
-			e.text = m.render(k, prev, e.sections, first)
+			e.text = m.render(k, prev, sections, first)
 		} else {
-			e.text = renderContext(prev, e.sections, first)
+			e.text = renderContext(prev, sections, first)
 		}
 		k++
 		// A stored count is of the text rendered when the row was stored;
@@ -755,7 +811,7 @@ func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint
 		default:
 			e.tokens = b.count(e.text)
 		}
-		prev, first = e.sections, false
+		prev, first = sections, false
 	}
 	if !ended {
 		end = ctxState{prev: prev, first: first, k: k}
@@ -769,7 +825,7 @@ func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint
 func activeStart(es []entry) int {
 	last := -1
 	for i := len(es) - 1; i >= 0; i-- {
-		if es[i].row != nil && es[i].kind == KindUser {
+		if es[i].row != nil && es[i].row.Kind == KindUser {
 			last = i
 			break
 		}
