@@ -40,7 +40,7 @@ const (
 type build struct {
 	in    Input // by value: one allocation with the build
 	count func(string) int
-	tools map[string]bool
+	tools map[string]bool // of the tools the view's pointers name, those offered (toolSets: never written)
 
 	cp      *Checkpoint // in force (nil after a clear that it predates)
 	planned *Checkpoint // planned this turn
@@ -195,6 +195,25 @@ func sums(es []entry) (n, k int) {
 	return n, k
 }
 
+// toolSets are the sets of the tools the view's pointers name (ToolOutput,
+// GlobalSearch) a roster can offer, shared and never written: a build
+// reads only those two, and needs no map of its own.
+var toolSets = [4]map[string]bool{{}, {ToolOutput: true}, {GlobalSearch: true}, {ToolOutput: true, GlobalSearch: true}}
+
+// offered is the set of toolSets roster offers.
+func offered(roster []string) map[string]bool {
+	k := 0
+	for _, t := range roster {
+		switch t {
+		case ToolOutput:
+			k |= 1
+		case GlobalSearch:
+			k |= 2
+		}
+	}
+	return toolSets[k]
+}
+
 // Materialize builds this turn's view from the stored rows and the
 // checkpoint in force, planning a new checkpoint when one is due. It fails
 // only with a *BudgetError, when no checkpoint can make the request fit.
@@ -202,14 +221,11 @@ func sums(es []entry) (n, k int) {
 // ceiling): a one-off request of a boundary may trim it further with
 // SafetyNet, and is refused when that does not fit it either.
 func Materialize(in Input) (View, error) {
-	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{},
-		reports: make([]StageReport, 0, len(pipeline))} // one report a stage
+	b := &build{in: in, count: in.Count, cp: in.Checkpoint, reports: make([]StageReport, 0, len(pipeline))} // one report a stage
 	if b.count == nil {
 		b.count = tokens.Count
 	}
-	for _, t := range in.Roster {
-		b.tools[t] = true
-	}
+	b.tools = offered(in.Roster)
 	if m := in.Memo; m != nil {
 		// One build at a time: a build reads and extends the memo's rows
 		// and entries.
