@@ -564,6 +564,13 @@ func (a *actor) flush() (err error) {
 	}
 	a.owed = owed
 	a.committed(&b, meta)
+	if a.b.origins == nil {
+		// The next batch's origins go in this one's array, emptied (an
+		// Origin is seven words, grown again at each flush otherwise).
+		// Its events are not reused: the flush handed them on.
+		clear(b.origins)
+		a.b.origins = b.origins[:0]
+	}
 	return nil
 }
 
