@@ -564,6 +564,13 @@ func (a *actor) flush() (err error) {
 	}
 	a.owed = owed
 	a.committed(&b, meta)
+	if a.b.origins == nil {
+		// The next batch's origins go in this one's array, emptied (an
+		// Origin is seven words, grown again at each flush otherwise).
+		// Its events are not reused: the flush handed them on.
+		clear(b.origins)
+		a.b.origins = b.origins[:0]
+	}
 	return nil
 }
 
@@ -575,11 +582,13 @@ const clientIDBatch = 64
 // client ids owed to the index together with the batch's own, and returns
 // what is owed once f is committed (nil when f indexes them all).
 func (a *actor) indexClientIDs(b *batch, f *Flush) [][2]string {
-	owed := append(a.owed[:len(a.owed):len(a.owed)], b.clients...)
-	if len(owed) < clientIDBatch {
-		return owed
+	if len(a.owed)+len(b.clients) < clientIDBatch {
+		// Kept, not handed to the commit: they go on in a.owed's own
+		// array (not a copy of it each flush), whose first len(a.owed)
+		// stay as they are should the commit fail.
+		return append(a.owed, b.clients...)
 	}
-	f.ClientIDs = owed
+	f.ClientIDs = append(a.owed[:len(a.owed):len(a.owed)], b.clients...)
 	return nil
 }
 

@@ -19,10 +19,15 @@ type deltaPump struct {
 
 	mu sync.Mutex
 	// pending are the deltas not handed out yet, joined once as they go
-	// (a lone one goes as it came, without a copy).
+	// (a lone one goes as it came, without a copy). More than fit in
+	// first go on in joined, in order, all of them: a streamed reply's
+	// pieces are a few bytes each, less than the string header a longer
+	// pending would hold for each (and the builder's bytes hold no
+	// pointer for the collector to scan).
 	pending []string
-	first   [8]string     // pending's first array: a turn's deltas rarely queue more
-	has     bool          // pending holds a delta, maybe an empty one
+	first   [8]string // pending's array
+	joined  strings.Builder
+	has     bool          // pending or joined holds a delta, maybe an empty one
 	busy    bool          // a goroutine is calling out
 	idle    chan struct{} // closed when busy ends; nil while not busy
 	err     error         // the first error out returned
@@ -42,7 +47,19 @@ func (p *deltaPump) send(text string) error {
 	if p.err != nil {
 		return p.err
 	}
-	p.pending = append(p.pending, text)
+	switch {
+	case p.joined.Len() > 0:
+		p.joined.WriteString(text)
+	case len(p.pending) < len(p.first):
+		p.pending = append(p.pending, text)
+	default:
+		for _, s := range p.pending {
+			p.joined.WriteString(s)
+		}
+		p.joined.WriteString(text)
+		clear(p.pending) // keeps no piece alive
+		p.pending = p.pending[:0]
+	}
 	p.has = true
 	if !p.busy {
 		p.busy, p.idle = true, make(chan struct{})
@@ -55,9 +72,13 @@ func (p *deltaPump) deliver() {
 	p.mu.Lock()
 	for p.has && p.err == nil {
 		var text string
-		if len(p.pending) == 1 {
+		switch {
+		case p.joined.Len() > 0:
+			text = p.joined.String()
+			p.joined = strings.Builder{} // its bytes are text's now
+		case len(p.pending) == 1:
 			text = p.pending[0]
-		} else {
+		default:
 			text = strings.Join(p.pending, "")
 		}
 		clear(p.pending) // the slice, reused, keeps no piece alive

@@ -174,3 +174,40 @@ func TestDeltaPumpJoinsOnce(t *testing.T) {
 		t.Fatal("a lone piece was copied")
 	}
 }
+
+// Pieces that queue past the pump's first array (a commit that holds the
+// chat while a fast model streams on) still reach it once, joined in
+// order, as do the pieces after them while the consumer stays busy.
+func TestDeltaPumpJoinsALongQueueOnce(t *testing.T) {
+	for _, n := range []int{7, 8, 9, 40} {
+		started, release := make(chan struct{}), make(chan struct{})
+		var got []string
+		p := newDeltaPump(func(s string) error {
+			if len(got) == 0 {
+				close(started)
+				<-release
+			}
+			got = append(got, s)
+			return nil
+		})
+		if err := p.send("first"); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		var want strings.Builder
+		for i := range n {
+			s := strings.Repeat(string(rune('a'+i%26)), i%3) // empty pieces too
+			want.WriteString(s)
+			if err := p.send(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(release)
+		if err := p.close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0] != "first" || got[1] != want.String() {
+			t.Fatalf("%d queued: delivered %q, want \"first\", then %q", n, got, want.String())
+		}
+	}
+}

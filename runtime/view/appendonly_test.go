@@ -102,3 +102,26 @@ func jsonEqual(a, b any) bool {
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
+
+// A build knows which of the tools its pointers name the roster offers,
+// whatever else the roster holds, from a set it does not allocate.
+func TestOfferedTools(t *testing.T) {
+	for _, tc := range []struct {
+		roster         []string
+		output, search bool
+	}{
+		{nil, false, false},
+		{[]string{"shell", "read_file"}, false, false},
+		{[]string{"shell", ToolOutput}, true, false},
+		{[]string{GlobalSearch}, false, true},
+		{[]string{GlobalSearch, "shell", ToolOutput, ToolOutput}, true, true},
+	} {
+		got := offered(tc.roster)
+		if got[ToolOutput] != tc.output || got[GlobalSearch] != tc.search || len(got) != btoi(tc.output)+btoi(tc.search) {
+			t.Errorf("offered(%q) = %v", tc.roster, got)
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { offered([]string{ToolOutput, GlobalSearch}) }); n != 0 {
+		t.Errorf("offered allocates %v times", n)
+	}
+}

@@ -40,7 +40,7 @@ const (
 type build struct {
 	in    Input // by value: one allocation with the build
 	count func(string) int
-	tools map[string]bool
+	tools map[string]bool // of the tools the view's pointers name, those offered (toolSets: never written)
 
 	cp      *Checkpoint // in force (nil after a clear that it predates)
 	planned *Checkpoint // planned this turn
@@ -80,29 +80,92 @@ type build struct {
 }
 
 // entry is one message of the view under construction.
+//
+// A memo keeps a chat's entries from turn to turn, so an entry holds only
+// what its row does not: the row's kind, calls, call id, sections and
+// reasoning are read from the row (the collector marks every pointer an
+// entry keeps, on every cycle, for every chat in memory).
 type entry struct {
-	row       *Row // nil for the head and for this turn's context
-	kind      Kind
-	role      string
-	text      string
-	calls     []provider.ToolCall
-	callID    string
-	parts     []provider.Part
-	tokens    int // text, calls and parts, without the per-message overhead
-	sections  []Section
-	reasoning string
-	head      bool // the cards and pins message
-	current   bool // this turn's runtime context
-	masked    bool
-	folded    bool
+	row    *Row   // nil for the head and for this turn's context
+	text   string // the row's text, or what the view shows instead
+	parts  []provider.Part
+	tokens int // text, calls and parts, without the per-message overhead
 	// at is row's index in build.rows with a memo (it fits where the
 	// flags leave room).
-	at int32
+	at       int32
+	head     bool // the cards and pins message
+	current  bool // this turn's runtime context (its sections: build.cur)
+	masked   bool
+	folded   bool
+	noReason bool // the row's reasoning is not replayed (a rewritten prefix)
+}
+
+// kind is the kind of the entry's row; the head is a user message.
+func (e *entry) kind() Kind {
+	switch {
+	case e.row != nil:
+		return e.row.Kind
+	case e.current:
+		return KindContext
+	}
+	return KindUser
+}
+
+// role is the role the entry's message is sent with: runtime context goes
+// to the model as a system message (the runtime speaks, not the person;
+// adapters with one instruction turn it into text in place).
+func (e *entry) role() string {
+	switch e.kind() {
+	case KindUser:
+		return provider.RoleUser
+	case KindAssistant:
+		return provider.RoleAssistant
+	case KindTool:
+		return provider.RoleTool
+	case KindContext:
+		return provider.RoleSystem
+	}
+	return ""
+}
+
+// calls are an assistant row's tool calls.
+func (e *entry) calls() []provider.ToolCall {
+	if e.row != nil && e.row.Kind == KindAssistant {
+		return e.row.ToolCalls
+	}
+	return nil
+}
+
+// callID is the call a tool row answers.
+func (e *entry) callID() string {
+	if e.row != nil && e.row.Kind == KindTool {
+		return e.row.ToolCallID
+	}
+	return ""
+}
+
+// reasoning is the row's reasoning to replay with its message.
+func (e *entry) reasoning() string {
+	if e.row == nil || e.noReason || e.row.Kind == KindContext {
+		return ""
+	}
+	return e.row.Reasoning
+}
+
+// sections are a context entry's sections: its row's, or this turn's.
+func (b *build) sections(e *entry) []Section {
+	if e.row != nil {
+		return e.row.Sections
+	}
+	if e.current {
+		return b.cur
+	}
+	return nil
 }
 
 // sent reports whether the entry becomes a message: a context row with
 // nothing new sends nothing.
-func (e *entry) sent() bool { return e.text != "" || len(e.calls) > 0 || len(e.parts) > 0 }
+func (e *entry) sent() bool { return e.text != "" || len(e.calls()) > 0 || len(e.parts) > 0 }
 
 // historyTokens is the view's size without the fixed overhead.
 func historyTokens(es []entry) int {
@@ -132,6 +195,25 @@ func sums(es []entry) (n, k int) {
 	return n, k
 }
 
+// toolSets are the sets of the tools the view's pointers name (ToolOutput,
+// GlobalSearch) a roster can offer, shared and never written: a build
+// reads only those two, and needs no map of its own.
+var toolSets = [4]map[string]bool{{}, {ToolOutput: true}, {GlobalSearch: true}, {ToolOutput: true, GlobalSearch: true}}
+
+// offered is the set of toolSets roster offers.
+func offered(roster []string) map[string]bool {
+	k := 0
+	for _, t := range roster {
+		switch t {
+		case ToolOutput:
+			k |= 1
+		case GlobalSearch:
+			k |= 2
+		}
+	}
+	return toolSets[k]
+}
+
 // Materialize builds this turn's view from the stored rows and the
 // checkpoint in force, planning a new checkpoint when one is due. It fails
 // only with a *BudgetError, when no checkpoint can make the request fit.
@@ -139,14 +221,11 @@ func sums(es []entry) (n, k int) {
 // ceiling): a one-off request of a boundary may trim it further with
 // SafetyNet, and is refused when that does not fit it either.
 func Materialize(in Input) (View, error) {
-	b := &build{in: in, count: in.Count, cp: in.Checkpoint, tools: map[string]bool{},
-		reports: make([]StageReport, 0, len(pipeline))} // one report a stage
+	b := &build{in: in, count: in.Count, cp: in.Checkpoint, reports: make([]StageReport, 0, len(pipeline))} // one report a stage
 	if b.count == nil {
 		b.count = tokens.Count
 	}
-	for _, t := range in.Roster {
-		b.tools[t] = true
-	}
+	b.tools = offered(in.Roster)
 	if m := in.Memo; m != nil {
 		// One build at a time: a build reads and extends the memo's rows
 		// and entries.
@@ -221,8 +300,9 @@ func clearCut(b *build) error {
 	k := sort.Search(len(rest), func(i int) bool { return rest[i].Seq > floor })
 	b.old, b.rows = rest[:k], rest[k:]
 	if m := b.in.Memo; m != nil {
-		// The memo's copies from here on: equal by value, and the same
-		// addresses turn after turn, which the entries it keeps point at.
+		// The memo's rows from here on (the caller's, handed AppendOnly,
+		// or its copies): equal by value to what it read last time, which
+		// the entries it keeps point at.
 		b.rows, b.kept = m.sync(b.rows, b.in.AppendOnly)
 	}
 	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
@@ -457,7 +537,7 @@ func (b *build) payloads() {
 		b.base = append(b.base, e)
 	}
 	if b.cur != nil {
-		b.base = append(b.base, entry{kind: KindContext, role: provider.RoleSystem, sections: b.cur, current: true})
+		b.base = append(b.base, entry{current: true})
 	}
 }
 
@@ -473,22 +553,18 @@ func (b *build) fullBase() {
 }
 
 func (b *build) entryOf(r *Row) entry {
-	e := entry{row: r, kind: r.Kind, text: r.Text, tokens: r.Tokens, reasoning: r.Reasoning}
+	e := entry{row: r, text: r.Text, tokens: r.Tokens}
 	switch r.Kind {
 	case KindUser:
-		e.role, e.parts = provider.RoleUser, r.Parts
-	case KindAssistant:
-		e.role, e.calls = provider.RoleAssistant, r.ToolCalls
+		e.parts = r.Parts
 	case KindTool:
 		// Parts a result brought back go right after the step's results
 		// (withRecovered).
-		e.role, e.callID, e.parts = provider.RoleTool, r.ToolCallID, r.Parts
+		e.parts = r.Parts
 	case KindContext:
-		// Runtime context goes to the model as a system message (the runtime
-		// speaks, not the person; adapters with one instruction turn it into
-		// text in place); its text
-		// depends on the context shown before it (renderContexts).
-		e.role, e.text, e.sections, e.reasoning = provider.RoleSystem, "", r.Sections, ""
+		// Its text depends on the context shown before it
+		// (renderContexts).
+		e.text = ""
 		return e
 	}
 	if e.tokens == 0 {
@@ -549,8 +625,7 @@ func (b *build) replan(trigger string) string {
 				cur = append(cur, s)
 			}
 		}
-		b.cur, b.warned = cur, false
-		b.base[len(b.base)-1].sections = cur
+		b.cur, b.warned = cur, false // the current entry's sections
 	}
 	b.entries = b.apply(cp)
 	cp.After = historyTokens(b.entries)
@@ -631,12 +706,9 @@ func (b *build) view() View {
 		if !e.sent() {
 			continue
 		}
-		m := provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens, Parts: e.parts}
-		if e.row != nil && !e.head {
-			m.Seq = e.row.Seq
-		}
+		m, reasoning := message(e)
 		v.Messages = append(v.Messages, m)
-		v.Reasoning = append(v.Reasoning, e.reasoning)
+		v.Reasoning = append(v.Reasoning, reasoning)
 		if e.current {
 			v.Context, v.ContextTokens = b.cur, e.tokens
 		}
@@ -704,7 +776,7 @@ func (b *build) applyRows(out, es []entry, cp *Checkpoint) []entry {
 				}
 			}
 			if e.row.Seq <= cp.AtSeq {
-				e.reasoning = "" // a rewritten prefix invalidates signed reasoning
+				e.noReason = true // a rewritten prefix invalidates signed reasoning
 			}
 		}
 		out = append(out, e)
@@ -734,13 +806,14 @@ func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint
 		if e.current && !ended {
 			end, ended = ctxState{prev: prev, first: first, k: k}, true
 		}
-		if e.kind != KindContext {
+		if e.kind() != KindContext {
 			continue
 		}
+		sections := b.sections(e)
 		if m != nil {
-			e.text = m.render(k, prev, e.sections, first)
+			e.text = m.render(k, prev, sections, first)
 		} else {
-			e.text = renderContext(prev, e.sections, first)
+			e.text = renderContext(prev, sections, first)
 		}
 		k++
 		// A stored count is of the text rendered when the row was stored;
@@ -754,7 +827,7 @@ func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint
 		default:
 			e.tokens = b.count(e.text)
 		}
-		prev, first = e.sections, false
+		prev, first = sections, false
 	}
 	if !ended {
 		end = ctxState{prev: prev, first: first, k: k}
@@ -768,7 +841,7 @@ func (b *build) renderContexts(es []entry, from int, st ctxState, cp *Checkpoint
 func activeStart(es []entry) int {
 	last := -1
 	for i := len(es) - 1; i >= 0; i-- {
-		if es[i].row != nil && es[i].kind == KindUser {
+		if es[i].row != nil && es[i].row.Kind == KindUser {
 			last = i
 			break
 		}

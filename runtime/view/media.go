@@ -38,7 +38,7 @@ func (b *build) imagePass(cp *Checkpoint, work []entry, tail int, size *int, tar
 	n := 0
 	for i := 0; i < tail && *size > target; i++ {
 		e := &work[i]
-		if e.row == nil || e.kind != KindUser || e.row.Pinned || !hasImages(e.parts) {
+		if e.row == nil || e.row.Kind != KindUser || e.row.Pinned || !hasImages(e.parts) {
 			continue
 		}
 		m := b.maskImages(*e)

@@ -33,12 +33,14 @@ type Memo struct {
 	mu  sync.Mutex
 	ctx []ctxMemo // by place among the view's context entries
 
-	// rows is the memo's own copy of the rows the last view was built
-	// from (after its clear and evicted seq), slices cloned so a caller
+	// rows are the rows the last view was built from (after its clear
+	// and evicted seq): the caller's own when they were handed
+	// AppendOnly, else the memo's copy (own), slices cloned so a caller
 	// changing its rows in place cannot make a stale entry match; a build
-	// with a memo reads these copies, so its entries point at them.
+	// with a memo reads these, so its entries point at them.
 	rows []Row
-	// src is where the caller's rows that m.rows copies begin, when they
+	own  bool
+	// src is where the caller's rows that m.rows holds begin, when they
 	// were handed AppendOnly (nil otherwise): the same place, handed
 	// AppendOnly again, holds the same rows.
 	src *Row
@@ -153,11 +155,15 @@ type oldPins struct {
 	pins []*Row
 }
 
-// sync makes m.rows a copy of rows and returns it, with how many leading
-// rows were already there, equal by value. A row that differs and every
-// one after it are copied anew. Rows handed appendOnly where the last
-// rows were handed so are those rows (the caller says so), and are not
-// compared. m.mu is held.
+// sync makes m.rows the rows a build reads and returns it, with how many
+// leading rows were already there, equal by value. Rows handed appendOnly
+// are the caller's own, not copied: the caller never changes them (nor
+// what their slices hold), so they are as good as a copy, and a chat's
+// history is not held twice over (the collector marks each copy on every
+// cycle). Other rows are copied into the memo's own array: a row that
+// differs and every one after it are copied anew. Rows handed appendOnly
+// where the last rows were handed so are those rows (the caller says so),
+// and are not compared. m.mu is held.
 func (m *Memo) sync(rows []Row, appendOnly bool) ([]Row, int) {
 	n := 0
 	if len(rows) > 0 && m.src == &rows[0] && appendOnly && len(m.rows) <= len(rows) {
@@ -177,6 +183,16 @@ func (m *Memo) sync(rows []Row, appendOnly bool) ([]Row, int) {
 		// Rows the kept entries were built from are rewritten: whatever
 		// this build does (it may fail), they no longer hold.
 		m.last = nil
+	}
+	if appendOnly {
+		// The kept entries point at the rows they were built from, equal
+		// to these by value: they follow them here (rebase).
+		m.rows, m.own = rows, false
+		return m.rows, kept
+	}
+	if !m.own {
+		// The rows read last are the caller's: copied, never written.
+		m.rows, m.own = append(make([]Row, 0, len(rows)), m.rows[:n]...), true
 	}
 	// Cleared past n first: a stale copy must not keep its slices alive.
 	clear(m.rows[n:])
@@ -260,7 +276,7 @@ func (b *build) reusable() *snapshot {
 
 // keptRows is the last build's snapshot when every row it was built from
 // is still here (the agent history it read then stands), pointed at the
-// memo's copies where they are now; nil otherwise.
+// memo's rows where they are now; nil otherwise.
 func (b *build) keptRows() *snapshot {
 	m := b.in.Memo
 	if m == nil || m.last == nil || len(b.rows) == 0 || b.kept < m.last.nrows {
@@ -273,9 +289,10 @@ func (b *build) keptRows() *snapshot {
 	return s
 }
 
-// rebase points s's rows and entries at rows, the memo's copies after
-// they moved to a larger array (their values are the same: sync kept
-// them), by the indices they keep; the old array is then let go.
+// rebase points s's rows and entries at rows, the memo's rows after
+// they moved to another array (a larger one, the caller's, a copy: their
+// values are the same, sync kept them), by the indices they keep; the
+// old array is then let go.
 func (s *snapshot) rebase(rows []Row) {
 	for i, at := range s.visAt[:s.nvis] {
 		s.vis[i] = &rows[at]

@@ -23,11 +23,11 @@ const turnRoom = 8
 
 // message is what entry e sends, and the reasoning to replay with it.
 func message(e *entry) (provider.Message, string) {
-	m := provider.Message{Role: e.role, Content: e.text, ToolCalls: e.calls, ToolCallID: e.callID, Tokens: e.tokens, Parts: e.parts}
+	m := provider.Message{Role: e.role(), Content: e.text, ToolCalls: e.calls(), ToolCallID: e.callID(), Tokens: e.tokens, Parts: e.parts}
 	if e.row != nil && !e.head {
 		m.Seq = e.row.Seq
 	}
-	return m, e.reasoning
+	return m, e.reasoning()
 }
 
 // viewKept is view for a build that succeeded: with a memo, its messages
@@ -56,7 +56,7 @@ func (b *build) viewKept() View {
 		if !e.sent() {
 			continue
 		}
-		if e.role == provider.RoleTool && len(e.parts) > 0 {
+		if e.row != nil && e.row.Kind == KindTool && len(e.parts) > 0 {
 			// Parts a result brought back move into a message of their
 			// own (withRecovered): built apart, and kept by no memo.
 			m.bufs = [2]msgBuf{}

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
 
@@ -113,7 +112,7 @@ func (b *build) maskPass(cp *Checkpoint, work []entry, tail int, size *int, targ
 	n := 0
 	for i := 0; i < tail && *size > target; i++ {
 		e := &work[i]
-		if e.row == nil || e.kind != KindTool || e.masked || e.row.Pinned {
+		if e.row == nil || e.row.Kind != KindTool || e.masked || e.row.Pinned {
 			continue
 		}
 		m := b.mask(*e, b.estimate(len(e.row.ToolCallID)*2+len(e.row.ToolName)+len(e.row.MessageID())))
@@ -134,7 +133,7 @@ func (b *build) foldPass(cp *Checkpoint, work []entry, tail int, size *int, targ
 	n := 0
 	for i := 0; i < tail && *size > target; i++ {
 		e := &work[i]
-		if e.row == nil || e.kind != KindAssistant || len(e.calls) > 0 || e.folded || e.masked || e.row.Pinned ||
+		if e.row == nil || e.row.Kind != KindAssistant || len(e.row.ToolCalls) > 0 || e.folded || e.masked || e.row.Pinned ||
 			len(e.text) <= foldMin || len([]rune(e.text)) <= foldMin {
 			continue
 		}
@@ -210,7 +209,7 @@ func (b *build) evict(cp *Checkpoint, work []entry, size, target, limit int) str
 	}
 	owner := map[string]int{}
 	for i := start; i < len(work); i++ {
-		for _, c := range work[i].calls {
+		for _, c := range work[i].calls() {
 			owner[c.ID] = i
 		}
 	}
@@ -218,12 +217,12 @@ func (b *build) evict(cp *Checkpoint, work []entry, size, target, limit int) str
 	minRef := len(work)
 	for i := len(work) - 1; i > start; i-- {
 		e := &work[i]
-		if e.kind == KindTool {
-			if o, ok := owner[e.callID]; ok && o < minRef {
+		if e.kind() == KindTool {
+			if o, ok := owner[e.callID()]; ok && o < minRef {
 				minRef = o
 			}
 		}
-		valid[i] = i <= limit && e.row != nil && e.kind == KindUser && minRef >= i
+		valid[i] = i <= limit && e.row != nil && e.row.Kind == KindUser && minRef >= i
 	}
 	need := size - target + b.in.Budget.CardBudget(b.in.Overhead)
 	cut, last, gain := 0, 0, 0
@@ -459,7 +458,7 @@ func (b *build) headEntry(cp *Checkpoint) entry {
 	if toks == 0 {
 		toks = b.count(text)
 	}
-	return entry{kind: KindUser, role: provider.RoleUser, text: text, tokens: toks, head: true}
+	return entry{text: text, tokens: toks, head: true}
 }
 
 func (b *build) headText(cp *Checkpoint) string {
