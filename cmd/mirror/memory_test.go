@@ -5,7 +5,7 @@ import (
 )
 
 // TestMemoryWatch: the collector's pace follows the live heap (a floor
-// under the heap goal while it is small, GOGC 100 above), and memory goes
+// under the heap goal while it is small, loadGOGC above), and memory goes
 // back after idleChecks quiet checks when enough is spare, and again in the
 // same quiet stretch only when that much more is spare than it left.
 func TestMemoryWatch(t *testing.T) {
@@ -24,7 +24,9 @@ func TestMemoryWatch(t *testing.T) {
 		{"small live heap: goal raised to the floor", true, []step{
 			{100 * MiB, 60 * MiB, 24 * MiB, 300, false},     // (96-24)/24
 			{100 * MiB, 60 * MiB, 25 * MiB, 0, false},       // 284: within 10%, left alone
-			{100 * MiB, 120 * MiB, 60 * MiB, 100, false},    // above half the floor: the default
+			{100 * MiB, 120 * MiB, 40 * MiB, 150, false},    // (96-40)/40 = 140 < loadGOGC
+			{100 * MiB, 320 * MiB, 150 * MiB, 0, false},     // past the floor: loadGOGC still
+			{100 * MiB, 120 * MiB, 30 * MiB, 220, false},    // (96-30)/30
 			{100 * MiB, 120 * MiB, 1 * MiB, maxGOGC, false}, // capped
 		}},
 		{"GOGC from the environment is left alone", false, []step{
