@@ -2,7 +2,6 @@ package chats
 
 import (
 	"os"
-	"path/filepath"
 	goruntime "runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -10,9 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/mirror-gateway/mirror/config"
-	"github.com/mirror-gateway/mirror/runtime"
 )
 
 // BenchmarkHeldPerTurn is the memory chats in memory hold for their
@@ -60,25 +56,8 @@ type heldResult struct {
 func heldPerTurn(b *testing.B, chats, turns, more int) heldResult {
 	b.StopTimer()
 	defer b.StartTimer()
-	db, err := OpenDB(filepath.Join(b.TempDir(), "m.db"), time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	store, err := NewStore(db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: instant{}, Remote: "fake", Window: 128000}},
-		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc := New(Options{Store: store, Turner: eng, Idle: time.Hour, PickupDelay: wait})
-	defer func() {
-		svc.Close(bg)
-		store.Close()
-		db.Close()
-	}()
+	svc, _, done := instantService(b, time.Hour)
+	defer done()
 	ids := make([]string, chats)
 	ends := make([]turnEnds, chats)
 	for c := range ids {

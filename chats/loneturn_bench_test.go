@@ -37,26 +37,9 @@ func (instant) Stream(ctx context.Context, req provider.Request, emit func(provi
 // the model, and the commit that stores it all. It reports ns per turn and
 // the bbolt pages each turn writes (the commit's cost beyond its fsync).
 func BenchmarkLoneTurn(b *testing.B) {
-	db, err := OpenDB(filepath.Join(b.TempDir(), "m.db"), time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	store, err := NewStore(db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: instant{}, Remote: "fake", Window: 128000}},
-		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
-	if err != nil {
-		b.Fatal(err)
-	}
 	// The turn ends well within PickupDelay: one commit per turn.
-	svc := New(Options{Store: store, Turner: eng, Idle: time.Minute, PickupDelay: wait})
-	defer func() {
-		svc.Close(bg)
-		store.Close()
-		db.Close()
-	}()
+	svc, db, done := instantService(b, time.Minute)
+	defer done()
 	ends := make(turnEnds, 1)
 	var chat string
 	turn := func(i int) {
@@ -106,4 +89,28 @@ func BenchmarkLoneTurn(b *testing.B) {
 func pagesWritten(db *bolt.DB) int64 {
 	st := db.Stats()
 	return st.TxStats.GetWrite()
+}
+
+// instantService is a service on a new database whose model answers at
+// once (instant), its chats kept for idle; done closes it all.
+func instantService(b *testing.B, idle time.Duration) (svc *Service, db *bolt.DB, done func()) {
+	db, err := OpenDB(filepath.Join(b.TempDir(), "m.db"), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := NewStore(db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: instant{}, Remote: "fake", Window: 128000}},
+		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc = New(Options{Store: store, Turner: eng, Idle: idle, PickupDelay: wait})
+	return svc, db, func() {
+		svc.Close(bg)
+		store.Close()
+		db.Close()
+	}
 }
