@@ -36,13 +36,8 @@ func BenchmarkStreamRead(b *testing.B) {
 // history cached), posting it, reading the stream. The server runs in the
 // benchmark's process, so its costs are counted too.
 func BenchmarkClientTurnLongChat(b *testing.B) {
-	var body bytes.Buffer
-	for i := range 33 {
-		fmt.Fprintf(&body, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"words %d and more \"},\"finish_reason\":null}]}\n\n", i)
-	}
-	body.WriteString("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
-		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":80,\"total_tokens\":180}}\n\ndata: [DONE]\n\n")
-	answer := body.Bytes()
+	chunks, tail := benchAnswer()
+	answer := append(bytes.Join(chunks, nil), tail...)
 	buf := make([]byte, 32<<10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for {
@@ -63,4 +58,16 @@ func BenchmarkClientTurnLongChat(b *testing.B) {
 			b.Fatal(err, res.Usage)
 		}
 	}
+}
+
+// benchAnswer is the external benchmark's fake model's answer: 33 content
+// events (each a chunk a streaming server flushes), then tail: the finish,
+// the usage and [DONE].
+func benchAnswer() (chunks [][]byte, tail []byte) {
+	for i := range 33 {
+		chunks = append(chunks, fmt.Appendf(nil, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"words %d and more \"},\"finish_reason\":null}]}\n\n", i))
+	}
+	tail = []byte("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":80,\"total_tokens\":180}}\n\ndata: [DONE]\n\n")
+	return chunks, tail
 }

@@ -2,10 +2,8 @@ package openai
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -22,12 +20,7 @@ import (
 // in-process server's). A short chat's request is a few hundred bytes, a
 // long one's about 50 KiB.
 func BenchmarkClientTurnCPU(b *testing.B) {
-	var chunks [][]byte
-	for i := range 33 {
-		chunks = append(chunks, fmt.Appendf(nil, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%s},\"finish_reason\":null}]}\n\n", strconv.Quote(fmt.Sprintf("words %d and more ", i))))
-	}
-	tail := []byte("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
-		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":80,\"total_tokens\":180}}\n\ndata: [DONE]\n\n")
+	chunks, tail := benchAnswer()
 	buf := make([]byte, 32<<10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for {
