@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -36,18 +37,7 @@ func BenchmarkStreamRead(b *testing.B) {
 // history cached), posting it, reading the stream. The server runs in the
 // benchmark's process, so its costs are counted too.
 func BenchmarkClientTurnLongChat(b *testing.B) {
-	chunks, tail := benchAnswer()
-	answer := append(bytes.Join(chunks, nil), tail...)
-	buf := make([]byte, 32<<10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for {
-			if _, err := r.Body.Read(buf); err != nil {
-				break
-			}
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Write(answer)
-	}))
+	srv := benchServer(false)
 	defer srv.Close()
 	c := New(Config{Name: "bench", BaseURL: srv.URL})
 	req := longRequest()
@@ -70,4 +60,25 @@ func benchAnswer() (chunks [][]byte, tail []byte) {
 	tail = []byte("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
 		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\",\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":80,\"total_tokens\":180}}\n\ndata: [DONE]\n\n")
 	return chunks, tail
+}
+
+// benchServer serves benchAnswer to every request, once the request's body
+// is read: each chunk flushed on its own when flushed, else the whole
+// answer in one write.
+func benchServer(flushed bool) *httptest.Server {
+	chunks, tail := benchAnswer()
+	answer := append(bytes.Join(chunks, nil), tail...)
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		if !flushed {
+			w.Write(answer)
+			return
+		}
+		for _, c := range chunks {
+			w.Write(c)
+			w.(http.Flusher).Flush()
+		}
+		w.Write(tail)
+	}))
 }

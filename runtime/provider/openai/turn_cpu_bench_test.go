@@ -2,8 +2,6 @@ package openai
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
@@ -20,22 +18,7 @@ import (
 // in-process server's). A short chat's request is a few hundred bytes, a
 // long one's about 50 KiB.
 func BenchmarkClientTurnCPU(b *testing.B) {
-	chunks, tail := benchAnswer()
-	buf := make([]byte, 32<<10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for {
-			if _, err := r.Body.Read(buf); err != nil {
-				break
-			}
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fl := w.(http.Flusher)
-		for _, c := range chunks {
-			w.Write(c)
-			fl.Flush()
-		}
-		w.Write(tail)
-	}))
+	srv := benchServer(true)
 	defer srv.Close()
 	short := provider.Request{Model: "gpt-4o", Conversation: "short", Messages: []provider.Message{
 		{Role: provider.RoleSystem, Content: "You are Mirror."},
