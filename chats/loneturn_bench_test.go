@@ -92,25 +92,15 @@ func pagesWritten(db *bolt.DB) int64 {
 }
 
 // instantService is a service on a new database whose model answers at
-// once (instant), its chats kept for idle; done closes it all.
+// once (instant), its chats kept for idle; done closes the service (the
+// store and database close when the benchmark ends).
 func instantService(b *testing.B, idle time.Duration) (svc *Service, db *bolt.DB, done func()) {
-	db, err := OpenDB(filepath.Join(b.TempDir(), "m.db"), time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	store, err := NewStore(db)
-	if err != nil {
-		b.Fatal(err)
-	}
+	store := openTestStore(b, filepath.Join(b.TempDir(), "m.db"))
 	eng, err := runtime.NewEngine([]*runtime.Model{{Name: "m", Provider: instant{}, Remote: "fake", Window: 128000}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default", Reflect: "default"}, 4)
 	if err != nil {
 		b.Fatal(err)
 	}
 	svc = New(Options{Store: store, Turner: eng, Idle: idle, PickupDelay: wait})
-	return svc, db, func() {
-		svc.Close(bg)
-		store.Close()
-		db.Close()
-	}
+	return svc, store.db, func() { svc.Close(bg) }
 }

@@ -197,7 +197,7 @@ func TestNewDatabaseGrowsOnce(t *testing.T) {
 
 // openTestStore opens a database at path and its store, both closed when
 // the test ends.
-func openTestStore(t *testing.T, path string) *Store {
+func openTestStore(t testing.TB, path string) *Store {
 	t.Helper()
 	db, err := OpenDB(path, time.Second)
 	if err != nil {
