@@ -130,9 +130,16 @@ func TestClusterFormsAndFailsOver(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("GET /api/cluster without the token: %d", resp.StatusCode)
 	}
-	out, code := nodes[1].status(t)
-	if code != 0 || !strings.Contains(out, "cluster: 3 nodes, leader "+st.Leader) || !strings.Contains(out, "NODE") {
-		t.Fatalf("status (exit %d):\n%s", code, out)
+	// Another node answers the same once its view has the three (under
+	// the whole suite's load, a node's presence may reach it a beat later).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, code := nodes[1].status(t)
+		if code == 0 && strings.Contains(out, "cluster: 3 nodes, leader "+st.Leader) && strings.Contains(out, "NODE") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status (exit %d):\n%s", code, out)
+		}
 	}
 	for _, n := range st.Nodes {
 		if n.HTTP == "" || n.Leader != (n.Name == st.Leader) {
