@@ -2,9 +2,9 @@ package boundary
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 
+	"github.com/mirror-gateway/mirror/runtime/ids"
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tools"
 )
@@ -50,8 +50,6 @@ var GlobalSearchTool = provider.Tool{
 	}`),
 }
 
-var messageID = regexp.MustCompile(`^m[0-9]{1,19}$`)
-
 // ParseToolOutput reads tool_output arguments; errors are *tools.ArgError.
 func ParseToolOutput(raw json.RawMessage) (string, error) {
 	p := newArgs(ToolToolOutput, raw, "tool_call_id")
@@ -70,7 +68,7 @@ func ParseGlobalSearch(raw json.RawMessage) (string, error) {
 	if err := p.err(); err != nil {
 		return "", err
 	}
-	if !messageID.MatchString(*id) {
+	if _, ok := ids.ParseMessage(*id); !ok {
 		return "", &tools.ArgError{Tool: ToolGlobalSearch, Problems: []string{
 			`argument "around_message_id" must be a message id such as "m123"`}}
 	}

@@ -20,6 +20,11 @@ func TestRecoveryToolArguments(t *testing.T) {
 		{ToolGlobalSearch, `{"around_message_id":"m123"}`, "m123", true},
 		{ToolGlobalSearch, `{"around_message_id":"123"}`, "", false},
 		{ToolGlobalSearch, `{"around_message_id":"m1; rm"}`, "", false},
+		// Exactly the ids Mirror writes (runtime/ids): no leading zero.
+		{ToolGlobalSearch, `{"around_message_id":"m007"}`, "", false},
+		{ToolGlobalSearch, `{"around_message_id":"m"}`, "", false},
+		{ToolGlobalSearch, `{"around_message_id":"m18446744073709551615"}`, "m18446744073709551615", true},
+		{ToolGlobalSearch, `{"around_message_id":"m18446744073709551616"}`, "", false},
 		{ToolGlobalSearch, `[]`, "", false},
 	} {
 		var got string

@@ -28,7 +28,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -237,9 +236,23 @@ func (m *Manager) Servers() []string {
 	return out
 }
 
-// toolName is what providers accept as a function name (OpenAI's rule, the
-// strictest): a server tool whose full name breaks it is not offered.
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// validToolName reports whether name is what providers accept as a function
+// name (OpenAI's rule, the strictest: 1 to 64 of A-Z a-z 0-9 _ -): a server
+// tool whose full name breaks it is not offered. A loop, not the regexp
+// `^[A-Za-z0-9_-]{1,64}$`, whose counted repetition compiled at every start.
+func validToolName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // externals turns a server's listed tools into the registry's, with their
 // schemas resolved once for checking arguments.
@@ -247,7 +260,7 @@ func (s *server) externals(list []*sdk.Tool) []tools.External {
 	out := make([]tools.External, 0, len(list))
 	for _, t := range list {
 		name := s.cfg.Name + config.MCPSeparator + t.Name
-		if !toolName.MatchString(name) || strings.Contains(t.Name, config.MCPSeparator) {
+		if !validToolName(name) || strings.Contains(t.Name, config.MCPSeparator) {
 			s.m.log.Warn("mcp: tool not offered: its name is not a valid function name", "server", s.cfg.Name, "tool", trim(t.Name, 80))
 			continue
 		}
