@@ -207,14 +207,15 @@ func (e *Engine) run(ctx context.Context, in TurnInput, onDelta func(text string
 			return TurnResult{}, err
 		}
 	}
-	t, err := e.newTurn(ctx, in, onDelta)
-	if err != nil {
+	var t turn
+	if err := e.newTurn(&t, ctx, &in, onDelta); err != nil {
 		return TurnResult{}, err
 	}
 	if err := t.transcribe(); err != nil { // before any view: the model reads transcripts
 		return t.out, err
 	}
 	for p := t.first(); p != phaseDone; {
+		var err error
 		if p, err = t.do(p); err != nil {
 			return t.out, err
 		}
@@ -232,7 +233,8 @@ func (e *Engine) Prepare(in *TurnInput) {
 	if in.Host == nil || in.SessionStart && e.hooks.Configured(config.HookSessionStart) {
 		return
 	}
-	t, err := e.newTurn(context.Background(), *in, nil)
+	var t turn
+	err := e.newTurn(&t, context.Background(), in, nil)
 	if err != nil || openAtEnd(t.rows) || e.transcribes(in, t.rows, t.picked) { // calls to settle, audio to hear first
 		return
 	}
