@@ -30,8 +30,7 @@ type deltaPump struct {
 	has     bool // pending or joined holds a delta, maybe an empty one
 	busy    bool // a goroutine is calling out
 	// idle is made by close when it must wait for a busy goroutine, which
-	// closes it as it ends (a channel for every burst of pieces was most
-	// of what a lone turn's deltas allocated).
+	// closes it as it ends (it was made for every burst of pieces).
 	idle chan struct{}
 	err  error // the first error out returned
 }

@@ -334,18 +334,20 @@ func (ir *IdleReader) Read(p []byte) (int, error) {
 }
 
 // check runs when the timer fires: onIdle after d without data, or the
-// timer set again for d after the last data.
+// timer set again for d after the last data. A stopped watch does neither.
 func (ir *IdleReader) check() {
-	quiet := time.Since(ir.start) - time.Duration(ir.last.Load())
-	if quiet >= ir.d {
-		ir.onIdle()
+	ir.mu.Lock()
+	if ir.stopped {
+		ir.mu.Unlock()
 		return
 	}
-	ir.mu.Lock()
-	defer ir.mu.Unlock()
-	if !ir.stopped {
+	if quiet := time.Since(ir.start) - time.Duration(ir.last.Load()); quiet < ir.d {
 		ir.timer.Reset(ir.d - quiet)
+		ir.mu.Unlock()
+		return
 	}
+	ir.mu.Unlock()
+	ir.onIdle()
 }
 
 // Stop stops the watch.
