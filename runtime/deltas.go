@@ -27,10 +27,12 @@ type deltaPump struct {
 	pending []string
 	first   [8]string // pending's array
 	joined  strings.Builder
-	has     bool          // pending or joined holds a delta, maybe an empty one
-	busy    bool          // a goroutine is calling out
-	idle    chan struct{} // closed when busy ends; nil while not busy
-	err     error         // the first error out returned
+	has     bool // pending or joined holds a delta, maybe an empty one
+	busy    bool // a goroutine is calling out
+	// idle is made by close when it must wait for a busy goroutine, which
+	// closes it as it ends (it was made for every burst of pieces).
+	idle chan struct{}
+	err  error // the first error out returned
 }
 
 func newDeltaPump(out func(string) error) *deltaPump {
@@ -53,6 +55,13 @@ func (p *deltaPump) send(text string) error {
 	case len(p.pending) < len(p.first):
 		p.pending = append(p.pending, text)
 	default:
+		// Room for twice what waits, once: a burst of a fast model's
+		// pieces grew the builder from a few bytes, a copy each doubling.
+		n := len(text)
+		for _, s := range p.pending {
+			n += len(s)
+		}
+		p.joined.Grow(2 * n)
 		for _, s := range p.pending {
 			p.joined.WriteString(s)
 		}
@@ -62,7 +71,7 @@ func (p *deltaPump) send(text string) error {
 	}
 	p.has = true
 	if !p.busy {
-		p.busy, p.idle = true, make(chan struct{})
+		p.busy = true
 		go p.deliver()
 	}
 	return nil
@@ -92,8 +101,10 @@ func (p *deltaPump) deliver() {
 		}
 	}
 	p.busy = false
-	close(p.idle)
-	p.idle = nil
+	if p.idle != nil {
+		close(p.idle)
+		p.idle = nil
+	}
 	p.mu.Unlock()
 }
 
@@ -101,7 +112,13 @@ func (p *deltaPump) deliver() {
 // the first error out gave. Nothing is sent after it.
 func (p *deltaPump) close() error {
 	p.mu.Lock()
-	idle := p.idle
+	var idle chan struct{}
+	if p.busy {
+		if p.idle == nil {
+			p.idle = make(chan struct{})
+		}
+		idle = p.idle
+	}
 	p.mu.Unlock()
 	if idle != nil {
 		<-idle

@@ -211,3 +211,39 @@ func TestDeltaPumpJoinsALongQueueOnce(t *testing.T) {
 		}
 	}
 }
+
+// close waits for a piece out is still handling, however late it is
+// called: the channel it waits on is made only then.
+func TestDeltaPumpCloseWaitsForOut(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	delivered := make(chan string, 4)
+	p := newDeltaPump(func(s string) error {
+		close(started)
+		<-release
+		delivered <- s
+		return nil
+	})
+	if err := p.send("a"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	closed := make(chan error, 1)
+	go func() { closed <- p.close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("close returned (%v) while out still ran", err)
+	case <-time.After(50 * time.Millisecond): // close is waiting, as it must
+	}
+	close(release)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return after out did")
+	}
+	if len(delivered) != 1 || <-delivered != "a" {
+		t.Fatal("the piece was not delivered before close returned")
+	}
+}

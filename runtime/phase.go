@@ -126,20 +126,25 @@ type pendingBoundary struct {
 
 // newTurn opens a turn: its chain, tools, sizer and rows. Prepare and Run
 // both open turns with it, so they see the same conversation the same way.
-func (e *Engine) newTurn(ctx context.Context, in TurnInput, onDelta func(string) error) (turn, error) {
+//
+// It fills t in place: a turn is over a kilobyte, and returned by value it
+// was copied through the frames of newTurn and its callers, whose size
+// made every turn's goroutine grow its stack once more.
+func (e *Engine) newTurn(t *turn, ctx context.Context, in *TurnInput, onDelta func(string) error) error {
 	chain := e.chains[in.Chain]
 	if len(chain) == 0 {
-		return turn{}, fmt.Errorf("no chain %q", in.Chain)
+		return fmt.Errorf("no chain %q", in.Chain)
 	}
-	t := turn{e: e, ctx: ctx, in: in, onDelta: onDelta, chain: chain}
-	t.defs = e.offeredIn(&in)
+	*t = turn{}
+	t.e, t.ctx, t.in, t.onDelta, t.chain = e, ctx, *in, onDelta, chain
+	t.defs = e.offeredIn(&t.in)
 	t.sz = e.sizer(chain[0], t.defs)
-	t.rows = in.rows()
+	t.rows = t.in.rows()
 	t.picked, t.end = min(max(in.Picked, 0), len(t.rows)), len(t.rows)
 	if in.Host == nil {
 		t.picked = 0
 	}
-	return t, nil
+	return nil
 }
 
 // first is the phase the turn starts in.

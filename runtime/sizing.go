@@ -321,11 +321,23 @@ func (s sizer) room() int {
 // its stored count (or a count of its text), plus its attachments sized by
 // that model's provider rule, which the stored count never includes (the
 // same row costs differently per provider), as the view sizes them.
-func (s sizer) rowTokens(r *view.Row) int {
+//
+// The usual row (a stored count, no attachments) is answered inline: the
+// opening reading sums every row of the conversation each turn, and a call
+// copying the sizer per row was most of it.
+func (s *sizer) rowTokens(r *view.Row) int {
+	if r.Tokens > 0 && len(r.Parts) == 0 {
+		return r.Tokens
+	}
+	return s.counted(r)
+}
+
+// counted is rowTokens of a row that needs counting or has attachments.
+func (s *sizer) counted(r *view.Row) int {
 	return s.textTokens(r) + provider.PartsTokens(s.m.ProvKind, r.Parts)
 }
 
-func (s sizer) textTokens(r *view.Row) int {
+func (s *sizer) textTokens(r *view.Row) int {
 	if r.Tokens > 0 {
 		return r.Tokens
 	}
@@ -343,13 +355,17 @@ func (s sizer) textTokens(r *view.Row) int {
 // estimate.
 func (s sizer) read(msgs []provider.Message) boundary.Reading {
 	n := tokens.Overhead(len(msgs))
-	for _, m := range msgs {
-		n += s.messageTokens(m)
+	for i := range msgs {
+		if t := msgs[i].Tokens; t > 0 { // the usual message: its stored count
+			n += t
+			continue
+		}
+		n += s.messageTokens(&msgs[i])
 	}
 	return s.limits.Assess(s.correct(n), s.fixed)
 }
 
-func (s sizer) messageTokens(m provider.Message) int {
+func (s *sizer) messageTokens(m *provider.Message) int {
 	if m.Tokens > 0 {
 		return m.Tokens
 	}

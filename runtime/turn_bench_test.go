@@ -68,9 +68,20 @@ func BenchmarkTurnChat(b *testing.B) { benchTurnChat(b, 128000, 10, 100) }
 // the history grows, which a view extended from the last one keeps flat.
 func BenchmarkTurnChatLong(b *testing.B) { benchTurnChat(b, 1000000, 100, 1000) }
 
+// BenchmarkTurnChatGoroutine is BenchmarkTurnChat with each Run on a
+// goroutine of its own, as the chats actor starts a turn: what a turn's
+// stack costs to grow is in it.
+func BenchmarkTurnChatGoroutine(b *testing.B) { benchTurnChatOn(b, true, 128000, 10, 100) }
+
 // benchTurnChat runs BenchmarkTurnChat's chat with a model of window
 // tokens, once for each history length (in turns) given.
 func benchTurnChat(b *testing.B, window int, histories ...int) {
+	benchTurnChatOn(b, false, window, histories...)
+}
+
+// benchTurnChatOn is benchTurnChat, each Run on a new goroutine when
+// fresh says so.
+func benchTurnChatOn(b *testing.B, fresh bool, window int, histories ...int) {
 	e, err := NewEngine([]*Model{{Name: "m", ProvName: "builtin", Provider: builtin.New(0), Remote: "echo", Window: window}},
 		map[string][]string{"default": {"m"}}, config.Roles{Chat: "default"}, 4)
 	if err != nil {
@@ -103,7 +114,18 @@ func benchTurnChat(b *testing.B, window int, histories ...int) {
 				in := TurnInput{Chat: "c", Turn: seq, Chain: "default", Rows: rows[:len(rows)-1], Picked: len(rows) - 2, Last: seq - 1,
 					Host: &journal{}, ViewMemo: memo}
 				e.Prepare(&in)
-				if _, err := e.Run(context.Background(), in, func(string) error { return nil }); err != nil {
+				run := func() error {
+					_, err := e.Run(context.Background(), in, func(string) error { return nil })
+					return err
+				}
+				if fresh {
+					done := make(chan error, 1)
+					go func() { done <- run() }()
+					err = <-done
+				} else {
+					err = run()
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 			}

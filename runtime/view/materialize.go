@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/mirror-gateway/mirror/runtime/provider"
 	"github.com/mirror-gateway/mirror/runtime/tokens"
@@ -245,8 +246,11 @@ func Materialize(in Input) (View, error) {
 	return v, nil
 }
 
-func (b *build) report(stage string, rows, toks int, format string, args ...any) {
-	b.reports = append(b.reports, StageReport{Stage: stage, Rows: rows, Tokens: toks, Note: fmt.Sprintf(format, args...)})
+// report records what a stage did. note is written with the note helpers
+// below rather than fmt: a view is built every turn and its seven notes,
+// each boxing its numbers for fmt, were a tenth of a build's allocations.
+func (b *build) report(stage string, rows, toks int, note string) {
+	b.reports = append(b.reports, StageReport{Stage: stage, Rows: rows, Tokens: toks, Note: note})
 }
 
 // active is the checkpoint the view is built with.
@@ -305,7 +309,7 @@ func clearCut(b *build) error {
 		// the entries it keeps point at.
 		b.rows, b.kept = m.sync(b.rows, b.in.AppendOnly)
 	}
-	b.report("clear-cut", len(b.rows), -1, "%s; %d rows at or before evicted m%d", note, len(b.old), floor)
+	b.report("clear-cut", len(b.rows), -1, clearCutNote(note, len(b.old), floor))
 	return nil
 }
 
@@ -402,7 +406,7 @@ func agentHistory(b *build) error {
 		}
 	}
 	b.dropped = dropped
-	b.report("agent-history", len(b.vis), -1, "%d rows dropped", dropped)
+	b.report("agent-history", len(b.vis), -1, droppedNote(dropped))
 	return nil
 }
 
@@ -431,7 +435,7 @@ func (b *build) called(calls map[string]bool, id string) bool {
 func turnContext(b *build) error {
 	b.due = b.dueTrigger()
 	if len(b.in.Context) == 0 {
-		b.report("turn-context", len(b.vis), -1, "no runtime context this turn; due %q", b.due)
+		b.report("turn-context", len(b.vis), -1, noContextNote(b.due))
 		return nil
 	}
 	cur := append([]Section(nil), b.in.Context...)
@@ -444,7 +448,7 @@ func turnContext(b *build) error {
 		cur = append(cur, Section{Key: PinsKey, Text: b.pinsSection(pins)})
 	}
 	b.cur = cur
-	b.report("turn-context", len(b.vis), -1, "%d sections; warned %v; due %q", len(cur), b.warned, b.due)
+	b.report("turn-context", len(b.vis), -1, contextNote(len(cur), b.warned, b.due))
 	return nil
 }
 
@@ -600,12 +604,14 @@ func checkpoint(b *build) error {
 		b.entries = b.apply(b.cp)
 	}
 	before := b.entriesTokens()
-	after, note := before, fmt.Sprintf("epoch %d; no checkpoint due", epochOf(b.cp))
+	after, note := before, ""
 	if b.due != "" {
 		note = b.replan(b.due)
 		after = b.entriesTokens()
+	} else {
+		note = notDueNote(epochOf(b.cp))
 	}
-	b.report("checkpoint", len(b.entries), after, "history %d before; %s", before, note)
+	b.report("checkpoint", len(b.entries), after, checkpointNote(before, note))
 	return nil
 }
 
@@ -645,7 +651,7 @@ func preflight(b *build) error {
 	}
 	least := b.corrected(b.in.Overhead + n + tokens.Overhead(k))
 	ceil := b.in.Budget.Ceiling
-	b.report("preflight", len(b.entries)-a, least, "least possible request %d of ceiling %d", least, ceil)
+	b.report("preflight", len(b.entries)-a, least, preflightNote(least, ceil))
 	if least > ceil {
 		return &BudgetError{Stage: "preflight", Size: least, Limit: ceil,
 			Hint: "the current turn alone, with the system prompt and tools, cannot fit and no checkpoint can shrink it; " +
@@ -664,7 +670,7 @@ func admission(b *build) error {
 		note = "over the ceiling: " + b.replan(TriggerAdmission) + "; "
 		b.size, b.sized = b.sizeNow()
 	}
-	b.report("admission", len(b.entries), b.size, "%ssize %d (measured %v) of ceiling %d", note, b.size, b.sized, ceil)
+	b.report("admission", len(b.entries), b.size, admissionNote(note, b.size, b.sized, ceil))
 	if b.size > ceil {
 		return &BudgetError{Stage: "admission", Size: b.size, Limit: ceil,
 			Hint: "a checkpoint could not bring the view under it; send /compact, start a /new chat, unpin large messages, or choose a larger context limit"}
@@ -863,4 +869,38 @@ func activeStart(es []entry) int {
 		}
 	}
 	return last
+}
+
+// The notes of the stages, as fmt wrote them (the replay's goldens hold
+// them): "%s; %d rows at or before evicted m%d" and the like, with %q as
+// strconv.Quote and %v of a bool as strconv.FormatBool.
+
+func clearCutNote(note string, old int, floor uint64) string {
+	return note + "; " + strconv.Itoa(old) + " rows at or before evicted m" + strconv.FormatUint(floor, 10)
+}
+
+func contextNote(sections int, warned bool, due string) string {
+	return strconv.Itoa(sections) + " sections; warned " + strconv.FormatBool(warned) + "; due " + strconv.Quote(due)
+}
+
+func checkpointNote(before int, note string) string {
+	return "history " + strconv.Itoa(before) + " before; " + note
+}
+
+func preflightNote(least, ceil int) string {
+	return "least possible request " + strconv.Itoa(least) + " of ceiling " + strconv.Itoa(ceil)
+}
+
+func admissionNote(note string, size int, measured bool, ceil int) string {
+	return note + "size " + strconv.Itoa(size) + " (measured " + strconv.FormatBool(measured) + ") of ceiling " + strconv.Itoa(ceil)
+}
+
+func droppedNote(dropped int) string { return strconv.Itoa(dropped) + " rows dropped" }
+
+func noContextNote(due string) string {
+	return "no runtime context this turn; due " + strconv.Quote(due)
+}
+
+func notDueNote(epoch uint64) string {
+	return "epoch " + strconv.FormatUint(epoch, 10) + "; no checkpoint due"
 }

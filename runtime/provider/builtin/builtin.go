@@ -49,11 +49,13 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -63,9 +65,23 @@ import (
 	"github.com/mirror-gateway/mirror/runtime/tokens"
 )
 
-// Model is the built-in model. It is stateless and safe for concurrent use.
+// Model is the built-in model. It is safe for concurrent use; what it
+// keeps between requests (the last tool list's count) never changes an
+// answer.
 type Model struct {
 	delay time.Duration
+	// tools is the last tool list counted, and its count: a chat offers
+	// the same list every turn, and counting its schemas again (each a
+	// copy into a string first) was half the model's own work per turn.
+	tools atomic.Pointer[toolCount]
+}
+
+// toolCount is a tool list and its tokens (toolTokens). The list is a
+// copy, its schemas cloned, so a caller that changes its own list in
+// place is counted afresh.
+type toolCount struct {
+	defs []provider.Tool
+	n    int
 }
 
 // New returns the built-in model pausing delay between streamed pieces;
@@ -80,7 +96,7 @@ const wordsPerPiece = 3
 // ctx.Err() with the text streamed so far; if emit fails, it returns that
 // error with the text emit had accepted before.
 func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(provider.Delta) error) (provider.Result, error) {
-	in := inputTokens(req.Messages) + tokens.Overhead(len(req.Messages)) + toolTokens(req.Tools)
+	in := inputTokens(req.Messages) + tokens.Overhead(len(req.Messages)) + m.toolTokens(req.Tools)
 	if call, ok := ToolCall(req); ok {
 		usage := provider.Usage{InputTokens: in, OutputTokens: tokens.Count(call.Name) + tokens.Count(call.Arguments)}
 		if err := ctx.Err(); err != nil {
@@ -460,4 +476,36 @@ func toolTokens(defs []provider.Tool) int {
 		n += tokens.Count(d.Name) + tokens.Count(d.Description) + tokens.Count(string(d.Parameters)) + tokens.MessageOverhead
 	}
 	return n
+}
+
+// toolTokens is toolTokens(defs), from the last list's count when defs
+// is that list again (names, descriptions and schemas equal).
+func (m *Model) toolTokens(defs []provider.Tool) int {
+	if len(defs) == 0 {
+		return 0
+	}
+	if c := m.tools.Load(); c != nil && sameTools(c.defs, defs) {
+		return c.n
+	}
+	n := toolTokens(defs)
+	kept := make([]provider.Tool, len(defs))
+	for i, d := range defs {
+		kept[i] = provider.Tool{Name: d.Name, Description: d.Description, Parameters: bytes.Clone(d.Parameters)}
+	}
+	m.tools.Store(&toolCount{defs: kept, n: n})
+	return n
+}
+
+// sameTools reports whether a and b list the same tools, as toolTokens
+// counts them.
+func sameTools(a, b []provider.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
+			return false
+		}
+	}
+	return true
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -402,4 +403,58 @@ func FuzzToolCommand(f *testing.F) {
 			t.Fatalf("%q: call %+v, text %q", msg, call, text)
 		}
 	})
+}
+
+// TestToolTokensOfALaterList: the count kept of the last tool list is
+// used only for that list again; a list changed in place (a schema's
+// bytes, a name), a shorter or another list is counted afresh.
+func TestToolTokensOfALaterList(t *testing.T) {
+	m := New(0)
+	list := func() []provider.Tool {
+		return []provider.Tool{
+			{Name: "read_file", Description: "Read a file.", Parameters: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+			{Name: "list_dir", Description: "List a folder.", Parameters: []byte(`{"type":"object"}`)},
+		}
+	}
+	defs := list()
+	steps := []struct {
+		name   string
+		change func()
+	}{
+		{"first", func() {}},
+		{"same list", func() {}},
+		{"a schema changed in place", func() { copy(defs[0].Parameters, strings.Repeat("§ 1 ", len(defs[0].Parameters))) }},
+		{"an equal copy", func() { defs = list() }},
+		{"a name changed in place", func() { defs[1].Name = "list_directory_entries" }},
+		{"a description changed", func() { defs[1].Description = "List the entries of a folder, one a line." }},
+		{"shorter", func() { defs = defs[:1] }},
+		{"none", func() { defs = nil }},
+		{"back", func() { defs = list() }},
+	}
+	for _, s := range steps {
+		s.change()
+		if got, want := m.toolTokens(defs), toolTokens(defs); got != want {
+			t.Fatalf("%s: %d tokens, want %d", s.name, got, want)
+		}
+	}
+	// Concurrent requests with two lists (run with -race).
+	a, b := list(), list()[:1]
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defs := a
+			if i%2 == 1 {
+				defs = b
+			}
+			for range 100 {
+				if got, want := m.toolTokens(defs), toolTokens(defs); got != want {
+					t.Errorf("concurrent: %d tokens, want %d", got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -50,6 +50,56 @@ type encCache struct {
 	// schemas each turn cost more than comparing them.
 	lastTools  toolsEntry
 	toolHashes int // lists hashed (for tests)
+
+	// frames are requests encoded without their messages and tools, and
+	// where the messages go in them (frame): the same few a chain sends
+	// turn after turn, each encoded by reflection before.
+	frames      map[frameKey]frame
+	frameMisses int // frames encoded (for tests)
+}
+
+// frameKey is every field of a wireRequest but its messages and tools:
+// what its frame's bytes are made of.
+type frameKey struct {
+	model, toolChoice          string
+	choice                     bool // toolChoice is set
+	maxTokens, maxCompletionTo int
+}
+
+// frame is a request encoded with an empty message list and no tools,
+// and head, the length of its part before the message list ("[]").
+type frame struct {
+	rest []byte
+	head int
+}
+
+// maxFrames bounds frames: a few per model of a chain.
+const maxFrames = 64
+
+// frame is w's frame (w has no messages and no tools), encoded once per
+// frameKey. Its bytes are shared: only read.
+func (c *encCache) frame(w *wireRequest) (rest []byte, head int, err error) {
+	k := frameKey{model: w.Model, maxTokens: w.MaxTokens, maxCompletionTo: w.MaxCompletionTokens}
+	if w.ToolChoice != nil {
+		k.toolChoice, k.choice = w.ToolChoice.Function.Name, true
+	}
+	c.mu.Lock()
+	f, ok := c.frames[k]
+	c.mu.Unlock()
+	if ok {
+		return f.rest, f.head, nil
+	}
+	if f, err = encodeFrame(w); err != nil {
+		return nil, 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frameMisses++
+	if c.frames == nil || len(c.frames) >= maxFrames {
+		c.frames = map[frameKey]frame{}
+	}
+	c.frames[k] = f
+	return f.rest, f.head, nil
 }
 
 type toolsEntry struct {

@@ -259,3 +259,46 @@ func TestCachedRequestIsOneBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestFramesKept: a request's frame (everything but its messages
+// and tools) is encoded once per model, answer cap, tool choice and
+// endpoint, and every request built on a kept frame is byte for byte the
+// fresh encoding.
+func TestRequestFramesKept(t *testing.T) {
+	msgs := []provider.Message{{Role: provider.RoleUser, Content: "hello"}}
+	tools := []provider.Tool{{Name: "read_file", Description: "Read a file.", Parameters: []byte(`{"type":"object"}`)}}
+	type shape struct {
+		model, choice string
+		max           int
+		official      bool
+	}
+	shapes := []shape{
+		{"gpt-4o", "", 0, false}, {"gpt-4o", "", 1024, false}, {"gpt-4o", "", 1024, true}, {"gpt-4o", "list_dir", 1024, false},
+		{"o3-mini", "", 1024, true}, {"gpt-4o", "read_file", 1024, false},
+		{`a "quoted" <model> \ é`, "", 7, false}, {"", "", 0, false},
+	}
+	cache := newEncCache()
+	for round := range 3 {
+		for i, sh := range shapes {
+			req := provider.Request{Model: sh.model, Messages: msgs, MaxTokens: sh.max, ToolChoice: sh.choice}
+			if round == 1 {
+				req.Tools = tools
+			}
+			want, err := encodeRequest(req, sh.official)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := encodeRequestWith(req, sh.official, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("round %d, shape %d: got %s\nwant %s", round, i, got, want)
+			}
+		}
+	}
+	// Each shape is a frame of its own, encoded once.
+	if want := len(shapes); cache.frameMisses != want {
+		t.Fatalf("%d frames encoded for %d shapes over three rounds, want %d", cache.frameMisses, len(shapes), want)
+	}
+}

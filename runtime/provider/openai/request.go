@@ -126,20 +126,11 @@ func encodeRequestInto(buf *bytes.Buffer, req provider.Request, official bool, c
 		return buf.Bytes(), nil
 	}
 	// The request without its messages and tools, then the messages
-	// spliced in where the empty list is ("messages" follows "model", the
-	// first field) and the tools after them, where the struct has them.
-	w.Messages = []wireMessage{}
-	rest, err := provider.MarshalWire(w)
+	// spliced in where the empty list is and the tools after them, where
+	// the struct has them.
+	rest, head, err := cache.frame(&w)
 	if err != nil {
 		return nil, err
-	}
-	model, err := provider.MarshalWire(req.Model)
-	if err != nil {
-		return nil, err
-	}
-	head := len(`{"model":`) + len(model) + len(`,"messages":`)
-	if !bytes.HasPrefix(rest[head:], []byte("[]")) {
-		return nil, fmt.Errorf("request encoding: no messages list at %d", head)
 	}
 	var tools []byte
 	if len(req.Tools) > 0 {
@@ -160,6 +151,27 @@ func encodeRequestInto(buf *bytes.Buffer, req provider.Request, official bool, c
 	}
 	buf.Write(rest[head+2:])
 	return buf.Bytes(), nil
+}
+
+// encodeFrame encodes w (without messages or tools) with an empty message
+// list, and finds where the list is: "messages" follows "model", the
+// first field.
+func encodeFrame(w *wireRequest) (frame, error) {
+	f := *w
+	f.Messages, f.Tools = []wireMessage{}, nil
+	rest, err := provider.MarshalWire(f)
+	if err != nil {
+		return frame{}, err
+	}
+	model, err := provider.MarshalWire(f.Model)
+	if err != nil {
+		return frame{}, err
+	}
+	head := len(`{"model":`) + len(model) + len(`,"messages":`)
+	if !bytes.HasPrefix(rest[head:], []byte("[]")) {
+		return frame{}, fmt.Errorf("request encoding: no messages list at %d", head)
+	}
+	return frame{rest: rest, head: head}, nil
 }
 
 // wireToolsOf is the tools of a request as sent.

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -294,25 +295,65 @@ func lineEnd(b []byte) int {
 // connection that sends nothing cannot hang a chat forever. onIdle
 // typically cancels the request's context, which makes the pending Read
 // fail.
+//
+// A Read that returns data only notes when it did: resetting the timer on
+// every read (a few a streamed answer, on every stream at once) cost a
+// lock and the timer heap's reordering each time. The timer fires d after
+// it was last set and looks at that note: when data came since, it is set
+// again for d after the data, so onIdle runs d after the last data, as
+// before.
 type IdleReader struct {
-	r     io.Reader
-	d     time.Duration
-	timer *time.Timer
+	r      io.Reader
+	d      time.Duration
+	onIdle func()
+	start  time.Time
+	// last is when a Read last returned data, as time since start (0: not yet).
+	last atomic.Int64
+
+	mu      sync.Mutex // orders Stop with the timer setting itself again
+	stopped bool
+	timer   *time.Timer
 }
 
 // WatchIdle starts watching r; call Stop when done with it.
 func WatchIdle(r io.Reader, d time.Duration, onIdle func()) *IdleReader {
-	return &IdleReader{r: r, d: d, timer: time.AfterFunc(d, onIdle)}
+	ir := &IdleReader{r: r, d: d, onIdle: onIdle, start: time.Now()}
+	ir.mu.Lock()
+	ir.timer = time.AfterFunc(d, ir.check)
+	ir.mu.Unlock()
+	return ir
 }
 
 // Read reads from the underlying reader, restarting the clock on data.
 func (ir *IdleReader) Read(p []byte) (int, error) {
 	n, err := ir.r.Read(p)
 	if n > 0 {
-		ir.timer.Reset(ir.d)
+		ir.last.Store(int64(time.Since(ir.start)))
 	}
 	return n, err
 }
 
+// check runs when the timer fires: onIdle after d without data, or the
+// timer set again for d after the last data. A stopped watch does neither.
+func (ir *IdleReader) check() {
+	ir.mu.Lock()
+	if ir.stopped {
+		ir.mu.Unlock()
+		return
+	}
+	if quiet := time.Since(ir.start) - time.Duration(ir.last.Load()); quiet < ir.d {
+		ir.timer.Reset(ir.d - quiet)
+		ir.mu.Unlock()
+		return
+	}
+	ir.mu.Unlock()
+	ir.onIdle()
+}
+
 // Stop stops the watch.
-func (ir *IdleReader) Stop() { ir.timer.Stop() }
+func (ir *IdleReader) Stop() {
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	ir.stopped = true
+	ir.timer.Stop()
+}

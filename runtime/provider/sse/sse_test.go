@@ -106,6 +106,58 @@ func TestIdleReader(t *testing.T) {
 	<-fired
 }
 
+// TestIdleReaderAfterData: data that keeps coming keeps the watch quiet
+// over many idle periods (the timer, set once, sets itself again after
+// each data), and silence after the last data fires it, never sooner than
+// d after that data.
+func TestIdleReaderAfterData(t *testing.T) {
+	const d = 250 * time.Millisecond
+	pr, pw := io.Pipe()
+	fired := make(chan time.Time, 1)
+	ir := WatchIdle(pr, d, func() { fired <- time.Now(); pw.CloseWithError(errors.New("idle")) })
+	defer ir.Stop()
+	lastWrite := make(chan time.Time, 1)
+	go func() {
+		var at time.Time
+		for end := time.Now().Add(4 * d); time.Now().Before(end); {
+			if _, err := pw.Write([]byte("data: x\n\n")); err != nil {
+				lastWrite <- time.Time{} // cut while data still came
+				return
+			}
+			at = time.Now()
+			time.Sleep(d / 25) // pacing the data, not waiting for anything
+		}
+		lastWrite <- at
+	}()
+	readErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := ir.Read(buf); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	last := <-lastWrite // bounded: the writer stops after 4d, or when cut
+	if last.IsZero() {
+		t.Fatal("the watch fired while data still came")
+	}
+	var at time.Time
+	select {
+	case at = <-fired:
+	case <-time.After(10 * time.Second):
+		pw.Close()
+		t.Fatal("no data for 10 s, and the watch did not fire")
+	}
+	if err := <-readErr; err.Error() != "idle" {
+		t.Fatalf("read error %v, want idle", err)
+	}
+	if quiet := at.Sub(last); quiet < d {
+		t.Fatalf("fired %v after the last data, want at least %v", quiet, d)
+	}
+}
+
 // FuzzReader: arbitrary bytes never panic, and reading one byte at a time
 // gives exactly the events of reading whole.
 func FuzzReader(f *testing.F) {
