@@ -186,3 +186,28 @@ func TestListEntryKeptWhenItsKeyIs(t *testing.T) {
 		})
 	}
 }
+
+// Entries are added at the end of the index, one commit at a time, as
+// chats are written: its pages are filled, not left half empty by each
+// split, so it spans as few pages as its keys need.
+func TestListIndexPagesFull(t *testing.T) {
+	e := newEnv(t, newGate(true))
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	const chats = 500
+	for i := range chats {
+		err := e.db.Update(func(tx *bolt.Tx) error {
+			c := Chat{ID: ids.NewChat(), Title: "t", State: StateIdle, CreatedAt: at, UpdatedAt: at.Add(time.Duration(i)), Seq: 1}
+			meta, _ := json.Marshal(c)
+			return putMeta(tx, time.Time{}, &c, meta)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st bolt.BucketStats
+	_ = e.db.View(func(tx *bolt.Tx) error { st = tx.Bucket(bucketByUpdate).Stats(); return nil })
+	need := (st.LeafInuse + e.db.Info().PageSize - 1) / e.db.Info().PageSize
+	if st.KeyN != chats || st.LeafPageN > need+1 {
+		t.Fatalf("%d entries on %d pages, %d bytes: %d pages would hold them", st.KeyN, st.LeafPageN, st.LeafInuse, need)
+	}
+}
