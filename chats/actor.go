@@ -545,7 +545,8 @@ func (a *actor) flush() (err error) {
 		}
 		meta.LogPos, f.Meta.LogPos = pos, pos
 	}
-	err = a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, f) })
+	enc := encodeFlush(f) // here, not in the commit: the committer serves every chat
+	err = a.s.store.Write(context.Background(), func(tx *bolt.Tx) error { return a.write(tx, &b, f, enc) })
 	if err != nil && b.archive != nil && a.s.opt.RecordLog == nil {
 		// Only a boundary's rows were in this batch (it flushed first):
 		// drop them, and memory is as it was before the boundary.
@@ -635,9 +636,9 @@ func (b *batch) flush(chat string, meta Chat) *Flush {
 
 // write stores the batch (f, and what stays on this node) in tx. It only
 // touches tx, as Store.Write may run it twice.
-func (a *actor) write(tx *bolt.Tx, b *batch, f *Flush) error {
+func (a *actor) write(tx *bolt.Tx, b *batch, f *Flush, enc *flushBytes) error {
 	return writeFlush(tx, a.s.store, a.meta.UpdatedAt, f, &localWrites{
-		dropHeld: a.dropHeld, dropProcs: a.dropProcs})
+		dropHeld: a.dropHeld, dropProcs: a.dropProcs, enc: enc})
 }
 
 // localWrites are what a node's own flush writes besides its Flush: they
@@ -645,6 +646,8 @@ func (a *actor) write(tx *bolt.Tx, b *batch, f *Flush) error {
 type localWrites struct {
 	dropHeld  []string
 	dropProcs []string
+	// enc is f's bytes, encoded before the commit (nil: encoded in it).
+	enc *flushBytes
 }
 
 // writeFlush stores f in tx, each kind of write by its own helper: the
@@ -652,9 +655,15 @@ type localWrites struct {
 // a flush the same way. prev is the UpdatedAt stored before (zero for a
 // new chat).
 func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWrites) error {
+	if local == nil {
+		local = &localWrites{}
+	}
+	enc := local.enc
+	if enc == nil {
+		enc = encodeFlush(f)
+	}
 	meta := f.Meta
-	metaJSON, _ := json.Marshal(meta)
-	if err := putMeta(tx, prev, &meta, metaJSON); err != nil {
+	if err := putMeta(tx, prev, &meta, enc.meta); err != nil {
 		return err
 	}
 	if f.Creator != "" {
@@ -662,15 +671,12 @@ func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWr
 			return err
 		}
 	}
-	if local == nil {
-		local = &localWrites{}
-	}
 	for _, c := range f.Charges {
 		if err := people.AddUsageTx(tx, c.Person, c.Day, c.Tokens); err != nil {
 			return err
 		}
 	}
-	if err := writeRows(tx, f.Chat, f.Events); err != nil {
+	if err := writeRowBytes(tx, f.Chat, f.Events, enc.rows); err != nil {
 		return err
 	}
 	if err := writePending(tx, f.Chat, f.PutPending, f.DelPending); err != nil {
@@ -699,6 +705,12 @@ func writeFlush(tx *bolt.Tx, st *Store, prev time.Time, f *Flush, local *localWr
 
 // writeRows appends events to the chat's record.
 func writeRows(tx *bolt.Tx, chat string, events []*Event) error {
+	return writeRowBytes(tx, chat, events, nil)
+}
+
+// writeRowBytes is writeRows with the rows' bytes (rowBytes of each
+// event) encoded already; nil: encoded here.
+func writeRowBytes(tx *bolt.Tx, chat string, events []*Event, rows [][]byte) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -709,8 +721,14 @@ func writeRows(tx *bolt.Tx, chat string, events []*Event) error {
 	// Rows are only ever appended, in seq order: full pages, not the
 	// half-empty ones a split leaves by default.
 	rb.FillPercent = 1.0
-	for _, ev := range events {
-		if err := rb.Put(seqKey(ev.Seq), rowBytes(ev)); err != nil {
+	for i, ev := range events {
+		var row []byte
+		if rows != nil {
+			row = rows[i]
+		} else {
+			row = rowBytes(ev)
+		}
+		if err := rb.Put(seqKey(ev.Seq), row); err != nil {
 			return err
 		}
 	}

@@ -17,10 +17,15 @@ import (
 // read only what they need instead of every chat:
 //
 //   - bucketByUpdate: UpdatedAt (8 bytes, big-endian Unix nanoseconds) +
-//     chat id → the chat's metadata, as in the chats bucket. A cursor walks
-//     it newest first for the chat list, reading adjacent pages only (a
-//     lookup per chat in the chats bucket, by random id, would touch a page
-//     per chat). Its bucket sequence counts the chats.
+//     chat id → nothing. A cursor walks it newest first for the chat list,
+//     which reads each listed chat's metadata from the chats bucket (a
+//     page of the list is at most MaxListPage lookups, whatever the store
+//     holds). Its bucket sequence counts the chats. Keys alone keep it
+//     small: at a hundred chats it is one page, which every commit of a
+//     group shares, where a copy of each chat's metadata made it as large
+//     as the chats bucket, and a turn's commit rewrote a page of it for
+//     the entry it dropped besides the one it added (listindex.go says
+//     how a store that holds such copies is read).
 //   - bucketWork: chat id → nothing, for exactly the chats with work left
 //     (hasWork), which Resume loads at start.
 //
@@ -153,17 +158,7 @@ func putMeta(tx *bolt.Tx, prev time.Time, c *Chat, metaJSON []byte) error {
 	if err := tx.Bucket(bucketChats).Put(id, metaJSON); err != nil {
 		return err
 	}
-	idx := tx.Bucket(bucketByUpdate)
-	if prev.IsZero() {
-		if err := idx.SetSequence(idx.Sequence() + 1); err != nil {
-			return err
-		}
-	} else if !prev.Equal(c.UpdatedAt) {
-		if err := dropEntry(idx, prev, c.ID); err != nil {
-			return err
-		}
-	}
-	if err := idx.Put(updateKey(c.UpdatedAt, c.ID), metaJSON); err != nil {
+	if err := putEntry(tx.Bucket(bucketByUpdate), prev, c); err != nil {
 		return err
 	}
 	if err := markSets(tx, c); err != nil {
@@ -274,7 +269,7 @@ func buildIndexes(tx *bolt.Tx) error {
 			c = Chat{Resume: true}
 		}
 		c.ID = string(k)
-		upd = append(upd, entry{updateKey(c.UpdatedAt, c.ID), v}) // v stays valid while tx is open
+		upd = append(upd, entry{updateKey(c.UpdatedAt, c.ID), nil})
 		if hasWork(&c) {
 			busy = append(busy, bytes.Clone(k)) // k lives only as long as tx
 		}
@@ -338,33 +333,39 @@ func listPage(tx *bolt.Tx, after string, limit int, keep func(*Chat) bool) (Chat
 		limit = DefaultListPage
 	}
 	idx := tx.Bucket(bucketByUpdate)
+	metas := tx.Bucket(bucketChats)
 	p.Total = int(idx.Sequence())
 	c := idx.Cursor()
-	var k, v []byte
+	var k []byte
 	if after == "" {
-		k, v = c.Last()
+		k, _ = c.Last()
 	} else {
 		from, err := base64.RawURLEncoding.DecodeString(after)
 		if err != nil || len(from) < 8 {
 			return p, fmt.Errorf("%w: the list cursor %q is not one a page gave", ErrBadInput, after)
 		}
-		if k, v = c.Seek(from); k == nil {
-			k, v = c.Last()
+		if k, _ = c.Seek(from); k == nil {
+			k, _ = c.Last()
 		} else {
-			k, v = c.Prev()
+			k, _ = c.Prev()
 		}
 	}
-	for ; k != nil; k, v = c.Prev() {
+	var last []byte // the entry of the page's last chat: where the next page starts
+	for ; k != nil; k, _ = c.Prev() {
 		if len(p.Chats) == limit {
-			p.Next = base64.RawURLEncoding.EncodeToString(p.lastKey())
+			p.Next = base64.RawURLEncoding.EncodeToString(last)
 			break
 		}
 		if len(k) <= 8 {
 			continue // never written so; not a chat
 		}
+		v := metas.Get(k[8:])
+		if v == nil {
+			continue // an entry its chat outlived: listed nowhere
+		}
 		var ch Chat
 		if err := json.Unmarshal(v, &ch); err != nil {
-			return p, fmt.Errorf("chat %s: corrupt metadata in the list index: %w", k[8:], err)
+			return p, fmt.Errorf("chat %s: corrupt metadata: %w", k[8:], err)
 		}
 		if ch.DeleteAt != nil {
 			continue // deleted, until the undo window passes: listed nowhere
@@ -374,13 +375,9 @@ func listPage(tx *bolt.Tx, after string, limit int, keep func(*Chat) bool) (Chat
 		}
 		listState(&ch)
 		p.Chats = append(p.Chats, ch)
+		last = append(last[:0], k...) // k lives only as long as tx
 	}
 	return p, nil
-}
-
-func (p *ChatPage) lastKey() []byte {
-	c := p.Chats[len(p.Chats)-1]
-	return updateKey(c.UpdatedAt, c.ID)
 }
 
 // listState sets the State a list shows for stored metadata.
