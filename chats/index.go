@@ -288,7 +288,9 @@ func (ix *indexer) startup() error {
 // the index holds that is no longer stored, and puts them in bucketSearch
 // too, so a stop before they are indexed leaves them there for the next
 // start. If that cannot be written, the index is not marked as closed
-// cleanly at stop, and the next start checks every chat again.
+// cleanly at stop, and the next start checks every chat again. Only those
+// not in bucketSearch yet are written (every chat write puts its chat
+// there): a start with nothing to add commits nothing.
 func (ix *indexer) checkAll() error {
 	stored := map[string]bool{}
 	var behind []string
@@ -321,15 +323,22 @@ func (ix *indexer) checkAll() error {
 			behind = append(behind, id)
 		}
 	}
-	err = ix.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
-		set := tx.Bucket(bucketSearch)
-		for _, id := range behind {
-			if err := set.Put([]byte(id), nil); err != nil {
-				return err
-			}
-		}
+	var unlisted []string
+	err = ix.s.store.db.View(func(tx *bolt.Tx) error {
+		unlisted = notIn(tx.Bucket(bucketSearch), behind)
 		return nil
 	})
+	if err == nil && len(unlisted) > 0 {
+		err = ix.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
+			set := tx.Bucket(bucketSearch)
+			for _, id := range unlisted {
+				if err := set.Put([]byte(id), nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		ix.x.Taint()
 		ix.s.log.Warn("search index: the chats to index are checked again at the next start", "err", err)
@@ -340,6 +349,18 @@ func (ix *indexer) checkAll() error {
 	}
 	ix.mu.Unlock()
 	return nil
+}
+
+// notIn is the ids set does not hold, in their order.
+func notIn(set *bolt.Bucket, ids []string) []string {
+	var out []string
+	c := set.Cursor()
+	for _, id := range ids {
+		if k, _ := c.Seek([]byte(id)); string(k) != id {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // drain is one pass: it indexes the chats dirty as it begins; false when
