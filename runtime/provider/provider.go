@@ -4,6 +4,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,31 @@ type Tool struct {
 	Description string `json:"description"`
 	// Parameters is the JSON Schema of the arguments.
 	Parameters []byte `json:"parameters"`
+}
+
+// SameTools reports whether a and b list the same tools, field by field:
+// what a cache keyed by a list (its encoding, its token count) compares,
+// since a chat offers the same list turn after turn.
+func SameTools(a, b []Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
+			return false
+		}
+	}
+	return true
+}
+
+// CloneTools copies tools, their schemas included, for a cache to keep: a
+// caller may change its list in place afterwards.
+func CloneTools(tools []Tool) []Tool {
+	kept := make([]Tool, len(tools))
+	for i, t := range tools {
+		kept[i] = Tool{Name: t.Name, Description: t.Description, Parameters: bytes.Clone(t.Parameters)}
+	}
+	return kept
 }
 
 // Request is one model request.

@@ -49,7 +49,6 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -484,28 +483,10 @@ func (m *Model) toolTokens(defs []provider.Tool) int {
 	if len(defs) == 0 {
 		return 0
 	}
-	if c := m.tools.Load(); c != nil && sameTools(c.defs, defs) {
+	if c := m.tools.Load(); c != nil && provider.SameTools(c.defs, defs) {
 		return c.n
 	}
 	n := toolTokens(defs)
-	kept := make([]provider.Tool, len(defs))
-	for i, d := range defs {
-		kept[i] = provider.Tool{Name: d.Name, Description: d.Description, Parameters: bytes.Clone(d.Parameters)}
-	}
-	m.tools.Store(&toolCount{defs: kept, n: n})
+	m.tools.Store(&toolCount{defs: provider.CloneTools(defs), n: n})
 	return n
-}
-
-// sameTools reports whether a and b list the same tools, as toolTokens
-// counts them.
-func sameTools(a, b []provider.Tool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
-			return false
-		}
-	}
-	return true
 }

@@ -336,7 +336,7 @@ func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
 	c.mu.Lock()
 	last := c.lastTools
 	c.mu.Unlock()
-	if last.enc != nil && sameTools(last.tools, tools) {
+	if last.enc != nil && provider.SameTools(last.tools, tools) {
 		return last.enc, nil
 	}
 	var h maphash.Hash
@@ -354,7 +354,7 @@ func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
 	c.toolHashes++
 	e, ok := c.toolSets[key]
 	c.mu.Unlock()
-	if ok && sameTools(e.tools, tools) {
+	if ok && provider.SameTools(e.tools, tools) {
 		c.mu.Lock()
 		c.lastTools = e
 		c.mu.Unlock()
@@ -368,10 +368,7 @@ func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept := make([]provider.Tool, len(tools))
-	for i, t := range tools {
-		kept[i] = provider.Tool{Name: t.Name, Description: t.Description, Parameters: bytes.Clone(t.Parameters)}
-	}
+	kept := provider.CloneTools(tools)
 	c.mu.Lock()
 	if len(c.toolSets) >= maxToolSets {
 		clear(c.toolSets)
@@ -380,17 +377,4 @@ func (c *encCache) encodeTools(tools []provider.Tool) ([]byte, error) {
 	c.lastTools = c.toolSets[key]
 	c.mu.Unlock()
 	return enc, nil
-}
-
-// sameTools says whether a and b are sent alike.
-func sameTools(a, b []provider.Tool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
-			return false
-		}
-	}
-	return true
 }
