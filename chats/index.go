@@ -292,10 +292,14 @@ func (ix *indexer) startup() error {
 // not in bucketSearch yet are written (every chat write puts its chat
 // there): a start with nothing to add commits nothing.
 func (ix *indexer) checkAll() error {
+	indexed, err := ix.x.Chats()
+	if err != nil {
+		return err
+	}
 	stored := map[string]bool{}
-	var behind []string
-	err := ix.s.store.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
+	var behind, unlisted []string
+	err = ix.s.store.db.View(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketChats).ForEach(func(k, v []byte) error {
 			var c Chat
 			if err := json.Unmarshal(v, &c); err != nil {
 				return nil
@@ -310,25 +314,21 @@ func (ix *indexer) checkAll() error {
 			}
 			return nil
 		})
-	})
-	if err != nil {
-		return err
-	}
-	indexed, err := ix.x.Chats()
-	if err != nil {
-		return err
-	}
-	for _, id := range indexed {
-		if !stored[id] {
-			behind = append(behind, id)
+		if err != nil {
+			return err
 		}
-	}
-	var unlisted []string
-	err = ix.s.store.db.View(func(tx *bolt.Tx) error {
+		for _, id := range indexed {
+			if !stored[id] {
+				behind = append(behind, id)
+			}
+		}
 		unlisted = notIn(tx.Bucket(bucketSearch), behind)
 		return nil
 	})
-	if err == nil && len(unlisted) > 0 {
+	if err != nil {
+		return err
+	}
+	if len(unlisted) > 0 {
 		err = ix.s.store.Write(context.Background(), func(tx *bolt.Tx) error {
 			set := tx.Bucket(bucketSearch)
 			for _, id := range unlisted {

@@ -322,18 +322,13 @@ func (s sizer) room() int {
 // that model's provider rule, which the stored count never includes (the
 // same row costs differently per provider), as the view sizes them.
 //
-// The usual row (a stored count, no attachments) is answered inline: the
+// The usual row (a stored count, no attachments) is answered first: the
 // opening reading sums every row of the conversation each turn, and a call
 // copying the sizer per row was most of it.
 func (s *sizer) rowTokens(r *view.Row) int {
 	if r.Tokens > 0 && len(r.Parts) == 0 {
 		return r.Tokens
 	}
-	return s.counted(r)
-}
-
-// counted is rowTokens of a row that needs counting or has attachments.
-func (s *sizer) counted(r *view.Row) int {
 	return s.textTokens(r) + provider.PartsTokens(s.m.ProvKind, r.Parts)
 }
 
