@@ -69,7 +69,9 @@ func (n *Node) acquire(ctx context.Context, key string) (*Lease, error) {
 	// (chats.ErrUnavailable) rather than when its own deadline ends.
 	cctx, cancel := context.WithTimeout(ctx, n.storeWait())
 	defer cancel()
-	rev, err := leases.Create(cctx, key, []byte(n.o.Name), jetstream.KeyTTL(n.o.LeaseTTL))
+	rev, err := casWrite(cctx, func() (uint64, error) {
+		return leases.Create(cctx, key, []byte(n.o.Name), jetstream.KeyTTL(n.o.LeaseTTL))
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) || wrongLastSeq(err) {
 		// A replicated bucket answers a create that lost the race with
 		// "wrong last sequence" rather than "key exists".
@@ -142,7 +144,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 		if l.token != "" {
 			m.Header.Set(hdrLeaseID, l.token)
 		}
-		ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
+		ack, err := casWrite(ctx, func() (*jetstream.PubAck, error) {
+			return l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
+		})
 		if err == nil {
 			l.mu.Lock()
 			l.rev = ack.Sequence
@@ -288,6 +292,46 @@ func wrongLastSeq(err error) bool {
 	}
 	return api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// inFlight says whether err is a replicated stream refusing a
+// compare-and-set write because another write on the same subject is
+// still being applied (10164, "wrong last sequence" without a sequence).
+// That other write may be the writer's own: the stream's leader sends a
+// write's acknowledgement before it forgets the write was in flight, so
+// a write that follows its own acknowledged one at once can land in that
+// window. A rival's write, once applied, turns the answer into 10071.
+func inFlight(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// casWaits are the pauses before asking again while a compare-and-set
+// write is refused as in flight: about a quarter of a second in all,
+// far more than the microseconds the store's window lasts, which a
+// loaded machine stretches to milliseconds.
+var casWaits = [...]time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond,
+	16 * time.Millisecond, 32 * time.Millisecond, 64 * time.Millisecond, 128 * time.Millisecond}
+
+// casWrite runs a compare-and-set write, and runs it again (a bounded
+// number of times, while ctx lasts) while the store refuses it only
+// because another write on its subject is in flight. A refused write was
+// never proposed, so asking again cannot store it twice; a true conflict
+// ends as the store's own refusal (10071), or as the last 10164 when
+// the rival's write stays in flight past every wait.
+func casWrite[T any](ctx context.Context, write func() (T, error)) (T, error) {
+	for _, wait := range casWaits {
+		v, err := write()
+		if !inFlight(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+	}
+	return write()
 }
 
 // holderOf reads who holds the lease key ("" when nobody does).

@@ -102,7 +102,9 @@ func (n *Node) publish(ctx context.Context, m *nats.Msg, at uint64) (uint64, err
 func (n *Node) publishTo(ctx context.Context, stream string, m *nats.Msg, at uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
 	defer cancel()
-	ack, err := n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(stream), jetstream.WithExpectLastSequencePerSubject(at))
+	ack, err := casWrite(ctx, func() (*jetstream.PubAck, error) {
+		return n.js.PublishMsg(ctx, m, jetstream.WithExpectStream(stream), jetstream.WithExpectLastSequencePerSubject(at))
+	})
 	switch {
 	case err == nil:
 		return ack.Sequence, nil

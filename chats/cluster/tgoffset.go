@@ -205,12 +205,12 @@ func (t *Telegram) Commit(ctx context.Context, next int) error {
 	rev := t.rev
 	t.mu.Unlock()
 	val := []byte(strconv.Itoa(next))
-	var nrev uint64
-	if rev == 0 {
-		nrev, err = kv.Create(ctx, tgOffsetKey, val)
-	} else {
-		nrev, err = kv.Update(ctx, tgOffsetKey, val, rev)
-	}
+	nrev, err := casWrite(ctx, func() (uint64, error) {
+		if rev == 0 {
+			return kv.Create(ctx, tgOffsetKey, val)
+		}
+		return kv.Update(ctx, tgOffsetKey, val, rev)
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) || wrongLastSeq(err) {
 		return fmt.Errorf("cluster: the Telegram offset was moved by another node (this node's copy is stale): %w", ErrLost)
 	}
