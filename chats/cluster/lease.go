@@ -240,7 +240,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	if lost {
 		return nil
 	}
-	return l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
+	_, err := casWrite(ctx, func() (struct{}, error) {
+		return struct{}{}, l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
+	})
+	return err
 }
 
 // renewWorkers bounds the chat-lease renewals in flight at once.
