@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -447,5 +448,28 @@ func TestExternalNATS(t *testing.T) {
 	}
 	if got := readSeqs(t, b, chat); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("record %v", got)
+	}
+}
+
+// TestRoutePortTaken: a node whose route port another process holds fails
+// to start at once, saying so, instead of waiting out the server's start
+// for routes that can never be made (a test that drew a port another
+// test's server had just taken waited 30 s, then blamed the client port).
+func TestRoutePortTaken(t *testing.T) {
+	held, err := net.Listen("tcp", freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	o := Options{Name: "n1", Listen: "127.0.0.1:0", Routes: held.Addr().String(), Peers: []string{freeAddr(t)},
+		StoreDir: t.TempDir(), Replicas: 3, LeaseTTL: testTTL, Secret: RouteSecret("test-token"), Log: testLog}
+	start := time.Now()
+	nd, err := Start(context.Background(), o)
+	if err == nil {
+		nd.Close()
+		t.Fatal("a node started without its route port")
+	}
+	if took := time.Since(start); !strings.Contains(err.Error(), "address already in use") || took > 10*time.Second {
+		t.Fatalf("start failed after %v with %v; want at once, naming the port in use", took.Round(time.Millisecond), err)
 	}
 }

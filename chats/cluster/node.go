@@ -277,14 +277,30 @@ func embed(o Options) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: NATS server: %w", err)
 	}
-	srv.SetLoggerV2(natsLog{o.Log}, false, false, false)
+	log := natsLog{l: o.Log, fatal: make(chan string, 1)}
+	srv.SetLoggerV2(log, false, false, false)
 	srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
-		srv.Shutdown()
-		return nil, fmt.Errorf("cluster: the NATS server did not accept connections on %s within 30s", o.Listen)
+	// A listener that cannot listen (a route port taken) is the server's
+	// "fatal" error, after which it goes on without it: the start fails
+	// with that error at once, not after the 30 s wait for a server that
+	// would never be ready.
+	for deadline := time.Now().Add(serverReady); !srv.ReadyForConnections(50 * time.Millisecond); {
+		select {
+		case msg := <-log.fatal:
+			srv.Shutdown()
+			return nil, fmt.Errorf("cluster: the NATS server: %s", msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			srv.Shutdown()
+			return nil, fmt.Errorf("cluster: the NATS server did not accept connections on %s within %v", o.Listen, serverReady)
+		}
 	}
 	return srv, nil
 }
+
+// serverReady bounds the embedded server's start.
+const serverReady = 30 * time.Second
 
 // tlsTimeout is how long, in seconds, a TLS handshake may take.
 const tlsTimeout = 5
@@ -335,15 +351,27 @@ func splitHostPort(s string) (string, int, error) {
 }
 
 // natsLog passes the embedded server's warnings and errors to slog; its
-// notices (dozens at start) only at debug level.
-type natsLog struct{ l *slog.Logger }
+// notices (dozens at start) only at debug level. Its first fatal error
+// (the server does not exit on it) also goes to fatal.
+type natsLog struct {
+	l     *slog.Logger
+	fatal chan string
+}
 
 func (g natsLog) Noticef(f string, v ...any) { g.l.Debug("nats: " + fmt.Sprintf(f, v...)) }
 func (g natsLog) Warnf(f string, v ...any)   { g.l.Warn("nats: " + fmt.Sprintf(f, v...)) }
-func (g natsLog) Fatalf(f string, v ...any)  { g.l.Error("nats: " + fmt.Sprintf(f, v...)) }
 func (g natsLog) Errorf(f string, v ...any)  { g.l.Error("nats: " + fmt.Sprintf(f, v...)) }
 func (g natsLog) Debugf(f string, v ...any)  {}
 func (g natsLog) Tracef(f string, v ...any)  {}
+
+func (g natsLog) Fatalf(f string, v ...any) {
+	msg := fmt.Sprintf(f, v...)
+	g.l.Error("nats: " + msg)
+	select {
+	case g.fatal <- msg:
+	default:
+	}
+}
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.o.Name }

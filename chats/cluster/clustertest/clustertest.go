@@ -15,15 +15,24 @@ import (
 // ephemeral range (32768–60999): a port from the kernel's :0 could be
 // handed to some outgoing connection before the server listens on it, and
 // the server would then never accept connections.
+//
+// The port stays reserved for tb until it ends (reserve): the test
+// processes of several packages draw from the same range at once, and a
+// port free when drawn was once taken by another test's server before
+// this one's listened.
 func RouteAddr(tb testing.TB) string {
 	tb.Helper()
 	for range 200 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		port := 20000 + rand.IntN(12000)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue // taken: draw again
 		}
 		ln.Close()
+		if !reserve(tb, port) {
+			continue // another test holds it
+		}
 		return addr
 	}
 	tb.Fatal("no free loopback port between 20000 and 32000")
