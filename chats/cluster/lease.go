@@ -286,8 +286,9 @@ func (n *Node) renewClaims(ctx context.Context, claims []*Claim) {
 }
 
 // wrongLastSeq says whether err is the store refusing a write whose
-// expected last sequence was not the subject's last (a CAS conflict).
-// Replicated streams answer 10164 where a single replica answers 10071.
+// expected last sequence was not the subject's last (a CAS conflict):
+// 10071, or a replicated stream's 10164 for a write on the subject still
+// in flight (casWrite asks again while that lasts).
 func wrongLastSeq(err error) bool {
 	var api *jetstream.APIError
 	if !errors.As(err, &api) {
