@@ -146,11 +146,6 @@ func startProcIn(t *testing.T, dir string, args []string, env ...string) *proc {
 	return startCmd(t, cmd)
 }
 
-// startWait bounds a `mirror serve` process's start in tests. A node of
-// a test cluster, run with the race detector beside the rest of the suite
-// on 2 cores, once took more than 20 s to listen.
-const startWait = 60 * time.Second
-
 // startCmd starts cmd (a `mirror serve` with --addr 127.0.0.1:0), killed
 // when t ends, and waits for its listening line.
 func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
@@ -178,8 +173,8 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
 			t.Fatalf("first line %q; stderr %s", s, p.errs)
 		}
 		p.addr = addr
-	case <-time.After(startWait):
-		t.Fatalf("no listening line in %v; stderr %s", startWait, p.errs)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no listening line; stderr %s", p.errs)
 	}
 	return p
 }
