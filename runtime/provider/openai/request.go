@@ -12,6 +12,8 @@ import (
 
 // Wire shapes of the request. Field order is the JSON order, which the
 // request golden test pins so that the same view gives the same bytes.
+// A field set per request (other than the messages and tools) goes into
+// frameKey too (enccache.go): frames are kept by that key.
 type wireRequest struct {
 	Model               string          `json:"model"`
 	Messages            []wireMessage   `json:"messages"`
