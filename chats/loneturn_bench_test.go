@@ -3,10 +3,12 @@ package chats
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/mirror-gateway/mirror/chats/barecommit"
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/runtime"
 	"github.com/mirror-gateway/mirror/runtime/provider"
@@ -35,7 +37,9 @@ func (instant) Stream(ctx context.Context, req provider.Request, emit func(provi
 // BenchmarkLoneTurn is one chat's turns one after another (issue 20, item
 // 5): a message sent with a client_id by a subscriber, answered at once by
 // the model, and the commit that stores it all. It reports ns per turn and
-// the bbolt pages each turn writes (the commit's cost beyond its fsync).
+// the bbolt pages each turn writes (the commit's cost beyond its fsync),
+// and its p50 against a bare bbolt commit's on the same disk in the same
+// run (barecommit, before and after the turns).
 func BenchmarkLoneTurn(b *testing.B) {
 	// The turn ends well within PickupDelay: one commit per turn.
 	svc, db, done := instantService(b, time.Minute)
@@ -69,7 +73,9 @@ func BenchmarkLoneTurn(b *testing.B) {
 			turn(-i - 1)
 		}
 	}
+	bare := barecommit.Measure(b, b.TempDir(), 100)
 	var pages int64
+	var took []time.Duration
 	n := 0
 	for b.Loop() {
 		if n%perChat == 0 {
@@ -77,12 +83,20 @@ func BenchmarkLoneTurn(b *testing.B) {
 			newChat()
 			b.StartTimer()
 		}
-		before := pagesWritten(db)
+		before, t0 := pagesWritten(db), time.Now()
 		turn(n)
+		took = append(took, time.Since(t0))
 		pages += pagesWritten(db) - before
 		n++
 	}
+	b.StopTimer()
+	bare = append(bare, barecommit.Measure(b, b.TempDir(), 100)...)
+	slices.Sort(bare)
+	slices.Sort(took)
 	b.ReportMetric(float64(pages)/float64(n), "pages/turn")
+	b.ReportMetric(float64(took[n/2].Microseconds()), "p50_us")
+	b.ReportMetric(float64(bare[len(bare)/2].Microseconds()), "bare_us")
+	b.ReportMetric(float64(took[n/2])/float64(bare[len(bare)/2]), "ratio")
 }
 
 // pagesWritten is how many pages db's commits have written so far.

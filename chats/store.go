@@ -44,6 +44,9 @@ type Store struct {
 	// carry are the writers whose buffered writes ride every commit
 	// (Carry); set before the first write.
 	carry []Carrier
+	// ahead keeps the file written past its high-water mark (the
+	// committer's alone).
+	ahead *ahead
 
 	// commitHook, when set (tests), runs inside every commit and may fail it.
 	commitHook func() error
@@ -144,7 +147,7 @@ func NewStore(db *bolt.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create buckets: %w", err)
 	}
-	s := &Store{db: db, writes: make(chan *write, maxGroup), stop: make(chan struct{}), finished: make(chan struct{})}
+	s := &Store{db: db, writes: make(chan *write, maxGroup), stop: make(chan struct{}), finished: make(chan struct{}), ahead: openAhead(db)}
 	s.wg.Add(1)
 	go s.commitLoop()
 	return s, nil
@@ -186,6 +189,7 @@ func markClientIDs(tx *bolt.Tx) error {
 func (s *Store) Close() {
 	close(s.stop)
 	s.wg.Wait()
+	s.ahead.off()
 }
 
 // DB returns the underlying database, for read transactions.
@@ -275,6 +279,7 @@ func (s *Store) commit(group []*write) { s.commitCarrying(group, true) }
 func (s *Store) commitCarrying(group []*write, carry bool) {
 	var dones []func(bool)
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		s.ahead.fill(tx)
 		for _, w := range group {
 			if err := w.fn(tx); err != nil {
 				return err

@@ -2,8 +2,8 @@ package main
 
 // Helpers of the benchmarks in bench_test.go (see docs/benchmarks.md): an
 // in-process `mirror serve`, `mirror serve` as a child process, a small
-// WebSocket client that drives many chats over few sockets, the bare bbolt
-// commit probe and the 100k-chat fill. Nothing here runs in a plain
+// WebSocket client that drives many chats over few sockets and the 100k-chat
+// fill (the bare bbolt commit is chats/barecommit). Nothing here runs in a plain
 // `go test`: every entry point is called from a Benchmark function, or from
 // init when the test binary is re-executed with MIRROR_BENCH_CHILD set.
 
@@ -11,7 +11,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +36,6 @@ import (
 	"github.com/mirror-gateway/mirror/config"
 	"github.com/mirror-gateway/mirror/config/datadir"
 	mruntime "github.com/mirror-gateway/mirror/runtime"
-	bolt "go.etcd.io/bbolt"
 )
 
 const (
@@ -752,38 +750,6 @@ func hostBusy() time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// ---- the bare bbolt commit ----
-
-// measureCommit opens a fresh bbolt file in dir with default options and
-// times n commits that each put one 200-byte value. It returns them sorted.
-func measureCommit(tb testing.TB, dir string, n int) []time.Duration {
-	tb.Helper()
-	path := filepath.Join(dir, fmt.Sprintf("commit-probe-%d.db", time.Now().UnixNano()))
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer os.Remove(path)
-	defer db.Close()
-	bucket := []byte("probe")
-	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucket); return err }); err != nil {
-		tb.Fatal(err)
-	}
-	val := bytes.Repeat([]byte("v"), 200)
-	out := make([]time.Duration, n)
-	for i := range n {
-		var k [8]byte
-		binary.BigEndian.PutUint64(k[:], uint64(i))
-		t0 := time.Now()
-		if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(k[:], val) }); err != nil {
-			tb.Fatal(err)
-		}
-		out[i] = time.Since(t0)
-	}
-	slices.Sort(out)
-	return out
-}
 
 // ---- 100k chats and the heap child ----
 

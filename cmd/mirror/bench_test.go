@@ -19,6 +19,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/mirror-gateway/mirror/chats/barecommit"
 )
 
 // turnBench measures message.send → turn.finished with nChats chats in a
@@ -40,7 +42,7 @@ func turnBenchAt(b *testing.B, nChats int, period time.Duration) {
 	if _, _, err := f.runTurns(len(f.chats)); err != nil {
 		b.Fatalf("warm-up: %v; log %s", err, logs)
 	}
-	commits := measureCommit(b, dir, 100)
+	commits := barecommit.Measure(b, dir, 100)
 
 	stop := make(chan struct{})
 	done := make(chan struct{}, 1<<16)
@@ -77,7 +79,7 @@ func turnBenchAt(b *testing.B, nChats int, period time.Duration) {
 	if r.err != nil {
 		b.Fatalf("%v; log %s", r.err, logs)
 	}
-	commits = append(commits, measureCommit(b, dir, 100)...)
+	commits = append(commits, barecommit.Measure(b, dir, 100)...)
 	slices.Sort(commits)
 
 	var lats []time.Duration
