@@ -42,11 +42,17 @@ const (
 // touched, it costs no memory).
 var zeros [64 << 10]byte
 
-// openAhead opens db's file a second time for the fills. Failing that, the
-// store goes on without them.
+// openAhead opens db's file a second time for the fills. Failing that, or
+// on tmpfs (memory: no blocks to allocate, no journal, and zeros would
+// take memory), the store goes on without them.
 func openAhead(db *bolt.DB) *ahead {
 	f, err := os.OpenFile(db.Path(), os.O_WRONLY, 0)
 	if err != nil {
+		return &ahead{}
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
+		f.Close()
 		return &ahead{}
 	}
 	return &ahead{f: f}

@@ -70,6 +70,11 @@ func TestAheadKeepsNewPagesOffHoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if store.ahead.f == nil {
+		store.Close()
+		db.Close()
+		t.Skip("ahead is off on this file system (tmpfs)")
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
