@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -40,10 +39,6 @@ type actor struct {
 	meta   Chat   // as last committed
 	listed Chat   // as list watchers last heard of it
 	seq    uint64 // last seq handed out (>= meta.Seq)
-	// seen is seq for a running turn's goroutine (host.Last), stored with
-	// every change of seq: a model request reads it without a round trip
-	// to the chat's goroutine.
-	seen atomic.Uint64
 	// msgs is the conversation since the latest boundary (what the next
 	// view is built from). What came before stays in the store only: a
 	// snapshot reads the transcript from there, page by page, so a chat's
@@ -237,7 +232,6 @@ func loadActor(s *Service, id string) (*actor, error) {
 			return fmt.Errorf("chat %s: %w", id, ErrNotFound)
 		}
 		a.meta, a.seq = meta, meta.Seq
-		a.seen.Store(a.seq)
 		indexed := clientIDsIndexed(tx, id)
 		err = eventsSince(tx, id, 0, func(ev *Event) error {
 			switch p := ev.Payload.(type) {
@@ -482,11 +476,7 @@ func (a *actor) post(f func()) {
 	}
 }
 
-func (a *actor) next() uint64 {
-	a.seq++
-	a.seen.Store(a.seq)
-	return a.seq
-}
+func (a *actor) next() uint64 { a.seq++; return a.seq }
 
 // append adds an event of p's type to the batch, giving it the next seq.
 func (a *actor) append(p Payload, o Origin) *Event {
@@ -562,7 +552,6 @@ func (a *actor) flush() (err error) {
 		// drop them, and memory is as it was before the boundary.
 		a.s.log.Error("boundary write failed", "chat", a.id, "err", err)
 		a.seq -= uint64(len(b.events))
-		a.seen.Store(a.seq)
 		return &archiveError{err: err}
 	}
 	if err != nil {

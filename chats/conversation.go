@@ -170,8 +170,12 @@ func (a *actor) running() []string {
 	return out
 }
 
-// Last is the record's last seq, as the chat's goroutine last set it.
-func (h *host) Last() uint64 { return h.a.seen.Load() }
+// Last is the record's last seq.
+func (h *host) Last() uint64 {
+	var seq uint64
+	_ = h.a.exec(func() error { seq = h.a.seq; return nil })
+	return seq
+}
 
 // HandoffUpdated stores the assistant's half of the record.
 func (h *host) HandoffUpdated(hf boundary.Handoff, asked, answered bool) (uint64, error) {
