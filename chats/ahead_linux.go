@@ -15,8 +15,8 @@ import (
 // every commit of a growing store (a turn adds rows) puts a page or more
 // past the mark. A write into a hole makes ext4 allocate a block, and the
 // commit's fdatasync must then also commit the journal: 12 page writes and
-// two fdatasyncs took ~0.42 ms into written blocks and ~0.55 ms with one of
-// the pages in a hole (docs/benchmarks.md, "Issue 20, session 15").
+// two fdatasyncs took 0.41–0.44 ms into written blocks and 0.49–0.57 ms with
+// one of the pages in a hole (docs/benchmarks.md, "Issue 20, session 15").
 //
 // The zeros are written inside a commit, before bbolt allocates anything
 // in it: bbolt's writer lock keeps every other write out of the range
@@ -25,7 +25,7 @@ import (
 // the mark is kept written; it grows with the store's recent growth per
 // commit, so a commit seldom lands on the blocks its own fill wrote.
 type ahead struct {
-	f    *os.File // nil: off (not opened, or a write failed)
+	f    *os.File // nil: off (see openAhead), or a write failed
 	to   int64    // written through here, as far as ahead knows
 	last int64    // the mark at the previous commit
 	grow int64    // the largest recent growth of the mark per commit, decaying
@@ -35,7 +35,7 @@ type ahead struct {
 
 const (
 	aheadMin = 128 << 10 // the least window: a lone turn's commit adds ~1 page
-	aheadMax = 8 << 20
+	aheadMax = 8 << 20   // the most: a fill of up to half of it rides one commit
 )
 
 // zeros is what a fill writes, a piece at a time (read-only: never
