@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// holes says where f's first hole at or after off is (its end when none).
+// holeAt says where f's first hole at or after off is (its end when none).
 func holeAt(t *testing.T, f *os.File, off int64) int64 {
 	t.Helper()
 	h, err := unix.Seek(int(f.Fd()), off, unix.SEEK_HOLE)
