@@ -161,7 +161,9 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line := make(chan string, 1)
+	closed := make(chan struct{}) // stdout closed: the process has exited
 	go func() {
+		defer close(closed)
 		s, _ := bufio.NewReader(out).ReadString('\n')
 		line <- s
 		_, _ = io.Copy(io.Discard, out)
@@ -174,7 +176,15 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
 		}
 		p.addr = addr
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no listening line; stderr %s", p.errs)
+		// Where the start stands: on SIGQUIT the Go runtime writes every
+		// goroutine's stack to stderr and exits.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-closed:
+			_ = cmd.Wait() // stderr copied whole
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatalf("no listening line in 20 s; stderr, with the goroutines at that moment: %s", p.errs)
 	}
 	return p
 }
