@@ -188,6 +188,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 // replaces this node's, or, when the log is empty, this node's is written
 // into it.
 func (r *Registry) join(ctx context.Context, rp *replica) error {
+	// A read of the log waits for the cluster, for as long as its nodes
+	// take to come up. That wait happens here, outside the transaction:
+	// held meanwhile, the transaction would stop every other write to this
+	// node's database, its own start among them (and another node's start
+	// may be waiting for this one's).
+	pos, err := r.applied()
+	if err != nil {
+		return err
+	}
+	if err := rp.log.Read(ctx, pos, func(uint64, []byte) error { return nil }); err != nil {
+		return err
+	}
+	// The cluster answers: what the transaction asks of the log is bounded
+	// as a write's is, and a cluster lost meanwhile means trying again.
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
 	return r.updateDB(func(tx *bolt.Tx) error {
 		if lb := tx.Bucket(logBucket); lb != nil && lb.Get(joinedKey) != nil {
 			return r.catchUpTx(ctx, tx)

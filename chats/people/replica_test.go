@@ -374,3 +374,80 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+// downLog is a Log whose reads wait until up is closed, as the cluster's
+// do until enough of its nodes are up; reading says a read began.
+type downLog struct {
+	*memLog
+	up      chan struct{}
+	reading chan struct{}
+}
+
+func (l *downLog) Read(ctx context.Context, after uint64, fn func(uint64, []byte) error) error {
+	select {
+	case l.reading <- struct{}{}:
+	default:
+	}
+	select {
+	case <-l.up:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return l.memLog.Read(ctx, after, fn)
+}
+
+// TestJoinWaitsOutsideTheTransaction: while the cluster is not up yet, a
+// node joining its registry (for the first time, or again at a restart)
+// holds no write transaction of the node's database, so the rest of the
+// gateway's start writes it meanwhile; the node joins once the cluster
+// answers. (A cluster's first node once waited so for peers that its
+// start, printing no listening line, kept from being started.)
+func TestJoinWaitsOutsideTheTransaction(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		t.Run(fmt.Sprintf("joined_before=%v", again), func(t *testing.T) {
+			l := newMemLog()
+			r, db := openTest(t, testToken)
+			if again {
+				r, db = replicaOn(t, l)
+				r.rep.cancel()
+				<-r.rep.done
+				var err error
+				if r, err = Open(db, testToken); err != nil {
+					t.Fatal(err)
+				}
+			}
+			down := &downLog{memLog: l, up: make(chan struct{}), reading: make(chan struct{}, 1)}
+			t.Cleanup(r.Replicate(down, nil))
+			select {
+			case <-down.reading:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the join did not read the log")
+			}
+			wrote := make(chan error, 1)
+			go func() {
+				wrote <- db.Update(func(tx *bolt.Tx) error {
+					_, err := tx.CreateBucketIfNotExists([]byte("another_part_of_the_gateway"))
+					return err
+				})
+			}()
+			select {
+			case err := <-wrote:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				close(down.up) // the join ends, and so can the test
+				t.Fatal("a write to the node's database waited for the cluster: the join held its transaction meanwhile")
+			}
+			close(down.up)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := r.rep.waitJoined(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := r.Add("erin", ""); err != nil {
+				t.Fatalf("a write once joined: %v", err)
+			}
+		})
+	}
+}
