@@ -3,7 +3,7 @@
 # of ./cmd/mirror optimise with (profile-guided optimisation: hot calls
 # inlined, hot interface calls devirtualised). Run it from anywhere in the
 # repository after a change that moves the turn's hot path; a profile that
-# has gone stale only optimises less (TestDefaultPGOCoversTheTurn says when
+# has gone stale only optimises less (TestDefaultPGO says when
 # it no longer covers the turn).
 #
 # The profile is of the gateway under BenchmarkExternalOpenAI's load, at
