@@ -103,18 +103,38 @@ func mirrorBinary(b *testing.B, dir string) string {
 	return out
 }
 
-// procCPU is the user + system CPU time of process pid, from
-// /proc/PID/stat (fields 14 and 15, in clock ticks of 10 ms).
-func procCPU(pid int) (time.Duration, error) {
+// procStat is /proc/PID/stat's fields from the third (the state) on.
+func procStat(pid int) ([]string, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	s := string(raw)
 	// The command name (field 2) may hold spaces: count from its ')'.
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+		return nil, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return f, nil
+}
+
+// procFaults is how many minor page faults process pid has taken (field
+// 10 of /proc/PID/stat): pages touched for the first time, the binary's
+// own among them.
+func procFaults(pid int) (int64, error) {
+	f, err := procStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(f[7], 10, 64)
+}
+
+// procCPU is the user + system CPU time of process pid, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 10 ms).
+func procCPU(pid int) (time.Duration, error) {
+	f, err := procStat(pid)
+	if err != nil {
+		return 0, err
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)

@@ -152,7 +152,7 @@ func rssMiB(b *testing.B, c *child) float64 {
 func BenchmarkFirstTurn(b *testing.B) {
 	dir := b.TempDir()
 	cfg := writeBenchConfig(b, dir)
-	var first, second, other, rss0, rss1 []float64
+	var first, second, other, rss0, rss1, faults1, faults2 []float64
 	i := 0
 	for b.Loop() {
 		i++
@@ -161,15 +161,19 @@ func BenchmarkFirstTurn(b *testing.B) {
 		time.Sleep(300 * time.Millisecond) // a benchmark's settling time, not synchronisation
 		rss0 = append(rss0, rssMiB(b, c))
 		for k := range 2 {
+			pf0, _ := procFaults(c.cmd.Process.Pid)
 			lats, _, err := f.runTurns(1)
 			if err != nil || len(lats) != 1 {
 				b.Fatalf("turn %d: %v; stderr %s", k+1, err, c.stderr)
 			}
+			pf1, _ := procFaults(c.cmd.Process.Pid)
 			if k == 0 {
+				faults1 = append(faults1, float64(pf1-pf0))
 				first = append(first, ms(lats[0]))
 				time.Sleep(300 * time.Millisecond)
 				rss1 = append(rss1, rssMiB(b, c))
 			} else {
+				faults2 = append(faults2, float64(pf1-pf0))
 				second = append(second, ms(lats[0]))
 			}
 		}
@@ -189,6 +193,10 @@ func BenchmarkFirstTurn(b *testing.B) {
 	b.ReportMetric(median(other), "other_chat_first_ms")
 	b.ReportMetric(median(first), "first_ms")
 	b.ReportMetric(median(second), "second_ms")
+	// The gateway's minor page faults during each turn: code and data the
+	// first turn touches for the first time.
+	b.ReportMetric(median(faults1), "first_faults")
+	b.ReportMetric(median(faults2), "second_faults")
 	b.ReportMetric(median(rss0), "rss_start_MiB")
 	b.ReportMetric(median(rss1), "rss_first_turn_MiB")
 }
