@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -161,12 +162,15 @@ func BenchmarkFirstTurn(b *testing.B) {
 		time.Sleep(300 * time.Millisecond) // a benchmark's settling time, not synchronisation
 		rss0 = append(rss0, rssMiB(b, c))
 		for k := range 2 {
-			pf0, _ := procFaults(c.cmd.Process.Pid)
+			pf0, err0 := procFaults(c.cmd.Process.Pid)
 			lats, _, err := f.runTurns(1)
 			if err != nil || len(lats) != 1 {
 				b.Fatalf("turn %d: %v; stderr %s", k+1, err, c.stderr)
 			}
-			pf1, _ := procFaults(c.cmd.Process.Pid)
+			pf1, err1 := procFaults(c.cmd.Process.Pid)
+			if err := errors.Join(err0, err1); err != nil {
+				b.Fatalf("page faults of the gateway: %v", err)
+			}
 			if k == 0 {
 				faults1 = append(faults1, float64(pf1-pf0))
 				first = append(first, ms(lats[0]))

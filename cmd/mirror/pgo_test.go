@@ -129,17 +129,29 @@ func profileStrings(data []byte) ([]string, error) {
 // already relative, from a -trimpath build). The compiler reads only
 // function names and line numbers.
 func withoutPaths(data []byte) ([]byte, error) {
-	return rewriteStrings(data, func(s string) string {
+	out, err := rewriteStrings(data, func(s string) string {
 		if isMachinePath(s) {
 			return path.Base(strings.ReplaceAll(s, `\`, "/"))
 		}
 		return s
 	})
+	if err != nil {
+		return nil, err
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	if _, err := zw.Write(out); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return z.Bytes(), nil
 }
 
 // rewriteStrings passes each string of a pprof profile's string table
-// through f and returns the profile, gzipped, with what f returned. The
-// indexes into the table stay as they were.
+// through f and returns the profile (its protobuf, not gzipped) with what
+// f returned. The indexes into the table stay as they were.
 func rewriteStrings(data []byte, f func(string) string) ([]byte, error) {
 	if bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(bytes.NewReader(data))
@@ -174,13 +186,5 @@ func rewriteStrings(data []byte, f func(string) string) ([]byte, error) {
 	if !seen {
 		return nil, errors.New("not a profile: no string table")
 	}
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	if _, err := zw.Write(out); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return z.Bytes(), nil
+	return out, nil
 }
